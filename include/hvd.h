@@ -1,0 +1,295 @@
+/*
+ * hvd.h - the public C API of libhvd, slurm-horovod's runtime library.
+ *
+ * Every function returns an hvd_status_t (HVD_OK on success).  On failure a
+ * human-readable message for the calling thread's last error is available
+ * from hvd_last_error().  The library never calls exit() or abort() on a user
+ * error.
+ *
+ * Ranks come from PMIx (srun --mpi=pmix, hvdrun, mpirun/prterun).  When the
+ * SPANK plugin set HOROVOD_RANK/HOROVOD_SIZE they must agree with PMIx.
+ *
+ * Layers:
+ *   - init/finalize and rank queries;
+ *   - blocking collectives on the world (host memory; device memory when the
+ *     library was built with CUDA/NCCL);
+ *   - the engine: asynchronous named operations with negotiation, response
+ *     cache, tensor fusion, process sets, timeline and stall inspection;
+ *   - the checkpointer.
+ */
+#ifndef HVD_H
+#define HVD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HVD_VERSION_MAJOR 0
+#define HVD_VERSION_MINOR 1
+#define HVD_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------- */
+/* Statuses.  The numeric values are stable (doc/errors.md).               */
+
+typedef enum {
+	HVD_OK = 0,
+	HVD_IN_PROGRESS = 1,          /* hvd_test(): not finished yet        */
+	HVD_ERR_NOT_INITIALIZED = 2,  /* call before hvd_init()/after final. */
+	HVD_ERR_INVALID_ARG = 3,      /* NULL buffer, bad count, bad root... */
+	HVD_ERR_BAD_TYPE = 4,         /* unknown hvd_dtype_t                 */
+	HVD_ERR_BAD_OP = 5,           /* unknown hvd_op_t or op/type pair    */
+	HVD_ERR_BOOTSTRAP = 6,        /* PMIx failure or rank disagreement   */
+	HVD_ERR_TRANSPORT = 7,        /* UCX / shared memory failure         */
+	HVD_ERR_PEER_FAILED = 8,      /* a peer process died                 */
+	HVD_ERR_TIMEOUT = 9,          /* bounded wait expired                */
+	HVD_ERR_NO_MEMORY = 10,
+	HVD_ERR_MISMATCH = 11,        /* same name, different parameters     */
+	HVD_ERR_STALLED = 12,         /* stall shutdown time exceeded        */
+	HVD_ERR_NOT_MEMBER = 13,      /* caller not in the process set       */
+	HVD_ERR_PROCESS_SET = 14,     /* unknown or inconsistent process set */
+	HVD_ERR_SHUTDOWN = 15,        /* engine shut down with op pending    */
+	HVD_ERR_IO = 16,              /* file system error (checkpoint, ...) */
+	HVD_ERR_CORRUPT = 17,         /* checkpoint failed verification      */
+	HVD_ERR_CUDA = 18,
+	HVD_ERR_NCCL = 19,
+	HVD_ERR_UNSUPPORTED = 20,     /* feature not built in / not allowed  */
+	HVD_ERR_DUPLICATE_NAME = 21,  /* name already in flight on this rank */
+	HVD_ERR_INTERNAL = 22,
+} hvd_status_t;
+
+/* Name of a status ("HVD_ERR_MISMATCH"). */
+const char *hvd_status_name(hvd_status_t status);
+/* Message for the calling thread's last error ("" when none). */
+const char *hvd_last_error(void);
+
+/* ---------------------------------------------------------------------- */
+/* Types and reduction operations.                                         */
+
+typedef enum {
+	HVD_UINT8 = 0,
+	HVD_INT8 = 1,
+	HVD_INT32 = 2,
+	HVD_INT64 = 3,
+	HVD_FLOAT16 = 4,   /* IEEE binary16, accumulated in float32 */
+	HVD_BFLOAT16 = 5,  /* bfloat16, accumulated in float32      */
+	HVD_FLOAT32 = 6,
+	HVD_FLOAT64 = 7,
+	HVD_DTYPE_COUNT
+} hvd_dtype_t;
+
+typedef enum {
+	HVD_SUM = 0,
+	HVD_AVERAGE = 1,
+	HVD_MIN = 2,
+	HVD_MAX = 3,
+	HVD_PRODUCT = 4,
+	HVD_OP_COUNT
+} hvd_op_t;
+
+/* Size in bytes of one element, 0 for an invalid type. */
+size_t hvd_dtype_size(hvd_dtype_t dtype);
+/* "float32", "bfloat16", ...; NULL for an invalid type. */
+const char *hvd_dtype_name(hvd_dtype_t dtype);
+/* Parse a type name; HVD_ERR_BAD_TYPE when unknown. */
+hvd_status_t hvd_dtype_parse(const char *name, hvd_dtype_t *dtype);
+/* "sum", "avg", "min", "max", "prod"; NULL for an invalid op. */
+const char *hvd_op_name(hvd_op_t op);
+hvd_status_t hvd_op_parse(const char *name, hvd_op_t *op);
+
+/* Pass as the send buffer to reduce in place in the receive buffer
+ * (passing the same pointer for both works too). */
+#define HVD_IN_PLACE ((const void *)1)
+
+/* ---------------------------------------------------------------------- */
+/* Initialisation and ranks.                                               */
+
+hvd_status_t hvd_init(void);
+hvd_status_t hvd_finalize(void);
+/* 1 between a successful hvd_init() and hvd_finalize(), else 0. */
+int hvd_is_initialized(void);
+
+/* Rank queries return -1 before hvd_init(). */
+int hvd_rank(void);
+int hvd_size(void);
+int hvd_local_rank(void);
+int hvd_local_size(void);
+int hvd_cross_rank(void);   /* index among ranks with the same local rank */
+int hvd_cross_size(void);   /* number of ranks with the same local rank   */
+int hvd_node_id(void);      /* index of this rank's node, 0..nodes-1      */
+
+/* ---------------------------------------------------------------------- */
+/* Blocking collectives over all ranks.  Buffers are host memory, or
+ * device memory when built with CUDA (routed to NCCL).  Counts are in
+ * elements.                                                               */
+
+hvd_status_t hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+			   hvd_dtype_t dtype, hvd_op_t op);
+/* recvbuf receives size*count elements, rank r's at offset r*count. */
+hvd_status_t hvd_allgather(const void *sendbuf, void *recvbuf, size_t count,
+			   hvd_dtype_t dtype);
+/* Rank r contributes recvcounts[r] elements, placed at displs[r]
+ * (displs may be NULL: packed in rank order). */
+hvd_status_t hvd_allgatherv(const void *sendbuf, size_t sendcount,
+			    void *recvbuf, const size_t *recvcounts,
+			    const size_t *displs, hvd_dtype_t dtype);
+hvd_status_t hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype,
+			   int root);
+/* Each rank sends count elements to every rank (sendbuf holds size*count). */
+hvd_status_t hvd_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+			  hvd_dtype_t dtype);
+hvd_status_t hvd_alltoallv(const void *sendbuf, const size_t *sendcounts,
+			   const size_t *sdispls, void *recvbuf,
+			   const size_t *recvcounts, const size_t *rdispls,
+			   hvd_dtype_t dtype);
+/* Reduce count elements over all ranks and scatter the result: rank r
+ * receives hvd_reducescatter_count(count, r, size) elements starting at
+ * element hvd_reducescatter_offset(count, r, size) (an even split, the
+ * first count%size ranks one element more, as in Horovod). */
+hvd_status_t hvd_reducescatter(const void *sendbuf, void *recvbuf,
+			       size_t count, hvd_dtype_t dtype, hvd_op_t op);
+size_t hvd_reducescatter_count(size_t count, int rank, int size);
+size_t hvd_reducescatter_offset(size_t count, int rank, int size);
+hvd_status_t hvd_barrier(void);
+
+/* ---------------------------------------------------------------------- */
+/* Process sets.  Set 0 is the global set.  Static sets come from
+ * HOROVOD_PROCESS_SETS at init ("0,1;2,3" - one set per ';'); dynamic sets
+ * need HOROVOD_DYNAMIC_PROCESS_SETS=1 and are added/removed collectively
+ * by all ranks with identical arguments.                                  */
+
+typedef int32_t hvd_pset_t;
+#define HVD_PSET_GLOBAL 0
+
+hvd_status_t hvd_pset_add(const int *ranks, int nranks, hvd_pset_t *pset);
+hvd_status_t hvd_pset_remove(hvd_pset_t pset);
+/* Rank of the caller within the set, or -1 when not a member. */
+int hvd_pset_rank(hvd_pset_t pset);
+int hvd_pset_size(hvd_pset_t pset);
+/* Number of process sets, and their ids (ids must hold n entries). */
+hvd_status_t hvd_pset_list(hvd_pset_t *ids, int max, int *n);
+
+/* ---------------------------------------------------------------------- */
+/* Engine: asynchronous named operations.                                  */
+
+typedef struct hvd_handle *hvd_handle_t;
+
+/* Completion callback, run on the engine thread: keep it short. */
+typedef void (*hvd_callback_t)(hvd_handle_t handle, hvd_status_t status,
+			       void *arg);
+
+typedef struct {
+	hvd_pset_t pset;         /* default HVD_PSET_GLOBAL                 */
+	double prescale;         /* multiply inputs before reducing (1.0)   */
+	double postscale;        /* multiply result after reducing (1.0)    */
+	int priority;            /* higher runs first within a cycle (0)    */
+	int compress_fp16;       /* float32 exchanged as float16 (0)        */
+	int group;               /* >0: ops of the same group run together  */
+	hvd_callback_t callback; /* optional                                */
+	void *callback_arg;
+} hvd_opts_t;
+
+/* Default options (pset 0, scale factors 1.0, everything else off). */
+void hvd_opts_init(hvd_opts_t *opts);
+
+/* opts may be NULL for the defaults.  The buffers must stay valid until
+ * the handle completes.  Names identify an operation across ranks: the
+ * same name must be submitted with the same parameters on every member. */
+hvd_status_t hvd_allreduce_async(const char *name, const void *sendbuf,
+				 void *recvbuf, size_t count,
+				 hvd_dtype_t dtype, hvd_op_t op,
+				 const hvd_opts_t *opts, hvd_handle_t *handle);
+/* count may differ between ranks (the first dimension, as in Horovod):
+ * recvbuf must hold the sum of all counts; hvd_handle_count() gives it. */
+hvd_status_t hvd_allgather_async(const char *name, const void *sendbuf,
+				 void *recvbuf, size_t count,
+				 hvd_dtype_t dtype, const hvd_opts_t *opts,
+				 hvd_handle_t *handle);
+hvd_status_t hvd_broadcast_async(const char *name, void *buf, size_t count,
+				 hvd_dtype_t dtype, int root,
+				 const hvd_opts_t *opts, hvd_handle_t *handle);
+hvd_status_t hvd_alltoall_async(const char *name, const void *sendbuf,
+				void *recvbuf, size_t count,
+				hvd_dtype_t dtype, const hvd_opts_t *opts,
+				hvd_handle_t *handle);
+hvd_status_t hvd_reducescatter_async(const char *name, const void *sendbuf,
+				     void *recvbuf, size_t count,
+				     hvd_dtype_t dtype, hvd_op_t op,
+				     const hvd_opts_t *opts,
+				     hvd_handle_t *handle);
+
+/* Wait for completion and release the handle; returns the op's status. */
+hvd_status_t hvd_wait(hvd_handle_t handle);
+/* HVD_IN_PROGRESS while running; otherwise the op's status (the handle is
+ * still owned by the caller and must be released by hvd_wait()). */
+hvd_status_t hvd_test(hvd_handle_t handle);
+/* Elements produced by a finished allgather (sum of all ranks' counts). */
+size_t hvd_handle_count(hvd_handle_t handle);
+
+/* Group: the next n ops submitted by this thread with opts->group set to
+ * the returned id are enqueued together and execute in the same cycle. */
+hvd_status_t hvd_group_begin(int *group_id);
+hvd_status_t hvd_group_end(int group_id);
+
+/* This rank has run out of data: it takes part in every collective the
+ * others start, contributing zeros, until all ranks have joined.  Returns
+ * the last rank to join in *last_rank. */
+hvd_status_t hvd_join(int *last_rank);
+
+/* Timeline control (HOROVOD_TIMELINE gives the file at init). */
+hvd_status_t hvd_timeline_start(const char *path, int mark_cycles);
+hvd_status_t hvd_timeline_stop(void);
+
+/* ---------------------------------------------------------------------- */
+/* Checkpointing.                                                          */
+
+typedef struct hvd_ckpt hvd_ckpt_t;
+
+typedef enum {
+	HVD_CKPT_REPLICATED = 0, /* identical on every rank, written once */
+	HVD_CKPT_PER_RANK = 1,   /* each rank's own copy                  */
+} hvd_ckpt_kind_t;
+
+typedef struct {
+	const char *dir; /* NULL: HOROVOD_CHECKPOINT_DIR              */
+	long every;      /* <=0: HOROVOD_CHECKPOINT_EVERY (default 0:
+			    only on a stop request)                    */
+	int keep;        /* <=0: HOROVOD_CHECKPOINT_KEEP (default 3)  */
+	int async;       /* write in the background                   */
+} hvd_ckpt_config_t;
+
+/* hvd_ckpt_step() returns HVD_OK and sets *stop to 1 when a SIGTERM or
+ * SIGUSR1 arrived and the checkpoint was written: the program should exit
+ * with HVD_CKPT_EXIT_STATUS so that a requeued job resumes. */
+#define HVD_CKPT_EXIT_STATUS 85
+
+hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
+			   hvd_ckpt_t **ckpt);
+hvd_status_t hvd_ckpt_register(hvd_ckpt_t *ckpt, const char *name,
+			       void *buf, size_t bytes,
+			       hvd_ckpt_kind_t kind);
+/* Metadata blob saved with each checkpoint (copied at each write). */
+hvd_status_t hvd_ckpt_set_meta(hvd_ckpt_t *ckpt, const void *meta,
+			       size_t bytes);
+/* After restore: the metadata of the loaded checkpoint. */
+hvd_status_t hvd_ckpt_get_meta(hvd_ckpt_t *ckpt, void *meta, size_t max,
+			       size_t *bytes);
+/* Load the newest checkpoint that verifies on every rank; *step is its
+ * step, or 0 when there is none (hvd_last_error() says why). */
+hvd_status_t hvd_ckpt_restore(hvd_ckpt_t *ckpt, long *step);
+hvd_status_t hvd_ckpt_step(hvd_ckpt_t *ckpt, long step, int *stop);
+/* Write now, whatever the step. */
+hvd_status_t hvd_ckpt_save(hvd_ckpt_t *ckpt, long step);
+/* Wait for a background write to finish. */
+hvd_status_t hvd_ckpt_wait(hvd_ckpt_t *ckpt);
+hvd_status_t hvd_ckpt_close(hvd_ckpt_t *ckpt);
+/* 1 when a stop (SIGTERM/SIGUSR1) was requested on this rank. */
+int hvd_ckpt_stop_requested(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HVD_H */

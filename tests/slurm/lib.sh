@@ -1,0 +1,237 @@
+# shellcheck shell=bash
+# tests/slurm/lib.sh: sourced by every Slurm test (tests/slurm/*.sh).
+#
+#	#!/bin/bash
+#	. "${top_srcdir:-$(dirname "$0")/../..}/tests/slurm/lib.sh"
+#	plan 2
+#	out=$(run_timeout 60 srun -N2 -n4 hostname)
+#	ok $? "srun ran"
+#	is "$(wc -l <<<"$out")" 4 "four tasks"
+#
+# Finds the mini-cluster (contrib/minicluster, directory HVD_MINICLUSTER_DIR,
+# default /var/tmp/hvd-minicluster), points SLURM_CONF at it, and when it is
+# not running prints "1..0 # SKIP ..." and exits 0, so that make check passes
+# on machines without a cluster.  HVD_REQUIRE_MINICLUSTER=1 (set by
+# contrib/run-tests once it has started the cluster) turns that skip into a
+# failure.
+#
+# TAP helpers: plan, ok, is, like, run_ok, diag, skip, bail_out.
+# Slurm helpers: run_timeout, slurm_workdir, job_state, wait_job,
+# slurm_has_horovod.  Helpers use the prefix hvdt_ for their own globals.
+
+if [[ -z ${top_srcdir:-} ]]; then
+	top_srcdir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+fi
+if [[ -z ${top_builddir:-} ]]; then
+	top_builddir=$top_srcdir
+fi
+export top_srcdir top_builddir
+
+HVD_MINICLUSTER_DIR=${HVD_MINICLUSTER_DIR:-/var/tmp/hvd-minicluster}
+export HVD_MINICLUSTER_DIR
+MINICLUSTER=$top_srcdir/contrib/minicluster/minicluster
+# Seconds a Slurm command may take before a test calls it hung.
+HVD_TEST_TIMEOUT=${HVD_TEST_TIMEOUT:-120}
+
+hvdt_n=0
+hvdt_failed=0
+hvdt_planned=
+
+# ---------------------------------------------------------------- TAP
+
+plan() { # N
+	hvdt_planned=$1
+	echo "1..$1"
+}
+
+diag() { # message... (each line becomes a TAP comment)
+	local line
+	while IFS= read -r line; do
+		echo "# $line"
+	done <<<"$*"
+}
+
+ok() { # status description: status 0 passes
+	local st=$1
+	shift
+	hvdt_n=$((hvdt_n + 1))
+	if [[ $st == 0 ]]; then
+		echo "ok $hvdt_n - $*"
+		return 0
+	fi
+	echo "not ok $hvdt_n - $*"
+	hvdt_failed=$((hvdt_failed + 1))
+	return 1
+}
+
+is() { # got expected description
+	local got=$1 want=$2
+	shift 2
+	if [[ $got == "$want" ]]; then
+		ok 0 "$@"
+		return 0
+	fi
+	ok 1 "$@"
+	diag "expected: '$want'"
+	diag "     got: '$got'"
+	return 1
+}
+
+like() { # got extended-regex description
+	local got=$1 re=$2
+	shift 2
+	if [[ $got =~ $re ]]; then
+		ok 0 "$@"
+		return 0
+	fi
+	ok 1 "$@"
+	diag "expected to match: $re"
+	diag "got: $got"
+	return 1
+}
+
+# run_ok description command...: passes when the command exits 0 within
+# HVD_TEST_TIMEOUT; on failure its output goes into the log as comments.
+run_ok() {
+	local desc=$1 out st=0
+	shift
+	out=$(run_timeout "$HVD_TEST_TIMEOUT" "$@" 2>&1) || st=$?
+	ok "$st" "$desc" && return 0
+	diag "command: $*"
+	diag "exit status: $st"
+	[[ -n $out ]] && diag "$out"
+	return 1
+}
+
+skip() { # [count] reason: count tests skipped (default 1)
+	local count=1 i
+	if [[ $# -gt 1 && $1 =~ ^[0-9]+$ ]]; then
+		count=$1
+		shift
+	fi
+	for ((i = 0; i < count; i++)); do
+		hvdt_n=$((hvdt_n + 1))
+		echo "ok $hvdt_n # SKIP $*"
+	done
+}
+
+skip_all() { # reason: the whole test, before plan
+	echo "1..0 # SKIP $*"
+	exit 0
+}
+
+bail_out() { # reason
+	echo "Bail out! $*"
+	exit 1
+}
+
+# At exit, say so when fewer tests ran than planned (the driver fails the
+# test anyway; the comment tells which ones are missing).
+hvdt_at_exit() {
+	if [[ -n $hvdt_planned && $hvdt_n -ne $hvdt_planned && $hvdt_planned -ne 0 ]]; then
+		diag "planned $hvdt_planned tests but ran $hvdt_n"
+	fi
+	if [[ -n ${hvdt_workdir:-} && -d $hvdt_workdir ]]; then
+		if [[ $hvdt_failed -eq 0 && -z ${HVD_KEEP_WORKDIR:-} ]]; then
+			rm -rf "$hvdt_workdir"
+		else
+			diag "work directory kept: $hvdt_workdir"
+		fi
+	fi
+}
+trap hvdt_at_exit EXIT
+
+# ---------------------------------------------------------------- Slurm
+
+# run_timeout seconds command...: like timeout(1), plus a comment when the
+# command hung; exit status 124 then, as timeout(1).
+run_timeout() {
+	local secs=$1 st=0
+	shift
+	timeout --kill-after=10 "$secs" "$@" || st=$?
+	if [[ $st == 124 || $st == 137 ]]; then
+		diag "timed out after ${secs}s: $*" >&2
+	fi
+	return "$st"
+}
+
+# slurm_workdir: make (once) and print a directory every node can see, for
+# job scripts and their output.  Not under /tmp: each node has its own.
+# Removed at exit unless a test failed or HVD_KEEP_WORKDIR is set.
+slurm_workdir() {
+	if [[ -z ${hvdt_workdir:-} ]]; then
+		mkdir -p "$HVD_MINICLUSTER_DIR/jobs"
+		hvdt_workdir=$(mktemp -d "$HVD_MINICLUSTER_DIR/jobs/$(basename "$0" .sh).XXXXXX")
+		chmod 755 "$hvdt_workdir"
+	fi
+	echo "$hvdt_workdir"
+}
+
+# job_state jobid: PENDING, RUNNING, COMPLETED, FAILED, ... (no accounting
+# here: slurmctld remembers a finished job for MinJobAge seconds).
+job_state() {
+	run_timeout 30 scontrol -o show job "$1" 2>/dev/null |
+		sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'
+}
+
+# wait_job jobid [seconds]: wait until the job has ended; prints its final
+# state; fails when it did not end in time.
+wait_job() {
+	local id=$1 secs=${2:-$HVD_TEST_TIMEOUT} state deadline
+	deadline=$((SECONDS + secs))
+	while :; do
+		state=$(job_state "$id")
+		case $state in
+		PENDING | RUNNING | CONFIGURING | COMPLETING | SUSPENDED | REQUEUED | RESIZING | "") ;;
+		*)
+			echo "$state"
+			return 0
+			;;
+		esac
+		if ((SECONDS >= deadline)); then
+			diag "job $id still ${state:-unknown} after ${secs}s" >&2
+			echo "${state:-UNKNOWN}"
+			run_timeout 20 scancel "$id" >/dev/null 2>&1 || true
+			return 1
+		fi
+		sleep 0.5
+	done
+}
+
+# slurm_has_horovod: true when srun offers --horovod (plugin loaded).
+slurm_has_horovod() {
+	run_timeout 30 srun --help 2>&1 | grep -q -- '--horovod'
+}
+
+# ---------------------------------------------------------------- find it
+
+hvdt_not_up() { # reason
+	if [[ ${HVD_REQUIRE_MINICLUSTER:-0} == 1 ]]; then
+		bail_out "$1 (HVD_REQUIRE_MINICLUSTER=1)"
+	fi
+	skip_all "$1"
+}
+
+if [[ ! -x $MINICLUSTER ]]; then
+	hvdt_not_up "$MINICLUSTER not found"
+fi
+if ! "$MINICLUSTER" status >/dev/null 2>&1; then
+	if [[ -s $HVD_MINICLUSTER_DIR/run/slurmctld.pid ]]; then
+		# Up but unhealthy (a node drained by an earlier failure, a
+		# slurmd that died): start is idempotent and repairs that.
+		if ! hvdt_out=$("$MINICLUSTER" start 2>&1); then
+			diag "$hvdt_out"
+			hvdt_not_up "mini-cluster in $HVD_MINICLUSTER_DIR is unhealthy and would not recover (see the comments above)"
+		fi
+	else
+		hvdt_not_up "mini-cluster not running (start it: contrib/minicluster/minicluster start)"
+	fi
+fi
+SLURM_CONF=$HVD_MINICLUSTER_DIR/slurm.conf
+export SLURM_CONF
+case $(pwd -P) in
+/tmp | /tmp/*)
+	# Each node mounts its own /tmp: it would not find the test's files.
+	hvdt_not_up "the build directory $(pwd -P) is under /tmp, which the mini-cluster's nodes cannot see; build under /var/tmp or \$HOME"
+	;;
+esac

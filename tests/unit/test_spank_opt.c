@@ -1,0 +1,334 @@
+/* The --horovod option parser: every key, path expansion and normalisation,
+ * and a long list of malformed inputs that must each be refused with a
+ * message naming the key, the value or the character at fault. */
+#include "horovod_opt.h"
+#include "tap.h"
+
+#include <string.h>
+
+static struct hvdopt o;
+static char err[HVDOPT_ERR_LEN];
+
+static int parse(const char *s)
+{
+	hvdopt_init(&o);
+	return hvdopt_parse(s, &o, err, sizeof(err));
+}
+
+static void good_keys(void)
+{
+	ok(parse(NULL) == 0 && o.set == 0, "--horovod alone: all defaults");
+	ok(parse("ckpt-every=100") == 0 && o.ckpt_every == 100 &&
+		   o.set == 1u << HVDOPT_CKPT_EVERY,
+	   "ckpt-every=100");
+	ok(parse("ckpt-every=0") == 0 && o.ckpt_every == 0, "ckpt-every=0");
+	ok(parse("ckpt-dir=/scratch/%u/%j/%x") == 0 &&
+		   strcmp(o.ckpt_dir, "/scratch/%u/%j/%x") == 0,
+	   "ckpt-dir template kept: %s", o.ckpt_dir);
+	ok(parse("ckpt-dir=/scratch//a/./b/") == 0 &&
+		   strcmp(o.ckpt_dir, "/scratch/a/b") == 0,
+	   "ckpt-dir normalised: %s", o.ckpt_dir);
+	ok(parse("ckpt-keep=5") == 0 && o.ckpt_keep == 5, "ckpt-keep=5");
+	ok(parse("fusion-mb=64") == 0 && o.fusion_mb == 64, "fusion-mb=64");
+	ok(parse("fusion-mb=0") == 0 && o.fusion_mb == 0, "fusion-mb=0");
+	ok(parse("cycle-ms=0.5") == 0 && strcmp(o.cycle_ms, "0.5") == 0,
+	   "cycle-ms=0.5");
+	ok(parse("cycle-ms=5") == 0 && strcmp(o.cycle_ms, "5") == 0,
+	   "cycle-ms=5");
+	ok(parse("cycle-ms=10000") == 0, "cycle-ms=10000");
+	ok(parse("cache=1024") == 0 && o.cache == 1024, "cache=1024");
+	ok(parse("timeline=/var/tmp/tl-%j.json") == 0 &&
+		   strcmp(o.timeline, "/var/tmp/tl-%j.json") == 0,
+	   "timeline");
+	ok(parse("hierarchical=on") == 0 && o.hierarchical == 1,
+	   "hierarchical=on");
+	ok(parse("hierarchical=off") == 0 && o.hierarchical == 0 &&
+		   (o.set & 1u << HVDOPT_HIERARCHICAL),
+	   "hierarchical=off");
+	ok(parse("stall-s=120") == 0 && o.stall_s == 120, "stall-s=120");
+	{
+		const char *l[] = { "trace", "debug", "info", "warning",
+				    "error" };
+		for (int i = 0; i < 5; i++) {
+			char s[32];
+
+			snprintf(s, sizeof(s), "log=%s", l[i]);
+			ok(parse(s) == 0 && (int)o.log == i, "%s", s);
+		}
+	}
+	ok(parse("gpu-bind=none") == 0 && o.gpu_bind == HVDOPT_GPU_NONE,
+	   "gpu-bind=none");
+	ok(parse("gpu-bind=closest") == 0 && o.gpu_bind == HVDOPT_GPU_CLOSEST,
+	   "gpu-bind=closest");
+	ok(parse("cpu-bind=numa") == 0 && o.cpu_bind == HVDOPT_CPU_NUMA,
+	   "cpu-bind=numa");
+	ok(parse("cpu-bind=none") == 0 && o.cpu_bind == HVDOPT_CPU_NONE,
+	   "cpu-bind=none");
+	ok(parse("net=ib") == 0 && o.net == HVDOPT_NET_IB, "net=ib");
+	ok(parse("net=roce") == 0 && o.net == HVDOPT_NET_ROCE, "net=roce");
+	ok(parse("net=tcp") == 0 && o.net == HVDOPT_NET_TCP, "net=tcp");
+	ok(parse("net=auto") == 0 && o.net == HVDOPT_NET_AUTO, "net=auto");
+	ok(parse("verbose") == 0 && o.verbose, "verbose");
+	ok(parse("ckpt-every=10,ckpt-dir=/a/b,ckpt-keep=2,fusion-mb=1,"
+		 "cycle-ms=2.25,cache=0,timeline=/t/x,hierarchical=on,"
+		 "stall-s=0,log=debug,gpu-bind=none,cpu-bind=numa,net=roce,"
+		 "verbose") == 0 &&
+		   o.set == (1u << HVDOPT_NKEYS) - 1,
+	   "all keys at once");
+	{
+		char buf[2048];
+		struct hvdopt o2;
+
+		hvdopt_format(&o, buf, sizeof(buf));
+		hvdopt_init(&o2);
+		ok(hvdopt_parse(buf, &o2, err, sizeof(err)) == 0 &&
+			   memcmp(&o, &o2, sizeof(o)) == 0,
+		   "format round-trips: %s", buf);
+	}
+	/* Defaults given first (the admin's) are replaced key by key. */
+	hvdopt_init(&o);
+	hvdopt_parse("ckpt-every=1000,fusion-mb=32", &o, err, sizeof(err));
+	ok(hvdopt_parse("fusion-mb=8", &o, err, sizeof(err)) == 0 &&
+		   o.ckpt_every == 1000 && o.fusion_mb == 8,
+	   "user value replaces a default, other defaults stay");
+	is_int(hvdopt_key_lookup("ckpt_every", 10), HVDOPT_CKPT_EVERY,
+	       "lookup with underscores (plugstack spelling)");
+	is_int(hvdopt_key_lookup("nope", 4), -1, "lookup unknown");
+}
+
+/* Each must fail; `want` must appear in the message. */
+static const struct {
+	const char *in, *want;
+} bad[] = {
+	{ "", "empty value" },
+	{ ",", "empty item" },
+	{ ",,", "empty item" },
+	{ "verbose,", "empty item" },
+	{ ",verbose", "empty item" },
+	{ "verbose,,log=info", "empty item" },
+	{ "=", "unknown key" },
+	{ "=5", "unknown key" },
+	{ "foo", "unknown key 'foo'" },
+	{ "foo=bar", "unknown key 'foo'" },
+	{ "ckpt_every=5", "unknown key 'ckpt_every'" },
+	{ "CKPT-EVERY=5", "unknown key" },
+	{ "ckpt-every", "missing value" },
+	{ "ckpt-every=", "missing value" },
+	{ "ckpt-every=abc", "ckpt-every=abc" },
+	{ "ckpt-every=-1", "ckpt-every=-1" },
+	{ "ckpt-every=+1", "ckpt-every=+1" },
+	{ "ckpt-every=1.5", "ckpt-every=1.5" },
+	{ "ckpt-every=1e3", "ckpt-every=1e3" },
+	{ "ckpt-every=0x10", "ckpt-every=0x10" },
+	{ "ckpt-every=010", "ckpt-every=010" },
+	{ "ckpt-every=1000000001", "0 to 1000000000" },
+	{ "ckpt-every=99999999999999999999", "ckpt-every=" },
+	{ "ckpt-every=18446744073709551617", "ckpt-every=" },
+	{ "ckpt-every=5,ckpt-every=5", "more than once" },
+	{ "ckpt-every=5,ckpt-every=6", "more than once" },
+	{ "ckpt-every=1=2", "ckpt-every=1=2" },
+	{ "ckpt-keep=0", "1 to 1000" },
+	{ "ckpt-keep=1001", "1 to 1000" },
+	{ "ckpt-keep=", "missing value" },
+	{ "ckpt-keep=x", "ckpt-keep=x" },
+	{ "ckpt-dir=", "missing value" },
+	{ "ckpt-dir=relative/path", "ABSOLUTE" },
+	{ "ckpt-dir=./x", "ABSOLUTE" },
+	{ "ckpt-dir=/", "'/' itself" },
+	{ "ckpt-dir=//", "'/' itself" },
+	{ "ckpt-dir=/..", "'..'" },
+	{ "ckpt-dir=/a/../b", "'..'" },
+	{ "ckpt-dir=/a/..", "'..'" },
+	{ "ckpt-dir=/a/b/../../etc", "'..'" },
+	{ "ckpt-dir=/a/%n", "%u, %j, %x" },
+	{ "ckpt-dir=/a/%", "%u, %j, %x" },
+	{ "ckpt-dir=/a/%s", "%u, %j, %x" },
+	{ "ckpt-dir=/a:/b", "':'" },
+	{ "ckpt-dir=/a=b", "'='" },
+	{ "ckpt-dir=/a+b", "'+'" },
+	{ "ckpt-dir=/a b", "character ' '" },
+	{ "ckpt-dir=/a\tb", "\\x09" },
+	{ "ckpt-dir=/a;rm", "character ';'" },
+	{ "ckpt-dir=/a$(id)", "character '$'" },
+	{ "ckpt-dir=/a`id`", "character '`'" },
+	{ "ckpt-dir=/a|b", "character '|'" },
+	{ "ckpt-dir=/a&b", "character '&'" },
+	{ "ckpt-dir=/a>b", "character '>'" },
+	{ "ckpt-dir=/a<b", "character '<'" },
+	{ "ckpt-dir=/a*b", "character '*'" },
+	{ "ckpt-dir=/a?b", "character '?'" },
+	{ "ckpt-dir=/a[b]", "character '['" },
+	{ "ckpt-dir=~/x", "character '~'" },
+	{ "ckpt-dir=/a\\b", "character '\\'" },
+	{ "ckpt-dir=/a\"b", "character '\"'" },
+	{ "ckpt-dir=/a'b", "character '''" },
+	{ "ckpt-dir=/x,ckpt-dir=/y", "more than once" },
+	{ "ckpt-dir=/\xc3\xa9t\xc3\xa9", "\\xc3" },
+	{ "ckpt-dir=/a\x01", "\\x01" },
+	{ "ckpt-dir=/a\x7f", "\\x7f" },
+	{ "ckpt-dir=/a\xff", "\\xff" },
+	{ "fusion-mb=65537", "0 to 65536" },
+	{ "fusion-mb=-5", "fusion-mb=-5" },
+	{ "fusion-mb=64M", "fusion-mb=64M" },
+	{ "fusion-mb= 64", "character ' '" },
+	{ "cycle-ms=0", "above 0" },
+	{ "cycle-ms=0.0", "above 0" },
+	{ "cycle-ms=.5", "cycle-ms=.5" },
+	{ "cycle-ms=5.", "cycle-ms=5." },
+	{ "cycle-ms=1.2345", "cycle-ms=1.2345" },
+	{ "cycle-ms=10000.1", "at most 10000" },
+	{ "cycle-ms=20000", "at most 10000" },
+	{ "cycle-ms=1e2", "cycle-ms=1e2" },
+	{ "cycle-ms=-1", "cycle-ms=-1" },
+	{ "cycle-ms=1..2", "cycle-ms=1..2" },
+	{ "cycle-ms=1.2.3", "cycle-ms=1.2.3" },
+	{ "cycle-ms=nan", "cycle-ms=nan" },
+	{ "cycle-ms=inf", "cycle-ms=inf" },
+	{ "cycle-ms=01", "cycle-ms=01" },
+	{ "cycle-ms=9999999", "cycle-ms=9999999" },
+	{ "cache=-1", "cache=-1" },
+	{ "cache=1000001", "0 to 1000000" },
+	{ "cache=big", "cache=big" },
+	{ "timeline=", "missing value" },
+	{ "timeline=tl.json", "ABSOLUTE" },
+	{ "timeline=/../etc/shadow", "'..'" },
+	{ "hierarchical=yes", "hierarchical=on|off" },
+	{ "hierarchical=1", "hierarchical=on|off" },
+	{ "hierarchical=ON", "hierarchical=on|off" },
+	{ "hierarchical=true", "hierarchical=on|off" },
+	{ "hierarchical", "missing value" },
+	{ "stall-s=86401", "0 to 86400" },
+	{ "stall-s=1m", "stall-s=1m" },
+	{ "log=verbose", "log=trace|debug|info|warning|error" },
+	{ "log=INFO", "log=trace" },
+	{ "log=warn", "log=trace" },
+	{ "log=", "missing value" },
+	{ "log=info,log=debug", "more than once" },
+	{ "gpu-bind=map_gpu:0", "gpu-bind=closest|none" },
+	{ "gpu-bind=all", "gpu-bind=closest|none" },
+	{ "cpu-bind=cores", "cpu-bind=numa|none" },
+	{ "cpu-bind=socket", "cpu-bind=numa|none" },
+	{ "net=eth", "net=auto|ib|roce|tcp" },
+	{ "net=IB", "net=auto|ib|roce|tcp" },
+	{ "net=", "missing value" },
+	{ "verbose=1", "takes no value" },
+	{ "verbose=true", "takes no value" },
+	{ "verbose=", "takes no value" },
+	{ "verbose,verbose", "more than once" },
+	{ "ckpt-every=10;id", "character ';'" },
+	{ "ckpt-every=10 log=info", "character ' '" },
+	{ "ckpt-every=10\nlog=info", "\\x0a" },
+	{ "ckpt-every=10\rlog=info", "\\x0d" },
+	{ " verbose", "character ' '" },
+	{ "verbose ", "character ' '" },
+	{ "verbose#", "character '#'" },
+	{ "verbose!", "character '!'" },
+	{ "verbose@", "character '@'" },
+	{ "verbose{}", "character '{'" },
+	{ "\xef\xbb\xbfverbose", "\\xef" },
+	{ "v\xc3\xa9rbose", "\\xc3" },
+	{ "-", "unknown key '-'" },
+	{ "--horovod", "unknown key '--horovod'" },
+	{ "horovod", "unknown key 'horovod'" },
+	{ "ckpt-every:5", "unknown key 'ckpt-every:5'" },
+	{ "ckpt-every==5", "ckpt-every==5" },
+	{ "log=info=debug", "log=info=debug" },
+	{ "net=ib,net=tcp", "more than once" },
+	{ "%u", "unknown key '%u'" },
+	{ "/etc/passwd", "unknown key '/etc/passwd'" },
+	{ "ckpt-dir=/a/%u/../b", "'..'" },
+};
+
+static void malformed(void)
+{
+	char big[HVDOPT_MAX_LEN + 64];
+	char longpath[HVDOPT_PATH_MAX + 32];
+	size_t n = sizeof(bad) / sizeof(bad[0]);
+
+	diag("%zu malformed inputs", n);
+	for (size_t i = 0; i < n; i++) {
+		int rc;
+
+		hvdopt_init(&o);
+		o.ckpt_every = 77;
+		rc = hvdopt_parse(bad[i].in, &o, err, sizeof(err));
+		ok(rc == -1 && strstr(err, bad[i].want) != NULL &&
+			   strncmp(err, "--horovod", 9) == 0 &&
+			   o.ckpt_every == 77,
+		   "refused #%zu, message has \"%s\"", i, bad[i].want);
+		if (rc != -1 || !strstr(err, bad[i].want))
+			diag("  got rc=%d err=\"%s\"", rc, err);
+	}
+	memset(big, 'a', sizeof(big));
+	big[HVDOPT_MAX_LEN + 1] = '\0';
+	ok(parse(big) == -1 && strstr(err, "longer than"), "overlong refused");
+	memcpy(big, "ckpt-every=", 11);
+	big[HVDOPT_MAX_LEN] = '\0';
+	ok(parse(big) == -1 && strstr(err, "ckpt-every="),
+	   "long value at the limit refused as a bad number");
+	strcpy(longpath, "ckpt-dir=/");
+	memset(longpath + 10, 'p', HVDOPT_PATH_MAX + 10);
+	longpath[HVDOPT_PATH_MAX + 20] = '\0';
+	ok(parse(longpath) == -1 && strstr(err, "too long"),
+	   "overlong path refused: %s", err);
+	/* Message bounded even for a tiny buffer, never overflows. */
+	{
+		char small[8];
+
+		hvdopt_init(&o);
+		ok(hvdopt_parse("foo", &o, small, sizeof(small)) == -1 &&
+			   strlen(small) == 7,
+		   "message cut to fit a small buffer");
+	}
+}
+
+static void paths(void)
+{
+	char out[HVDOPT_PATH_MAX], e[HVDOPT_ERR_LEN];
+
+	ok(hvdopt_expand_path("/scratch/%u/%j-%x", "alice", 42, "train",
+			      out, sizeof(out), e, sizeof(e)) == 0 &&
+		   strcmp(out, "/scratch/alice/42-train") == 0,
+	   "expand %%u %%j %%x: %s", out);
+	ok(hvdopt_expand_path("/s/%x", "u", 1, "../../etc", out, sizeof(out),
+			      e, sizeof(e)) == 0 &&
+		   strcmp(out, "/s/.._.._etc") == 0,
+	   "job name with / cannot climb: %s", out);
+	ok(hvdopt_expand_path("/s/%x/y", "u", 1, "..", out, sizeof(out), e,
+			      sizeof(e)) == 0 &&
+		   strcmp(out, "/s/_/y") == 0,
+	   "job name '..' becomes '_': %s", out);
+	ok(hvdopt_expand_path("/s/%x", "u", 1, "a b$c", out, sizeof(out), e,
+			      sizeof(e)) == 0 &&
+		   strcmp(out, "/s/a_b_c") == 0,
+	   "job name odd chars become '_': %s", out);
+	ok(hvdopt_expand_path("/s/%%u", "u", 1, "x", out, sizeof(out), e,
+			      sizeof(e)) == 0 &&
+		   strcmp(out, "/s/%u") == 0,
+	   "%%%% is a literal percent: %s", out);
+	{
+		char name[600];
+
+		memset(name, 'n', sizeof(name) - 1);
+		name[sizeof(name) - 1] = '\0';
+		ok(hvdopt_expand_path("/s/%x", "u", 1, name, out, sizeof(out),
+				      e, sizeof(e)) == -1 &&
+			   strstr(e, "longer than"),
+		   "expansion too long refused: %s", e);
+	}
+	ok(hvdopt_path_under("/scratch/a/b", "/home:/scratch"), "under root");
+	ok(hvdopt_path_under("/scratch", "/scratch/"), "root itself");
+	ok(!hvdopt_path_under("/scratch2/a", "/scratch"),
+	   "/scratch2 is not under /scratch");
+	ok(!hvdopt_path_under("/etc", "/home:/scratch"), "outside roots");
+	ok(!hvdopt_path_under("/etc", ""), "empty roots match nothing");
+	ok(hvdopt_path_under("/etc", "/"), "root / matches all");
+}
+
+int main(void)
+{
+	good_keys();
+	malformed();
+	paths();
+	return done_testing();
+}

@@ -1,0 +1,111 @@
+/*
+ * hvdrun.h - the single-machine launcher: shared declarations.
+ *
+ * hvdrun is a small PMIx server.  It forks N ranks of a program on this
+ * machine, serves them PMIx (job info, Put/Commit/Fence/Get, events) through
+ * the public PMIx server API, forwards their output line by line, forwards
+ * SIGINT/SIGTERM, and stops every rank when one of them dies abnormally.
+ *
+ * Files:
+ *   hvdrun.c         main: launch, event loop, exit policy
+ *   hvdrun_opts.c    command line (pure)
+ *   hvdrun_output.c  line-buffered forwarding of rank output (pure + write)
+ *   hvdrun_pmix.c    PMIx server module, job registration, notifications
+ *
+ * Threads: the main thread owns everything except the few flags the PMIx
+ * progress thread sets from its upcalls (struct hvdrun_shared, under its
+ * mutex); an upcall wakes the main loop through a pipe.
+ */
+#ifndef HVDRUN_H
+#define HVDRUN_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define HVDRUN_MAX_NP 4096
+
+/* ---- command line (hvdrun_opts.c) */
+
+struct hvdrun_opts {
+	int np;			/* number of ranks */
+	int tag_output;		/* prefix each line with "[rank] " */
+	int timeout;		/* seconds, 0 = none */
+	int grace;		/* seconds between SIGTERM and SIGKILL */
+	int verbose;
+	char **argv;		/* program and its arguments (points into argv) */
+};
+
+enum hvdrun_parse {
+	HVDRUN_PARSE_OK = 0,
+	HVDRUN_PARSE_HELP,	/* --help: print usage, exit 0 */
+	HVDRUN_PARSE_VERSION,	/* --version */
+	HVDRUN_PARSE_ERROR,	/* message in err */
+};
+
+enum hvdrun_parse hvdrun_parse_args(int argc, char **argv,
+				    struct hvdrun_opts *o, char *err,
+				    size_t errlen);
+void hvdrun_usage(FILE *f);
+
+/* ---- output forwarding (hvdrun_output.c) */
+
+/*
+ * One output stream of one rank.  Bytes are held until a newline so that
+ * lines of different ranks never interleave; a line longer than
+ * HVDRUN_LINE_MAX is written in pieces.
+ */
+#define HVDRUN_LINE_MAX (1 << 20)
+
+struct hvdrun_linebuf {
+	char *buf;
+	size_t len;
+	size_t cap;
+};
+
+/* Where forwarded output goes; a closed destination (EPIPE) is dropped. */
+struct hvdrun_sink {
+	int fd;
+	int broken;
+};
+
+int hvdrun_linebuf_feed(struct hvdrun_linebuf *lb, const char *data,
+			size_t n, struct hvdrun_sink *sink,
+			const char *prefix);
+int hvdrun_linebuf_flush(struct hvdrun_linebuf *lb, struct hvdrun_sink *sink,
+			 const char *prefix);
+void hvdrun_linebuf_free(struct hvdrun_linebuf *lb);
+
+/* ---- PMIx server (hvdrun_pmix.c) */
+
+/* Flags set by the PMIx progress thread, read by the main thread. */
+struct hvdrun_shared {
+	pthread_mutex_t lock;
+	int wake_fd;		/* write end of the main loop's wake pipe */
+	int np;
+	unsigned char *connected;	/* per rank: called PMIx_Init */
+	unsigned char *finalized;	/* per rank: called PMIx_Finalize */
+	int abort_rank;		/* first rank that called PMIx_Abort, or -1 */
+	int abort_status;
+	char abort_msg[256];
+	unsigned fences;	/* fence_nb upcalls served (for -v / tests) */
+};
+
+struct hvdrun_server {
+	char tmpdir[4096];
+	char nspace[256];	/* a pmix_nspace_t */
+	int initialized;
+	int registered;
+};
+
+int hvdrun_pmix_init(struct hvdrun_server *srv, struct hvdrun_shared *sh,
+		     int np, int verbose);
+/* Register rank r and add the PMIx client variables to *env. */
+int hvdrun_pmix_setup_rank(struct hvdrun_server *srv, int rank, char ***env);
+/* Tell the surviving ranks that `rank` terminated abnormally. */
+void hvdrun_pmix_notify_term(struct hvdrun_server *srv, int rank,
+			     int exit_code, int signo);
+void hvdrun_pmix_fini(struct hvdrun_server *srv);
+
+#endif /* HVDRUN_H */

@@ -1,0 +1,52 @@
+# hvdrun_lib.sh - sourced by tests/runtime/hvdrun_*.sh: TAP helpers and the
+# paths of hvdrun and the PMIx test client.
+set -u
+
+: "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+HVDRUN=${HVDRUN:-$top_builddir/runtime/hvdrun}
+CLIENT=${CLIENT:-$top_builddir/tests/runtime/pmix_client}
+# Every hvdrun in these tests runs under this (seconds), so a hang fails.
+LIMIT=${HVDRUN_TEST_LIMIT:-60}
+
+tap_n=0
+tap_fail=0
+
+plan() { echo "1..$1"; }
+ok() {	# ok COND-STATUS DESCRIPTION
+	tap_n=$((tap_n + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $tap_n - $2"
+	else
+		echo "not ok $tap_n - $2"
+		tap_fail=$((tap_fail + 1))
+	fi
+}
+is() {	# is FOUND EXPECTED DESCRIPTION
+	if [ "$1" = "$2" ]; then
+		ok 0 "$3"
+	else
+		ok 1 "$3"
+		echo "# expected: $2"
+		echo "# found:    $1"
+	fi
+}
+diag_file() { sed 's/^/# /' "$1" | head -n "${2:-20}"; }
+done_testing() { exit $((tap_fail > 0)); }
+
+if [ ! -x "$HVDRUN" ] || [ ! -x "$CLIENT" ]; then
+	echo "1..0 # SKIP $HVDRUN or $CLIENT not built"
+	exit 0
+fi
+
+# A private TMPDIR: hvdrun must leave nothing behind in it.
+T=$(mktemp -d "${TMPDIR:-/var/tmp}/hvdrun-test.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+export TMPDIR="$T"
+mkdir "$T/out"
+OUT=$T/out
+
+# leftovers: number of hvdrun server directories left in $TMPDIR
+leftovers() { find "$T" -maxdepth 1 -name 'hvdrun.*' | wc -l; }
+
+# now_ms: monotonic-enough wall time in milliseconds
+now_ms() { date +%s%3N; }

@@ -1,0 +1,110 @@
+/*
+ * ckpt_internal.h - the checkpointer object shared by ckpt.c (open, write,
+ * commit, async), ckpt_restore.c and ckpt_signal.c.
+ *
+ * Agreement between ranks goes through the public blocking collectives
+ * (hvd_allreduce on small int64 buffers).  When libhvd is not initialised
+ * the checkpointer runs as a world of one (a plain program, hvd-ckpt's
+ * tests), and refuses to when HOROVOD_SIZE says there are more ranks.
+ */
+#ifndef HVD_CKPT_INTERNAL_H
+#define HVD_CKPT_INTERNAL_H
+
+#include "ckpt_store.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+
+#pragma GCC visibility push(hidden)
+
+struct ckpt_reg {
+	char name[CKPT_NAME_MAX + 1];
+	void *buf;
+	size_t bytes;
+	hvd_ckpt_kind_t kind;
+	uint64_t offset;        /* within its file                    */
+	int device;             /* GPU memory: staged through host    */
+};
+
+/* One checkpoint being written (sync: on the stack; async: in flight). */
+struct ckpt_write {
+	long step;
+	char partial[PATH_MAX]; /* DIR/step-N.partial-TAG             */
+	hvd_status_t status;    /* of this rank's local write         */
+	char error[1024];       /* its message (the writer thread's)  */
+	uint64_t repl_hash;     /* rank 0                             */
+	uint64_t rank_hash;
+	unsigned char *meta;    /* copy taken when the write started  */
+	size_t meta_len;
+	double started;         /* hvd_now() at start                 */
+	double blocked;         /* seconds the caller was held        */
+};
+
+struct hvd_ckpt {
+	char dir[PATH_MAX];
+	long every;
+	int keep;
+	int async;
+	int rank, size;
+	char tag[64];           /* partial-directory tag of this run  */
+	char job[64];
+
+	struct ckpt_reg *regs;
+	size_t nregs;
+	uint64_t repl_bytes, rank_bytes;
+	int frozen;             /* registry fixed by the first write  */
+	int has_device;
+
+	unsigned char *meta;    /* set_meta                           */
+	size_t meta_len;
+	unsigned char *loaded_meta;
+	size_t loaded_meta_len;
+	int have_loaded_meta;
+
+	long last_step;         /* last committed or restored; -1     */
+	long restored_step;     /* protected from retention; -1       */
+
+	/* staging (async, device buffers) */
+	unsigned char *stage_repl, *stage_rank;
+	/* the write in flight (async) */
+	int in_flight;
+	pthread_t thread;
+	struct ckpt_write w;
+	volatile int thread_done;
+	pthread_mutex_t mu;
+
+	/* test knobs (HVD_CKPT_TEST_CRASH, HVD_CKPT_TEST_DELAY_MS) */
+	char crash_point[32];
+	long crash_step;
+	int crash_rank;
+	long delay_ms;
+	double last_blocked;    /* seconds step/save held the caller  */
+};
+
+/* Collectives of the checkpointer: no-ops in a world of one. */
+hvd_status_t ckpt_allreduce(hvd_ckpt_t *c, int64_t *v, size_t n, hvd_op_t op);
+/* Test hook: sleep and/or SIGKILL this process at a named point. */
+void ckpt_test_point(hvd_ckpt_t *c, const char *point, long step);
+/* Freeze the registry at the first save/restore and check that every rank
+ * registered the same buffers (names, kinds, sizes, order). */
+hvd_status_t ckpt_freeze(hvd_ckpt_t *c);
+/* Compare the registry with a manifest; HVD_ERR_MISMATCH says how. */
+hvd_status_t ckpt_check_compat(hvd_ckpt_t *c, const struct ckpt_manifest *m);
+/* Path of a checkpoint directory. */
+void ckpt_path(hvd_ckpt_t *c, char *buf, size_t n, const char *name);
+
+/* Signals (ckpt_signal.c): installed at the first open, counted. */
+hvd_status_t ckpt_signals_install(void);
+void ckpt_signals_remove(void);
+int ckpt_signals_pending(void);
+
+/* GPU hooks: weak defaults here (host memory only); the CUDA path defines
+ * strong ones.  is_device says whether a pointer is device memory; copy
+ * moves n bytes between device and host (to_host = 1: dst is host). */
+int ckpt_dev_is_device(const void *ptr);
+hvd_status_t ckpt_dev_copy(void *dst, const void *src, size_t n, int to_host);
+
+#pragma GCC visibility pop
+
+#endif /* HVD_CKPT_INTERNAL_H */

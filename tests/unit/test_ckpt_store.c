@@ -1,0 +1,396 @@
+/*
+ * test_ckpt_store.c - the checkpointer on real files, as a world of one:
+ * save/restore, metadata, verification and fallback (flipped byte,
+ * truncated file, missing manifest, stale `latest`), crash leftovers,
+ * retention, async mode, stop signals chained to the program's handler,
+ * per-rank state restored on another world size.
+ */
+#include "config.h"
+
+#include "ckpt_internal.h"
+#include "tap.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define N 5000
+
+static char root[256];
+static float w[N];
+static double rngstate[4];
+
+static void fill(long step)
+{
+	for (int i = 0; i < N; i++)
+		w[i] = (float)(step * 1000 + i);
+	for (int i = 0; i < 4; i++)
+		rngstate[i] = (double)step + i / 10.0;
+}
+
+static int check(long step)
+{
+	for (int i = 0; i < N; i++)
+		if (w[i] != (float)(step * 1000 + i))
+			return 0;
+	for (int i = 0; i < 4; i++)
+		if (rngstate[i] != (double)step + i / 10.0)
+			return 0;
+	return 1;
+}
+
+static hvd_ckpt_t *open_dir(const char *dir, int keep, int async)
+{
+	hvd_ckpt_config_t cfg = { .dir = dir, .every = 10, .keep = keep,
+				  .async = async };
+	hvd_ckpt_t *c = NULL;
+
+	if (hvd_ckpt_open(&cfg, &c) != HVD_OK) {
+		diag("open %s: %s", dir, hvd_last_error());
+		return NULL;
+	}
+	hvd_ckpt_register(c, "weights", w, sizeof(w), HVD_CKPT_REPLICATED);
+	hvd_ckpt_register(c, "rng", rngstate, sizeof(rngstate),
+			  HVD_CKPT_PER_RANK);
+	return c;
+}
+
+static long restore(const char *dir, int keep)
+{
+	hvd_ckpt_t *c = open_dir(dir, keep, 0);
+	long step = -1;
+
+	fill(999999);
+	if (!c)
+		return -2;
+	if (hvd_ckpt_restore(c, &step) != HVD_OK) {
+		diag("restore: %s", hvd_last_error());
+		step = -3;
+	}
+	hvd_ckpt_close(c);
+	return step;
+}
+
+static void path(char *buf, size_t n, const char *dir, long step,
+		 const char *file)
+{
+	snprintf(buf, n, "%s/step-%08ld/%s", dir, step, file);
+}
+
+static void flip_byte(const char *p, off_t off)
+{
+	int fd = open(p, O_RDWR);
+	unsigned char ch;
+
+	if (fd < 0 || pread(fd, &ch, 1, off) != 1)
+		return;
+	ch ^= 0x40;
+	if (pwrite(fd, &ch, 1, off) != 1)
+		diag("flip failed");
+	close(fd);
+}
+
+static void save_steps(const char *dir, int keep, long from, long to)
+{
+	hvd_ckpt_t *c = open_dir(dir, keep, 0);
+
+	for (long s = from; c && s <= to; s++) {
+		int stop;
+
+		fill(s);
+		if (hvd_ckpt_step(c, s, &stop) != HVD_OK)
+			diag("step %ld: %s", s, hvd_last_error());
+	}
+	hvd_ckpt_close(c);
+}
+
+static int count_dirs(const char *dir, const char *prefix)
+{
+	char cmd[600], out[64] = "";
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "ls -1 %s | grep -c '^%s' || true", dir,
+		 prefix);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	if (!fgets(out, sizeof(out), f))
+		out[0] = '\0';
+	pclose(f);
+	return atoi(out);
+}
+
+static void test_basic(void)
+{
+	char dir[300], p[400], latest[64];
+	const char meta[] = "epoch=7 cursor=1234";
+	char got[64];
+	size_t len = 0;
+	hvd_ckpt_t *c;
+	long step = -1;
+	int stop = 1;
+
+	snprintf(dir, sizeof(dir), "%s/basic", root);
+	c = open_dir(dir, 3, 0);
+	ok(c != NULL, "open creates the directory");
+	ok(hvd_ckpt_restore(c, &step) == HVD_OK && step == 0,
+	   "nothing to restore: step 0");
+	ok(strstr(hvd_last_error(), "no checkpoint") != NULL,
+	   "and says why: %s", hvd_last_error());
+	ok(hvd_ckpt_register(c, "late", w, 4, HVD_CKPT_REPLICATED) ==
+		   HVD_ERR_INVALID_ARG,
+	   "register after restore refused");
+	fill(5);
+	ok(hvd_ckpt_step(c, 5, &stop) == HVD_OK && stop == 0,
+	   "step 5: not due");
+	ok(count_dirs(dir, "step-") == 0, "nothing written");
+	fill(10);
+	hvd_ckpt_set_meta(c, meta, sizeof(meta));
+	ok(hvd_ckpt_step(c, 10, &stop) == HVD_OK, "step 10: written");
+	ckpt_read_latest(dir, latest, sizeof(latest));
+	is_str(latest, "step-00000010", "latest names it");
+	path(p, sizeof(p), dir, 10, "MANIFEST");
+	ok(access(p, F_OK) == 0, "manifest present");
+	ok(count_dirs(dir, "step-00000010.partial") == 0,
+	   "no partial left behind");
+	hvd_ckpt_close(c);
+
+	c = open_dir(dir, 3, 0);
+	fill(0);
+	ok(hvd_ckpt_restore(c, &step) == HVD_OK && step == 10,
+	   "restored step 10");
+	ok(check(10), "buffers hold step 10's data");
+	ok(hvd_ckpt_get_meta(c, got, sizeof(got), &len) == HVD_OK &&
+		   len == sizeof(meta) && memcmp(got, meta, len) == 0,
+	   "metadata restored");
+	ok(hvd_ckpt_get_meta(c, got, 4, &len) == HVD_ERR_INVALID_ARG,
+	   "too small a buffer for the metadata refused");
+	hvd_ckpt_close(c);
+}
+
+static void test_corruption(void)
+{
+	char dir[300], p[400], latest[64];
+	struct stat sb;
+
+	snprintf(dir, sizeof(dir), "%s/corrupt", root);
+	save_steps(dir, 5, 1, 40); /* steps 10, 20, 30, 40 */
+	ok(restore(dir, 5) == 40 && check(40), "newest restored when intact");
+
+	path(p, sizeof(p), dir, 40, "replicated.bin");
+	flip_byte(p, 1234);
+	ok(restore(dir, 5) == 30 && check(30),
+	   "flipped byte in step 40: falls back to 30");
+
+	path(p, sizeof(p), dir, 30, "rank-00000.bin");
+	stat(p, &sb);
+	if (truncate(p, sb.st_size - 1) != 0)
+		diag("truncate failed");
+	ok(restore(dir, 5) == 20 && check(20),
+	   "truncated file in step 30: falls back to 20");
+
+	path(p, sizeof(p), dir, 20, "MANIFEST");
+	unlink(p);
+	ok(restore(dir, 5) == 10 && check(10),
+	   "missing manifest in step 20: falls back to 10");
+	ckpt_read_latest(dir, latest, sizeof(latest));
+	is_str(latest, "step-00000010", "stale latest repaired on restore");
+
+	path(p, sizeof(p), dir, 10, "rank-00000.bin");
+	unlink(p);
+	ok(restore(dir, 5) == 0, "missing data file: nothing left to restore");
+	ok(check(999999), "buffers untouched when nothing verifies");
+}
+
+static void test_stale_latest_and_leftovers(void)
+{
+	char dir[300], p[400];
+
+	snprintf(dir, sizeof(dir), "%s/leftover", root);
+	save_steps(dir, 3, 1, 20);
+	/* a crash after the rename but before `latest` was updated */
+	ckpt_write_latest(dir, "step-00000010");
+	/* and a crash in the middle of a later write */
+	snprintf(p, sizeof(p), "%s/step-00000030.partial-99-1", dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/step-00000030.partial-99-1/rank-00000.bin",
+		 dir);
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+	ok(restore(dir, 3) == 20 && check(20),
+	   "partial ignored, newest complete restored despite stale latest");
+	ok(count_dirs(dir, "step-00000030.partial") == 0,
+	   "partial directory from the crash cleaned");
+}
+
+static void test_retention(void)
+{
+	char dir[300];
+
+	snprintf(dir, sizeof(dir), "%s/retention", root);
+	save_steps(dir, 2, 1, 60);
+	is_int(count_dirs(dir, "step-"), 2, "keep 2: two checkpoints left");
+	ok(restore(dir, 2) == 60, "newest kept");
+	save_steps(dir, 1, 61, 70);
+	is_int(count_dirs(dir, "step-"), 1, "keep 1: one left");
+	ok(restore(dir, 1) == 70, "and it is the newest");
+}
+
+static void test_async(void)
+{
+	char dir[300];
+	hvd_ckpt_t *c;
+	long step;
+
+	snprintf(dir, sizeof(dir), "%s/async", root);
+	c = open_dir(dir, 3, 1);
+	for (long s = 1; c && s <= 30; s++) {
+		int stop;
+
+		fill(s);
+		ok(hvd_ckpt_step(c, s, &stop) == HVD_OK || (diag("%s",
+		   hvd_last_error()), 0), "async step %ld", s);
+		/* the staging copy was taken: changing the buffers now must
+		 * not change what is written */
+		fill(s + 500);
+	}
+	ok(hvd_ckpt_wait(c) == HVD_OK, "wait flushes");
+	hvd_ckpt_close(c);
+	step = restore(dir, 3);
+	ok(step == 30 && check(30), "async checkpoint of step 30 restored "
+	   "with the data of step 30 (got step %ld)", step);
+}
+
+static volatile sig_atomic_t own_handler_calls;
+
+static void own_handler(int sig)
+{
+	(void)sig;
+	own_handler_calls++;
+}
+
+static void test_signal(void)
+{
+	char dir[300];
+	struct sigaction sa;
+	hvd_ckpt_t *c;
+	int stop = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = own_handler;
+	sigaction(SIGUSR1, &sa, NULL);
+	snprintf(dir, sizeof(dir), "%s/signal", root);
+	c = open_dir(dir, 3, 0);
+	fill(3);
+	ok(hvd_ckpt_step(c, 3, &stop) == HVD_OK && !stop, "no stop yet");
+	raise(SIGUSR1);
+	ok(hvd_ckpt_stop_requested(), "stop requested after SIGUSR1");
+	is_int(own_handler_calls, 1, "the program's own handler still ran");
+	fill(4);
+	ok(hvd_ckpt_step(c, 4, &stop) == HVD_OK && stop == 1,
+	   "next step writes and says stop");
+	hvd_ckpt_close(c);
+	sigaction(SIGUSR1, NULL, &sa);
+	ok(sa.sa_handler == own_handler, "close restores the handler");
+	ok(restore(dir, 3) == 4 && check(4),
+	   "off-schedule checkpoint of step 4 restored");
+}
+
+static void test_world_size(void)
+{
+	char dir[300], p[400], *text;
+	struct ckpt_manifest m;
+	size_t len;
+	hvd_ckpt_t *c;
+	long step;
+
+	/* rewrite a good checkpoint's manifest as if 2 ranks wrote it */
+	snprintf(dir, sizeof(dir), "%s/worldsize", root);
+	save_steps(dir, 3, 1, 10);
+	snprintf(p, sizeof(p), "%s/step-00000010", dir);
+	ckpt_read_manifest(p, &m);
+	m.world_size = 2;
+	ckpt_manifest_layout(&m);
+	ckpt_manifest_format(&m, &text, &len);
+	ckpt_manifest_free(&m);
+	snprintf(p, sizeof(p), "%s/step-00000010/MANIFEST", dir);
+	unlink(p);
+	{
+		FILE *f = fopen(p, "w");
+
+		fwrite(text, 1, len, f);
+		fclose(f);
+	}
+	free(text);
+	c = open_dir(dir, 3, 0);
+	ok(hvd_ckpt_restore(c, &step) == HVD_ERR_MISMATCH,
+	   "per-rank state of 2 ranks on 1 rank: a clear error");
+	ok(strstr(hvd_last_error(), "written by 2 ranks") != NULL,
+	   "message: %s", hvd_last_error());
+	hvd_ckpt_close(c);
+
+	/* replicated-only state restores on any world size */
+	c = NULL;
+	{
+		hvd_ckpt_config_t cfg = { .dir = dir, .keep = 3 };
+
+		hvd_ckpt_open(&cfg, &c);
+	}
+	hvd_ckpt_register(c, "weights", w, sizeof(w), HVD_CKPT_REPLICATED);
+	ok(hvd_ckpt_restore(c, &step) == HVD_ERR_MISMATCH,
+	   "a different set of buffers is a clear error too");
+	hvd_ckpt_close(c);
+}
+
+static void test_errors(void)
+{
+	hvd_ckpt_config_t cfg = { 0 };
+	hvd_ckpt_t *c;
+
+	unsetenv("HOROVOD_CHECKPOINT_DIR");
+	ok(hvd_ckpt_open(&cfg, &c) == HVD_ERR_INVALID_ARG,
+	   "no directory: error");
+	ok(strstr(hvd_last_error(), "HOROVOD_CHECKPOINT_DIR") != NULL,
+	   "message names the variable");
+	setenv("HOROVOD_CHECKPOINT_DIR", root, 1);
+	setenv("HOROVOD_CHECKPOINT_EVERY", "7", 1);
+	setenv("HOROVOD_CHECKPOINT_KEEP", "4", 1);
+	ok(hvd_ckpt_open(NULL, &c) == HVD_OK, "defaults from the environment");
+	ok(c && c->every == 7 && c->keep == 4 && strcmp(c->dir, root) == 0,
+	   "every/keep/dir taken from HOROVOD_CHECKPOINT_*");
+	ok(hvd_ckpt_register(c, "bad name", w, 4, HVD_CKPT_REPLICATED) ==
+		   HVD_ERR_INVALID_ARG, "bad buffer name refused");
+	hvd_ckpt_register(c, "a", w, 4, HVD_CKPT_REPLICATED);
+	ok(hvd_ckpt_register(c, "a", w, 4, HVD_CKPT_REPLICATED) ==
+		   HVD_ERR_DUPLICATE_NAME, "duplicate name refused");
+	hvd_ckpt_close(c);
+	setenv("HOROVOD_SIZE", "2", 1);
+	ok(hvd_ckpt_open(NULL, &c) == HVD_ERR_NOT_INITIALIZED,
+	   "HOROVOD_SIZE=2 without hvd_init: refused");
+	unsetenv("HOROVOD_SIZE");
+}
+
+int main(void)
+{
+	char cmd[300];
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
+
+	snprintf(root, sizeof(root), "%s/test_ckpt_store.%ld", base,
+		 (long)getpid());
+	setenv("HOROVOD_LOG_LEVEL", "error", 0);
+	test_basic();
+	test_corruption();
+	test_stale_latest_and_leftovers();
+	test_retention();
+	test_async();
+	test_signal();
+	test_world_size();
+	test_errors();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	if (system(cmd) != 0)
+		diag("cleanup of %s failed", root);
+	return done_testing();
+}

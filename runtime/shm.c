@@ -1,0 +1,884 @@
+/*
+ * shm.c - intra-node collectives through one POSIX shared-memory segment
+ * per node-local group (the contract is shm.h; doc/design.md, "Shared
+ * memory", explains the algorithms and their knobs).
+ *
+ * Segment layout (all offsets page or 128-byte aligned):
+ *
+ *   header      magic, layout parameters chosen by the creator, attach
+ *               count, "dead" word set by whoever first sees a peer die
+ *   ctl[n]      per member: its pid and its flags, each 64-bit flag on its
+ *               own 128-byte line (one writer per line: the member)
+ *   small[n][2] per member, two copy-in buffers of small_max bytes
+ *   slot[n][nbuf]  per member, nbuf pipeline buffers of chunk bytes, each
+ *               split into n regions, region p carrying data for slice p
+ *
+ * Flags are monotonically increasing sequence numbers, never reset, and
+ * compared with >=: a fast member may already be one call ahead, and reset
+ * flags are how other shm allreduces lost wake-ups.  Data is published
+ * with a release store of the flag after it, and read after an acquire
+ * load of the flag.
+ *
+ * Small messages (<= small_max bytes): each member copies its input into
+ * its small buffer of parity seq&1 (inline in the flag's own cache line up
+ * to SHM_INLINE bytes), release-stores seq, waits until every peer's seq
+ * for this parity reached it, and reduces all members' buffers, in rank
+ * order, straight into its output.  One synchronisation per call and no
+ * exit barrier: a member can reuse parity p at call s+2 only after it saw
+ * every peer enter call s+1, i.e. finish reading call s.
+ *
+ * Large messages: the buffer is split into n slices (Horovod's even split,
+ * so that shm_reduce_scatter hands the hierarchical allreduce the slices it
+ * expects), each slice into steps of R elements.  At step k member r copies
+ * step k of every other slice p into region p of its pipeline buffer k%nbuf
+ * and publishes "in"; it then reduces step k of its own slice from its own
+ * input and the peers' regions r (no extra copy of its own data), writes
+ * the result to its output and to its own region r, publishes "red"; and,
+ * one step behind so that it rarely waits, copies the peers' reduced
+ * regions of step k-1 into its output and publishes "done".  A buffer is
+ * refilled only when every peer's "done" shows it finished with it.  While
+ * r reduces step k its peers are already copying step k+1: the copy and
+ * the reduction overlap across members, and the data a peer reads was just
+ * written by another core, so it comes from the shared cache, not DRAM.
+ *
+ * Waiting: spin with pause, then (or at once when the node has more group
+ * members than CPUs) sched_yield, then short sleeps, so that waiting ranks
+ * do not starve the ranks they wait for.  While sleeping the laggard's pid
+ * is checked; a dead peer, or no progress within HOROVOD_PEER_TIMEOUT
+ * seconds, ends the call with an error naming it, and the group is marked
+ * failed so that its other members give up too.
+ */
+#include "config.h"
+
+#include "shm.h"
+#include "comm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SHM_MAGIC 0x68766473686d3031ull /* "hvdshm01" */
+#define SHM_LINE 128
+#define SHM_INLINE 56 /* inline payload in the 64-byte small flag line */
+#define SHM_MAX_SEGMENT (256ul << 20)
+
+#define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
+
+struct shm_header {
+	uint64_t magic;
+	uint32_t n;
+	uint32_t nbuf;
+	uint64_t chunk;     /* bytes of one pipeline buffer of one member */
+	uint64_t small_max; /* bytes of one small buffer                  */
+	uint64_t size;      /* of the whole segment                       */
+	uint32_t attached;  /* members that mapped it                     */
+	uint32_t dead;      /* 1 + local rank of a member seen dead       */
+};
+
+struct shm_small_line {
+	uint64_t seq;
+	unsigned char data[SHM_INLINE];
+};
+
+struct shm_ctl {
+	_Alignas(SHM_LINE) uint64_t in;
+	_Alignas(SHM_LINE) uint64_t red;
+	_Alignas(SHM_LINE) uint64_t done;
+	_Alignas(SHM_LINE) struct shm_small_line small0;
+	_Alignas(SHM_LINE) struct shm_small_line small1;
+	_Alignas(SHM_LINE) int64_t pid;
+};
+
+struct shm_group {
+	char name[256];
+	unsigned char *base;
+	size_t size;
+	struct shm_header *hdr;
+	struct shm_ctl *ctl;
+	unsigned char *small;
+	unsigned char *slots;
+	int rank, n, nbuf;
+	size_t chunk, small_max;
+	uint64_t step;  /* pipeline steps done by this group */
+	uint64_t sseq;  /* small calls done by this group   */
+	unsigned spin;  /* pause iterations before yielding */
+	double timeout; /* HOROVOD_PEER_TIMEOUT             */
+	hvd_status_t failed;
+	char failmsg[256];
+	const char *what; /* name of the running collective, for errors */
+};
+
+static inline uint64_t load_acq(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void store_rel(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* ------------------------------------------------------------ waiting */
+
+static int pid_dead(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	int dead = 0;
+
+	if (pid <= 0)
+		return 0;
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return 1;
+	/* an exited child not yet reaped by its launcher is a zombie */
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f)) {
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+			dead = 1;
+	}
+	fclose(f);
+	return dead;
+}
+
+static hvd_status_t fail(shm_group_t *g, hvd_status_t st, const char *fmt,
+			 ...) HVD_PRINTF(3, 4);
+
+static hvd_status_t fail(shm_group_t *g, hvd_status_t st, const char *fmt,
+			 ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(g->failmsg, sizeof(g->failmsg), fmt, ap);
+	va_end(ap);
+	g->failed = st;
+	return hvd_error(st, "%s", g->failmsg);
+}
+
+/* The slow part of a wait: yield, then sleep, checking for a dead or
+ * silent peer.  flag belongs to member peer. */
+static hvd_status_t wait_slow(shm_group_t *g, const uint64_t *flag,
+			      uint64_t want, int peer)
+{
+	double t0 = hvd_now(), now, last_check = t0;
+	uint32_t dead;
+
+	for (;;) {
+		if (load_acq(flag) >= want)
+			return HVD_OK;
+		now = hvd_now();
+		if (now - t0 < 0.002) {
+			sched_yield();
+			continue;
+		}
+		if (now - t0 < 1.0) {
+			struct timespec ts = {0, 20000};
+			nanosleep(&ts, NULL);
+		} else {
+			struct timespec ts = {0, 500000};
+			nanosleep(&ts, NULL);
+		}
+		if (now - last_check < 0.05)
+			continue;
+		last_check = now;
+		dead = __atomic_load_n(&g->hdr->dead, __ATOMIC_ACQUIRE);
+		if (dead)
+			return fail(g, HVD_ERR_PEER_FAILED,
+				    "shared-memory %s: local rank %u died "
+				    "(seen by another member); the group is "
+				    "unusable",
+				    g->what, dead - 1);
+		if (pid_dead((pid_t)g->ctl[peer].pid)) {
+			__atomic_store_n(&g->hdr->dead, (uint32_t)peer + 1,
+					 __ATOMIC_RELEASE);
+			return fail(g, HVD_ERR_PEER_FAILED,
+				    "shared-memory %s: local rank %d (pid %lld) "
+				    "exited in the middle of the collective; "
+				    "the group is unusable",
+				    g->what, peer, (long long)g->ctl[peer].pid);
+		}
+		if (now - t0 > g->timeout)
+			return fail(g, HVD_ERR_TIMEOUT,
+				    "shared-memory %s: local rank %d (pid %lld) "
+				    "made no progress for %.0f s "
+				    "(HOROVOD_PEER_TIMEOUT); is it stuck or "
+				    "calling collectives in a different order?",
+				    g->what, peer, (long long)g->ctl[peer].pid,
+				    g->timeout);
+	}
+}
+
+static inline hvd_status_t wait_ge(shm_group_t *g, const uint64_t *flag,
+				   uint64_t want, int peer)
+{
+	unsigned i;
+
+	if (load_acq(flag) >= want)
+		return HVD_OK;
+	for (i = 0; i < g->spin; i++) {
+		cpu_relax();
+		if (load_acq(flag) >= want)
+			return HVD_OK;
+	}
+	return wait_slow(g, flag, want, peer);
+}
+
+/* Wait until field f of every other member reached want. */
+#define WAIT_ALL(g, f, want)                                                  \
+	do {                                                                  \
+		for (int q_ = 0; q_ < (g)->n; q_++) {                         \
+			hvd_status_t st_;                                     \
+			if (q_ == (g)->rank)                                  \
+				continue;                                     \
+			st_ = wait_ge((g), &(g)->ctl[q_].f, (want), q_);      \
+			if (st_ != HVD_OK)                                    \
+				return st_;                                   \
+		}                                                             \
+	} while (0)
+
+static inline hvd_status_t check(shm_group_t *g, const char *what)
+{
+	g->what = what;
+	if (g->failed)
+		return hvd_error(g->failed, "%s", g->failmsg);
+	return HVD_OK;
+}
+
+/* --------------------------------------------------------- set-up */
+
+static int online_cpus(void)
+{
+	cpu_set_t set;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 &&
+	    CPU_COUNT(&set) > 0 && (n <= 0 || CPU_COUNT(&set) < n)) {
+		/* bound ranks: count what the node offers, not this mask */
+		return n > 0 ? (int)n : CPU_COUNT(&set);
+	}
+	return n > 0 ? (int)n : 1;
+}
+
+static void make_name(char *out, size_t len, const char *key)
+{
+	size_t j = 0;
+
+	j = (size_t)snprintf(out, len, "/hvd-%d-", (int)getuid());
+	for (const char *p = key; *p && j + 1 < len && j < 200; p++)
+		out[j++] = (*p == '/' || *p == ' ') ? '_' : *p;
+	out[j] = '\0';
+}
+
+static hvd_status_t map_segment(shm_group_t *g, int fd, size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_POPULATE, fd, 0);
+
+	if (p == MAP_FAILED)
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "shared memory: mmap of %s (%zu bytes) "
+				 "failed: %s",
+				 g->name, size, strerror(errno));
+	g->base = p;
+	g->size = size;
+	return HVD_OK;
+}
+
+static void layout(shm_group_t *g)
+{
+	size_t ctl_off = 4096;
+	size_t small_off = ALIGN_UP(ctl_off + (size_t)g->n * sizeof(struct shm_ctl), 4096);
+	size_t slot_off = ALIGN_UP(small_off + (size_t)g->n * 2 * g->small_max, 4096);
+
+	g->hdr = (struct shm_header *)g->base;
+	g->ctl = (struct shm_ctl *)(g->base + ctl_off);
+	g->small = g->base + small_off;
+	g->slots = g->base + slot_off;
+	g->size = slot_off + (size_t)g->n * g->nbuf * g->chunk;
+}
+
+static hvd_status_t create_segment(shm_group_t *g)
+{
+	int fd, tries;
+	hvd_status_t st;
+
+	for (tries = 0;; tries++) {
+		fd = shm_open(g->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+		if (fd >= 0 || errno != EEXIST || tries > 0)
+			break;
+		/* left behind by a crashed job with the same key */
+		hvd_log(HVD_LOG_INFO, "shared memory: removing stale %s",
+			g->name);
+		shm_unlink(g->name);
+	}
+	if (fd < 0)
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "shared memory: shm_open(%s) failed: %s "
+				 "(is /dev/shm mounted and writable?)",
+				 g->name, strerror(errno));
+	if (ftruncate(fd, (off_t)g->size) != 0) {
+		st = hvd_error(HVD_ERR_TRANSPORT,
+			       "shared memory: cannot size %s to %zu bytes: "
+			       "%s (is /dev/shm large enough? lower "
+			       "HOROVOD_SHM_CHUNK)",
+			       g->name, g->size, strerror(errno));
+		goto err_unlink;
+	}
+	st = map_segment(g, fd, g->size);
+	if (st != HVD_OK)
+		goto err_unlink;
+	close(fd);
+	layout(g);
+	g->hdr->n = (uint32_t)g->n;
+	g->hdr->nbuf = (uint32_t)g->nbuf;
+	g->hdr->chunk = g->chunk;
+	g->hdr->small_max = g->small_max;
+	g->hdr->size = g->size;
+	__atomic_store_n(&g->hdr->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+	return HVD_OK;
+
+err_unlink:
+	close(fd);
+	shm_unlink(g->name);
+	return st;
+}
+
+static hvd_status_t attach_segment(shm_group_t *g)
+{
+	struct shm_header h;
+	struct stat sb;
+	int fd = shm_open(g->name, O_RDWR, 0600);
+	hvd_status_t st;
+
+	if (fd < 0)
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "shared memory: cannot open %s made by local "
+				 "rank 0: %s",
+				 g->name, strerror(errno));
+	if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < sizeof(h)) {
+		close(fd);
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "shared memory: %s is empty or unreadable",
+				 g->name);
+	}
+	st = map_segment(g, fd, (size_t)sb.st_size);
+	close(fd);
+	if (st != HVD_OK)
+		return st;
+	memcpy(&h, g->base, sizeof(h));
+	if (__atomic_load_n(&((struct shm_header *)g->base)->magic,
+			    __ATOMIC_ACQUIRE) != SHM_MAGIC ||
+	    h.n != (uint32_t)g->n || h.size != (uint64_t)sb.st_size) {
+		munmap(g->base, (size_t)sb.st_size);
+		g->base = NULL;
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "shared memory: %s does not match this group "
+				 "(%u members, expected %d): two jobs with the "
+				 "same key?",
+				 g->name, h.n, g->n);
+	}
+	g->nbuf = (int)h.nbuf;
+	g->chunk = h.chunk;
+	g->small_max = h.small_max;
+	layout(g);
+	return HVD_OK;
+}
+
+hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
+			      shm_barrier_fn barrier, void *barrier_arg,
+			      shm_group_t **out)
+{
+	shm_group_t *g;
+	hvd_status_t st, st2;
+	long spin;
+
+	if (!key || !barrier || !out || local_size < 1 || local_rank < 0 ||
+	    local_rank >= local_size)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "shm_group_create: bad arguments (rank %d of "
+				 "%d)",
+				 local_rank, local_size);
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return hvd_error(HVD_ERR_NO_MEMORY, "shm_group_create: out of "
+						    "memory");
+	g->rank = local_rank;
+	g->n = local_size;
+	make_name(g->name, sizeof(g->name), key);
+	g->timeout = hvd_env_double("HOROVOD_PEER_TIMEOUT", 60.0);
+	if (g->timeout <= 0)
+		g->timeout = 60.0;
+	spin = hvd_env_long("HOROVOD_SHM_SPIN",
+			    local_size > online_cpus() ? 64 : 20000);
+	g->spin = spin < 0 ? 0 : (unsigned)spin;
+
+	if (local_rank == 0) {
+		size_t chunk = hvd_env_size("HOROVOD_SHM_CHUNK", 256 << 10);
+		long nbuf = hvd_env_long("HOROVOD_SHM_NBUF", 4);
+		size_t small = hvd_env_size("HOROVOD_SHM_SMALL", 32 << 10);
+
+		if (nbuf < 2)
+			nbuf = 2;
+		if (nbuf > 64)
+			nbuf = 64;
+		/* each region at least 256 bytes, a multiple of 64 */
+		if (chunk < (size_t)local_size * 256)
+			chunk = (size_t)local_size * 256;
+		while (chunk > (size_t)local_size * 256 &&
+		       (size_t)local_size * nbuf * chunk > SHM_MAX_SEGMENT)
+			chunk /= 2;
+		chunk = chunk / ((size_t)local_size * 64) *
+			((size_t)local_size * 64);
+		if (small > (16u << 20))
+			small = 16u << 20;
+		small = ALIGN_UP(small, 64);
+		g->nbuf = (int)nbuf;
+		g->chunk = chunk;
+		g->small_max = small;
+		g->base = NULL;
+		/* the size layout() computes from these */
+		{
+			size_t ctl_off = 4096;
+			size_t small_off = ALIGN_UP(
+				ctl_off + (size_t)g->n * sizeof(struct shm_ctl),
+				4096);
+			size_t slot_off = ALIGN_UP(
+				small_off + (size_t)g->n * 2 * g->small_max,
+				4096);
+			g->size = slot_off + (size_t)g->n * g->nbuf * g->chunk;
+		}
+		st = create_segment(g);
+	} else {
+		st = HVD_OK;
+	}
+	/* every member takes part in both barriers, even after a failure,
+	 * so that nobody waits forever for it */
+	st2 = barrier(barrier_arg);
+	if (st == HVD_OK && st2 != HVD_OK)
+		st = hvd_error_prefix(st2, "shared memory: set-up barrier");
+	if (st == HVD_OK && local_rank != 0)
+		st = attach_segment(g);
+	if (st == HVD_OK) {
+		store_rel((uint64_t *)&g->ctl[local_rank].pid,
+			  (uint64_t)getpid());
+		__atomic_add_fetch(&g->hdr->attached, 1, __ATOMIC_ACQ_REL);
+	}
+	st2 = barrier(barrier_arg);
+	if (st == HVD_OK && st2 != HVD_OK)
+		st = hvd_error_prefix(st2, "shared memory: set-up barrier");
+	if (local_rank == 0 && g->base)
+		shm_unlink(g->name); /* all attached: nothing left behind */
+	if (st == HVD_OK &&
+	    __atomic_load_n(&g->hdr->attached, __ATOMIC_ACQUIRE) !=
+		    (uint32_t)local_size)
+		st = hvd_error(HVD_ERR_TRANSPORT,
+			       "shared memory: only %u of %d local ranks "
+			       "attached to %s; see the others' errors",
+			       g->hdr->attached, local_size, g->name);
+	if (st != HVD_OK) {
+		shm_group_destroy(g);
+		return st;
+	}
+	hvd_log(HVD_LOG_DEBUG,
+		"shared memory: %s, %d members, %d x %zu-byte pipeline "
+		"buffers each, small <= %zu bytes, spin %u",
+		g->name, g->n, g->nbuf, g->chunk, g->small_max, g->spin);
+	*out = g;
+	return HVD_OK;
+}
+
+void shm_group_destroy(shm_group_t *g)
+{
+	if (!g)
+		return;
+	if (g->base)
+		munmap(g->base, g->size);
+	free(g);
+}
+
+/* ------------------------------------------------------ small path */
+
+static inline struct shm_small_line *small_line(shm_group_t *g, int r,
+						uint64_t s)
+{
+	return (s & 1) ? &g->ctl[r].small1 : &g->ctl[r].small0;
+}
+
+static inline unsigned char *small_buf(shm_group_t *g, int r, uint64_t s,
+				       size_t bytes)
+{
+	if (bytes <= SHM_INLINE)
+		return small_line(g, r, s)->data;
+	return g->small + ((size_t)r * 2 + (s & 1)) * g->small_max;
+}
+
+/* Publish bytes of src (may be NULL) as this member's contribution to
+ * small call s and wait for every peer's. */
+static hvd_status_t small_exchange(shm_group_t *g, const void *src,
+				   size_t bytes, uint64_t *sp)
+{
+	uint64_t s = ++g->sseq;
+
+	if (src && bytes)
+		memcpy(small_buf(g, g->rank, s, bytes), src, bytes);
+	store_rel(&small_line(g, g->rank, s)->seq, s);
+	for (int q = 0; q < g->n; q++) {
+		hvd_status_t st;
+
+		if (q == g->rank)
+			continue;
+		st = wait_ge(g, &small_line(g, q, s)->seq, s, q);
+		if (st != HVD_OK)
+			return st;
+	}
+	*sp = s;
+	return HVD_OK;
+}
+
+/* ---------------------------------------------------- large path */
+
+enum pipe_kind { PIPE_ALLREDUCE, PIPE_REDUCE_SCATTER, PIPE_ALLGATHER };
+
+static inline unsigned char *region(shm_group_t *g, int r, uint64_t b,
+				    int p, size_t rbytes)
+{
+	return g->slots + ((size_t)r * g->nbuf + b) * g->chunk +
+	       (size_t)p * rbytes;
+}
+
+/* Step k of slice p: [*first, *first + *len) in elements. */
+static inline void step_range(size_t count, int n, int p, size_t R, size_t k,
+			      size_t *first, size_t *len)
+{
+	size_t c = hvd_reducescatter_count(count, p, n);
+	size_t o = hvd_reducescatter_offset(count, p, n);
+	size_t a = k * R;
+
+	*first = o + a;
+	*len = a >= c ? 0 : (c - a < R ? c - a : R);
+}
+
+static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
+			     const unsigned char *send, unsigned char *recv,
+			     size_t count, hvd_dtype_t dtype, hvd_op_t op)
+{
+	const int me = g->rank, n = g->n;
+	const size_t es = hvd_dtype_size(dtype);
+	const size_t rbytes = g->chunk / (size_t)n / 64 * 64;
+	const size_t R = rbytes / es;
+	const size_t c0 = hvd_reducescatter_count(count, 0, n);
+	const size_t K = (c0 + R - 1) / R;
+	const uint64_t base = g->step;
+	const int copy_out = kind != PIPE_REDUCE_SCATTER;
+
+	for (size_t k = 0; k <= K; k++) {
+		if (k < K) {
+			uint64_t s = base + k + 1, b = (base + k) % g->nbuf;
+			size_t f, len;
+
+			if (s > (uint64_t)g->nbuf)
+				WAIT_ALL(g, done, s - (uint64_t)g->nbuf);
+			if (kind == PIPE_ALLGATHER) {
+				step_range(count, n, me, R, k, &f, &len);
+				memcpy(region(g, me, b, me, rbytes),
+				       recv + f * es, len * es);
+				store_rel(&g->ctl[me].red, s);
+			} else {
+				const unsigned char *mine;
+				unsigned char *dst;
+				int first = 1;
+
+				for (int p = 0; p < n; p++) {
+					if (p == me)
+						continue;
+					step_range(count, n, p, R, k, &f,
+						   &len);
+					memcpy(region(g, me, b, p, rbytes),
+					       send + f * es, len * es);
+				}
+				store_rel(&g->ctl[me].in, s);
+				WAIT_ALL(g, in, s);
+				step_range(count, n, me, R, k, &f, &len);
+				mine = send + f * es;
+				dst = recv + f * es;
+				/* own data first, then the peers in rank
+				 * order: only this member reduces this
+				 * slice, so every member gets the same bits */
+				for (int p = 0; p < n && len; p++) {
+					if (p == me)
+						continue;
+					if (first)
+						reduce_apply3(
+							dst, mine,
+							region(g, p, b, me,
+							       rbytes),
+							len, dtype, op);
+					else
+						reduce_apply(
+							dst,
+							region(g, p, b, me,
+							       rbytes),
+							len, dtype, op);
+					first = 0;
+				}
+				if (kind == PIPE_ALLREDUCE)
+					memcpy(region(g, me, b, me, rbytes),
+					       dst, len * es);
+				store_rel(&g->ctl[me].red, s);
+				if (!copy_out)
+					store_rel(&g->ctl[me].done, s);
+			}
+		}
+		if (k >= 1 && copy_out) {
+			uint64_t s = base + k, b = (base + k - 1) % g->nbuf;
+
+			WAIT_ALL(g, red, s);
+			for (int i = 1; i < n; i++) {
+				/* rotate so members read different peers */
+				int p = (me + i) % n;
+				size_t f, len;
+
+				step_range(count, n, p, R, k - 1, &f, &len);
+				memcpy(recv + f * es,
+				       region(g, p, b, p, rbytes), len * es);
+			}
+			store_rel(&g->ctl[me].done, s);
+		}
+	}
+	g->step = base + K;
+	return HVD_OK;
+}
+
+/* ----------------------------------------------------- collectives */
+
+static int in_place(const void *send, const void *recv)
+{
+	return send == HVD_IN_PLACE || send == recv;
+}
+
+static hvd_status_t check_args(shm_group_t *g, const char *what,
+			       const void *send, const void *recv,
+			       size_t count, hvd_dtype_t dtype, hvd_op_t op)
+{
+	hvd_status_t st = check(g, what);
+
+	if (st != HVD_OK)
+		return st;
+	if ((unsigned)dtype >= HVD_DTYPE_COUNT)
+		return hvd_error(HVD_ERR_BAD_TYPE,
+				 "shared-memory %s: unknown type %d", what,
+				 (int)dtype);
+	if ((unsigned)op >= HVD_OP_COUNT)
+		return hvd_error(HVD_ERR_BAD_OP,
+				 "shared-memory %s: unknown op %d", what,
+				 (int)op);
+	if (count && (!send || !recv))
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "shared-memory %s: NULL buffer with %zu "
+				 "elements",
+				 what, count);
+	return HVD_OK;
+}
+
+hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
+			   size_t count, hvd_dtype_t dtype, hvd_op_t op)
+{
+	hvd_status_t st = check_args(g, "allreduce", sendbuf, recvbuf, count,
+				     dtype, op);
+	size_t es = hvd_dtype_size(dtype), bytes = count * es;
+	const void *send = in_place(sendbuf, recvbuf) ? recvbuf : sendbuf;
+	uint64_t s;
+
+	if (st != HVD_OK || count == 0)
+		return st;
+	if (g->n == 1) {
+		if (send != recvbuf)
+			memcpy(recvbuf, send, bytes);
+		return HVD_OK;
+	}
+	if (bytes > g->small_max)
+		return pipeline(g, PIPE_ALLREDUCE, send, recvbuf, count, dtype,
+				op);
+	st = small_exchange(g, send, bytes, &s);
+	if (st != HVD_OK)
+		return st;
+	/* every member reduces all contributions in rank order: identical
+	 * results everywhere; the own contribution is read from the slot so
+	 * that an in-place output can be overwritten from the first step */
+	reduce_apply3(recvbuf, small_buf(g, 0, s, bytes),
+		      small_buf(g, 1, s, bytes), count, dtype, op);
+	for (int q = 2; q < g->n; q++)
+		reduce_apply(recvbuf, small_buf(g, q, s, bytes), count, dtype,
+			     op);
+	return HVD_OK;
+}
+
+hvd_status_t shm_reduce_scatter(shm_group_t *g, const void *sendbuf,
+				void *recvbuf, size_t count,
+				hvd_dtype_t dtype, hvd_op_t op)
+{
+	hvd_status_t st = check_args(g, "reduce-scatter", sendbuf, recvbuf,
+				     count, dtype, op);
+	size_t es = hvd_dtype_size(dtype), bytes = count * es;
+	const void *send = in_place(sendbuf, recvbuf) ? recvbuf : sendbuf;
+	size_t off, cnt;
+	unsigned char *dst;
+	uint64_t s;
+
+	if (st != HVD_OK || count == 0)
+		return st;
+	off = hvd_reducescatter_offset(count, g->rank, g->n);
+	cnt = hvd_reducescatter_count(count, g->rank, g->n);
+	dst = (unsigned char *)recvbuf + off * es;
+	if (g->n == 1) {
+		if (send != recvbuf)
+			memcpy(dst, (const unsigned char *)send + off * es,
+			       cnt * es);
+		return HVD_OK;
+	}
+	if (bytes > g->small_max)
+		return pipeline(g, PIPE_REDUCE_SCATTER, send, recvbuf, count,
+				dtype, op);
+	st = small_exchange(g, send, bytes, &s);
+	if (st != HVD_OK || cnt == 0)
+		return st;
+	reduce_apply3(dst, small_buf(g, 0, s, bytes) + off * es,
+		      small_buf(g, 1, s, bytes) + off * es, cnt, dtype, op);
+	for (int q = 2; q < g->n; q++)
+		reduce_apply(dst, small_buf(g, q, s, bytes) + off * es, cnt,
+			     dtype, op);
+	return HVD_OK;
+}
+
+hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,
+				  hvd_dtype_t dtype)
+{
+	hvd_status_t st = check_args(g, "allgather", buf, buf, count, dtype,
+				     HVD_SUM);
+	size_t es = hvd_dtype_size(dtype), bytes = count * es;
+	size_t off, cnt;
+	uint64_t s;
+
+	if (st != HVD_OK || count == 0 || g->n == 1)
+		return st;
+	if (bytes > g->small_max)
+		return pipeline(g, PIPE_ALLGATHER, NULL, buf, count, dtype,
+				HVD_SUM);
+	off = hvd_reducescatter_offset(count, g->rank, g->n);
+	cnt = hvd_reducescatter_count(count, g->rank, g->n);
+	/* each member's slice goes at its own offset of its small buffer */
+	s = g->sseq + 1;
+	memcpy(small_buf(g, g->rank, s, bytes) + off * es,
+	       (unsigned char *)buf + off * es, cnt * es);
+	st = small_exchange(g, NULL, 0, &s);
+	if (st != HVD_OK)
+		return st;
+	for (int i = 1; i < g->n; i++) {
+		int q = (g->rank + i) % g->n;
+
+		off = hvd_reducescatter_offset(count, q, g->n);
+		cnt = hvd_reducescatter_count(count, q, g->n);
+		memcpy((unsigned char *)buf + off * es,
+		       small_buf(g, q, s, bytes) + off * es, cnt * es);
+	}
+	return HVD_OK;
+}
+
+hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
+{
+	hvd_status_t st = check(g, "broadcast");
+	unsigned char *p = buf;
+	uint64_t s;
+
+	if (st != HVD_OK)
+		return st;
+	if (root < 0 || root >= g->n)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "shared-memory broadcast: root %d is not a "
+				 "member (group of %d)",
+				 root, g->n);
+	if (bytes == 0 || g->n == 1)
+		return HVD_OK;
+	if (!buf)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "shared-memory broadcast: NULL buffer");
+	if (bytes <= g->small_max) {
+		st = small_exchange(g, g->rank == root ? buf : NULL, bytes,
+				    &s);
+		if (st == HVD_OK && g->rank != root)
+			memcpy(buf, small_buf(g, root, s, bytes), bytes);
+		return st;
+	}
+	/* large: the root streams through its pipeline buffers, the others
+	 * copy out one step behind */
+	{
+		const size_t C = g->chunk;
+		const size_t K = (bytes + C - 1) / C;
+		const uint64_t base = g->step;
+		const int me = g->rank;
+
+		for (size_t k = 0; k <= K; k++) {
+			if (k < K && me == root) {
+				uint64_t st_s = base + k + 1;
+				uint64_t b = (base + k) % g->nbuf;
+				size_t len = k + 1 < K ? C : bytes - k * C;
+
+				if (st_s > (uint64_t)g->nbuf)
+					WAIT_ALL(g, done,
+						 st_s - (uint64_t)g->nbuf);
+				memcpy(region(g, root, b, 0, 0), p + k * C,
+				       len);
+				store_rel(&g->ctl[me].red, st_s);
+			}
+			if (k >= 1) {
+				uint64_t st_s = base + k;
+				uint64_t b = (base + k - 1) % g->nbuf;
+				size_t len = k < K ? C : bytes - (k - 1) * C;
+
+				if (me != root) {
+					st = wait_ge(g, &g->ctl[root].red,
+						     st_s, root);
+					if (st != HVD_OK)
+						return st;
+					memcpy(p + (k - 1) * C,
+					       region(g, root, b, 0, 0), len);
+				}
+				store_rel(&g->ctl[me].done, st_s);
+			}
+		}
+		g->step = base + K;
+	}
+	return HVD_OK;
+}
+
+hvd_status_t shm_barrier(shm_group_t *g)
+{
+	hvd_status_t st = check(g, "barrier");
+	uint64_t s;
+
+	if (st != HVD_OK || g->n == 1)
+		return st;
+	return small_exchange(g, NULL, 0, &s);
+}

@@ -1,0 +1,542 @@
+/*
+ * test_shm.c - shared-memory collectives (runtime/shm.c) with real
+ * processes: the test forks N members that create one group (barrier
+ * through an anonymous shared page), run every collective for every type
+ * and op, in place and not, over counts that hit the edge cases (0, 1,
+ * fewer than the members, primes, the small/large threshold, several
+ * pipeline rounds), and check each result against an answer computed
+ * independently from the inputs every member can regenerate.
+ *
+ * Inputs are chosen so that every order of reduction gives the same bits:
+ * integers wrap (order-free), floats are small integers (exact sums and
+ * products).  Also: a member that dies before a collective makes the others
+ * return HVD_ERR_PEER_FAILED naming it, and a silent member HVD_ERR_TIMEOUT,
+ * both within HOROVOD_PEER_TIMEOUT.
+ */
+#include "config.h"
+
+#include "comm.h"
+#include "shm.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAXN 8
+#define NKINDS 5
+static const char *const kind_names[NKINDS] = {
+	"allreduce", "reduce_scatter", "allgather_slices", "broadcast",
+	"barrier"};
+
+struct shared {
+	uint64_t barrier;
+	int n;
+	long wrong[MAXN][NKINDS];
+	long checked[MAXN][NKINDS];
+	int status[MAXN];
+	char msg[MAXN][256];
+};
+
+static struct shared *sh;
+
+static hvd_status_t test_barrier(void *arg)
+{
+	int n = *(int *)arg;
+	uint64_t t = __atomic_fetch_add(&sh->barrier, 1, __ATOMIC_ACQ_REL);
+	uint64_t target = (t / (uint64_t)n + 1) * (uint64_t)n;
+
+	while (__atomic_load_n(&sh->barrier, __ATOMIC_ACQUIRE) < target)
+		sched_yield();
+	return HVD_OK;
+}
+
+/* ----------------------------------------------------- inputs, answer */
+
+static uint32_t hash(uint32_t x)
+{
+	x ^= x >> 16;
+	x *= 0x7feb352d;
+	x ^= x >> 15;
+	x *= 0x846ca68b;
+	x ^= x >> 16;
+	return x;
+}
+
+/* Value of element i of member r's input, as a double (exact). */
+static double gen(int r, size_t i, hvd_dtype_t t, uint32_t salt)
+{
+	uint32_t h = hash((uint32_t)i * 2654435761u ^ (uint32_t)r * 40503u ^
+			  salt);
+
+	switch (t) {
+	case HVD_UINT8:
+		return h & 255;
+	case HVD_INT8:
+		return (int8_t)(h & 255);
+	case HVD_INT32:
+		return (int32_t)h;
+	case HVD_INT64:
+		return (double)(int32_t)h; /* exact in double */
+	default:
+		return (double)(int)(h % 7) - 3.0; /* -3..3 */
+	}
+}
+
+static void put(void *buf, size_t i, hvd_dtype_t t, double v)
+{
+	switch (t) {
+	case HVD_UINT8:
+		((uint8_t *)buf)[i] = (uint8_t)(uint32_t)(int64_t)v;
+		break;
+	case HVD_INT8:
+		((int8_t *)buf)[i] = (int8_t)(int64_t)v;
+		break;
+	case HVD_INT32:
+		((int32_t *)buf)[i] = (int32_t)(int64_t)v;
+		break;
+	case HVD_INT64:
+		((int64_t *)buf)[i] = (int64_t)v;
+		break;
+	case HVD_FLOAT16:
+		((uint16_t *)buf)[i] = hvd_float_to_half((float)v);
+		break;
+	case HVD_BFLOAT16:
+		((uint16_t *)buf)[i] = hvd_float_to_bf16((float)v);
+		break;
+	case HVD_FLOAT32:
+		((float *)buf)[i] = (float)v;
+		break;
+	case HVD_FLOAT64:
+		((double *)buf)[i] = v;
+		break;
+	default:
+		break;
+	}
+}
+
+/* The expected value of element i, computed with wrapping integers in
+ * 64 bits and exact doubles, then stored in the element type. */
+static void expect(void *out, size_t i, int n, hvd_dtype_t t, hvd_op_t op,
+		   uint32_t salt)
+{
+	int is_int = t == HVD_UINT8 || t == HVD_INT8 || t == HVD_INT32 ||
+		     t == HVD_INT64;
+	uint64_t ai = 0;
+	double af = 0;
+
+	for (int r = 0; r < n; r++) {
+		double v = gen(r, i, t, salt);
+		uint64_t vi = (uint64_t)(int64_t)v;
+
+		if (r == 0) {
+			ai = vi;
+			af = v;
+			continue;
+		}
+		switch (op) {
+		case HVD_SUM:
+		case HVD_AVERAGE:
+			ai += vi;
+			af += v;
+			break;
+		case HVD_PRODUCT:
+			ai *= vi;
+			af *= v;
+			break;
+		case HVD_MIN:
+			af = v < af ? v : af;
+			break;
+		case HVD_MAX:
+			af = v > af ? v : af;
+			break;
+		default:
+			break;
+		}
+	}
+	if (is_int && (op == HVD_MIN || op == HVD_MAX))
+		ai = (uint64_t)(int64_t)af;
+	if (is_int) {
+		switch (t) {
+		case HVD_UINT8:
+			((uint8_t *)out)[i] = (uint8_t)ai;
+			break;
+		case HVD_INT8:
+			((uint8_t *)out)[i] = (uint8_t)ai;
+			break;
+		case HVD_INT32:
+			((uint32_t *)out)[i] = (uint32_t)ai;
+			break;
+		default:
+			((uint64_t *)out)[i] = ai;
+			break;
+		}
+	} else {
+		put(out, i, t, af);
+	}
+}
+
+static long compare(const void *got, const void *want, size_t first,
+		    size_t n, size_t es)
+{
+	long bad = 0;
+
+	for (size_t i = first; i < first + n; i++)
+		if (memcmp((const char *)got + i * es,
+			   (const char *)want + i * es, es) != 0)
+			bad++;
+	return bad;
+}
+
+/* ------------------------------------------------------------ member */
+
+static const size_t counts[] = {0, 1, 2, 3, 5, 13, 97, 255, 256, 257,
+				1021, 4099, 20011, 65537};
+
+static void note(int me, const char *fmt, ...) HVD_PRINTF(2, 3);
+
+static void note(int me, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (sh->msg[me][0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(sh->msg[me], sizeof(sh->msg[me]), fmt, ap);
+	va_end(ap);
+}
+
+static void run_member(int me, int n, const char *key, int big)
+{
+	shm_group_t *g;
+	size_t maxc = big ? ((size_t)1 << 20) + 3 : 65537;
+	char *send = malloc(maxc * 8 + 64), *recv = malloc(maxc * 8 + 64);
+	char *want = malloc(maxc * 8 + 64);
+	hvd_status_t st;
+	int nn = n;
+
+	st = shm_group_create(key, me, n, test_barrier, &nn, &g);
+	if (st != HVD_OK) {
+		note(me, "create: %s", hvd_last_error());
+		sh->status[me] = st;
+		_exit(1);
+	}
+	for (int t = 0; t < HVD_DTYPE_COUNT; t++) {
+		size_t es = hvd_dtype_size((hvd_dtype_t)t);
+
+		for (int op = 0; op < HVD_OP_COUNT; op++) {
+			for (size_t ci = 0;
+			     ci < sizeof(counts) / sizeof(counts[0]) + 2;
+			     ci++) {
+				size_t c = ci < sizeof(counts) / sizeof(counts[0])
+						   ? counts[ci]
+						   : (ci % 2 ? maxc : maxc / 3 + 1);
+				uint32_t salt = (uint32_t)(t * 131 + op * 7 + ci);
+
+				if (ci >= sizeof(counts) / sizeof(counts[0]) &&
+				    !big)
+					continue;
+				/* the big counts for a few type/op pairs */
+				if (big && (t + op) % 4 != 0)
+					continue;
+				for (int ip = 0; ip < 2; ip++) {
+					long bad;
+					size_t off, cnt;
+
+					for (size_t i = 0; i < c; i++) {
+						put(send, i, (hvd_dtype_t)t,
+						    gen(me, i, (hvd_dtype_t)t,
+							salt));
+						expect(want, i, n,
+						       (hvd_dtype_t)t,
+						       (hvd_op_t)op, salt);
+					}
+					/* allreduce */
+					if (ip)
+						memcpy(recv, send, c * es);
+					else
+						memset(recv, 0x5a, c * es);
+					st = shm_allreduce(
+						g, ip ? HVD_IN_PLACE : send,
+						recv, c, (hvd_dtype_t)t,
+						(hvd_op_t)op);
+					bad = st ? (long)c + 1
+						 : compare(recv, want, 0, c,
+							   es);
+					if (bad)
+						note(me,
+						     "allreduce %s %s count "
+						     "%zu %s: %ld wrong (%s)",
+						     hvd_dtype_name(t),
+						     hvd_op_name(op), c,
+						     ip ? "in place" : "",
+						     bad, hvd_last_error());
+					sh->wrong[me][0] += bad;
+					sh->checked[me][0] += (long)c;
+
+					/* reduce-scatter */
+					off = hvd_reducescatter_offset(c, me,
+								       n);
+					cnt = hvd_reducescatter_count(c, me,
+								      n);
+					if (ip)
+						memcpy(recv, send, c * es);
+					else
+						memset(recv, 0x5a, c * es);
+					st = shm_reduce_scatter(
+						g, ip ? HVD_IN_PLACE : send,
+						recv, c, (hvd_dtype_t)t,
+						(hvd_op_t)op);
+					bad = st ? (long)cnt + 1
+						 : compare(recv, want, off,
+							   cnt, es);
+					if (bad)
+						note(me,
+						     "reduce_scatter %s %s "
+						     "count %zu: %ld wrong (%s)",
+						     hvd_dtype_name(t),
+						     hvd_op_name(op), c, bad,
+						     hvd_last_error());
+					sh->wrong[me][1] += bad;
+					sh->checked[me][1] += (long)cnt;
+					if (op != HVD_SUM)
+						continue;
+
+					/* allgather of the slices: start
+					 * from only my slice being right */
+					memset(recv, 0x5a, c * es);
+					memcpy(recv + off * es,
+					       send + off * es, cnt * es);
+					st = shm_allgather_slices(
+						g, recv, c, (hvd_dtype_t)t);
+					/* member r's slice holds r's input */
+					for (int r = 0; r < n; r++) {
+						size_t o = hvd_reducescatter_offset(c, r, n);
+						size_t k = hvd_reducescatter_count(c, r, n);
+
+						for (size_t i = o; i < o + k; i++)
+							put(want, i, (hvd_dtype_t)t,
+							    gen(r, i, (hvd_dtype_t)t, salt));
+					}
+					bad = st ? (long)c + 1
+						 : compare(recv, want, 0, c,
+							   es);
+					if (bad)
+						note(me,
+						     "allgather %s count %zu: "
+						     "%ld wrong (%s)",
+						     hvd_dtype_name(t), c, bad,
+						     hvd_last_error());
+					sh->wrong[me][2] += bad;
+					sh->checked[me][2] += (long)c;
+
+					/* broadcast from root ci % n */
+					{
+						int root = (int)(ci % (size_t)n);
+
+						if (me == root)
+							memcpy(recv, send,
+							       c * es);
+						else
+							memset(recv, 0x5a,
+							       c * es);
+						st = shm_broadcast(g, recv,
+								   c * es,
+								   root);
+						for (size_t i = 0; i < c; i++)
+							put(want, i,
+							    (hvd_dtype_t)t,
+							    gen(root, i,
+								(hvd_dtype_t)t,
+								salt));
+						bad = st ? (long)c + 1
+							 : compare(recv, want,
+								   0, c, es);
+						if (bad)
+							note(me,
+							     "broadcast root "
+							     "%d %zu bytes: "
+							     "%ld wrong (%s)",
+							     root, c * es,
+							     bad,
+							     hvd_last_error());
+						sh->wrong[me][3] += bad;
+						sh->checked[me][3] += (long)c;
+					}
+					st = shm_barrier(g);
+					if (st)
+						note(me, "barrier: %s",
+						     hvd_last_error());
+					sh->wrong[me][4] += st != HVD_OK;
+					sh->checked[me][4]++;
+				}
+			}
+		}
+	}
+	shm_group_destroy(g);
+	free(send);
+	free(recv);
+	free(want);
+	_exit(0);
+}
+
+/* Fork n members running fn; returns 0 when all exited 0. */
+static int run_group(int n, int big, const char *tag)
+{
+	pid_t pids[MAXN];
+	char key[128];
+	int ok_all = 1;
+
+	memset(sh, 0, sizeof(*sh));
+	snprintf(key, sizeof(key), "test-shm-%d-%s", (int)getpid(), tag);
+	for (int r = 0; r < n; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			alarm(240);
+			run_member(r, n, key, big);
+		}
+	}
+	for (int r = 0; r < n; r++) {
+		int ws;
+
+		waitpid(pids[r], &ws, 0);
+		if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+			ok_all = 0;
+			diag("member %d of %d: %s %d", r, n,
+			     WIFSIGNALED(ws) ? "killed by signal"
+					     : "exit status",
+			     WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+		}
+		if (sh->msg[r][0])
+			diag("member %d: %s", r, sh->msg[r]);
+	}
+	return ok_all;
+}
+
+static void check_group(int n, int big, const char *tag)
+{
+	int fine = run_group(n, big, tag);
+
+	for (int k = 0; k < NKINDS; k++) {
+		long wrong = 0, checked = 0;
+
+		for (int r = 0; r < n; r++) {
+			wrong += sh->wrong[r][k];
+			checked += sh->checked[r][k];
+		}
+		ok(fine && wrong == 0 && checked > 0,
+		   "%d member%s, %s: %s (%ld elements checked, %ld wrong)", n,
+		   n > 1 ? "s" : "", tag, kind_names[k], checked, wrong);
+	}
+}
+
+/* ---------------------------------------------- failure detection */
+
+static void failing_member(int me, int n, const char *key, int mode)
+{
+	shm_group_t *g;
+	hvd_status_t st;
+	int nn = n;
+	float x[4] = {1, 2, 3, 4}, y[4];
+	double t0;
+
+	st = shm_group_create(key, me, n, test_barrier, &nn, &g);
+	if (st != HVD_OK)
+		_exit(2);
+	if (me == n - 1) {
+		if (mode == 0)
+			_exit(0); /* dies without taking part */
+		sleep(4);         /* alive but silent */
+		_exit(0);
+	}
+	t0 = hvd_now();
+	st = shm_allreduce(g, x, y, 4, HVD_FLOAT32, HVD_SUM);
+	sh->status[me] = st;
+	snprintf(sh->msg[me], sizeof(sh->msg[me]), "%.1f s: %s",
+		 hvd_now() - t0, hvd_last_error());
+	/* the group stays failed */
+	st = shm_barrier(g);
+	if (st == HVD_OK)
+		sh->status[me] = -1;
+	_exit(0);
+}
+
+static void check_failure(int mode)
+{
+	const int n = 3;
+	pid_t pids[MAXN];
+	char key[128], want[64];
+	int all = 1;
+
+	memset(sh, 0, sizeof(*sh));
+	snprintf(key, sizeof(key), "test-shm-%d-fail%d", (int)getpid(), mode);
+	for (int r = 0; r < n; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			alarm(60);
+			failing_member(r, n, key, mode);
+		}
+	}
+	/* reap the members that succeed or fail; the dying one stays a
+	 * zombie until its peers noticed, as under a slow launcher */
+	for (int r = 0; r < n - 1; r++)
+		waitpid(pids[r], NULL, 0);
+	waitpid(pids[n - 1], NULL, 0);
+	snprintf(want, sizeof(want), "local rank %d", n - 1);
+	for (int r = 0; r < n - 1; r++) {
+		hvd_status_t expect_st =
+			mode == 0 ? HVD_ERR_PEER_FAILED : HVD_ERR_TIMEOUT;
+
+		if (sh->status[r] != (int)expect_st ||
+		    !strstr(sh->msg[r], want)) {
+			all = 0;
+			diag("member %d: status %d, %s", r, sh->status[r],
+			     sh->msg[r]);
+		}
+	}
+	ok(all, "%s: survivors get %s naming local rank %d (%s)",
+	   mode == 0 ? "a member exits" : "a member stays silent",
+	   mode == 0 ? "HVD_ERR_PEER_FAILED" : "HVD_ERR_TIMEOUT", n - 1,
+	   sh->msg[0]);
+}
+
+int main(void)
+{
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		skip_all("cannot map shared memory: %s", strerror(errno));
+	if (access("/dev/shm", W_OK) != 0)
+		skip_all("/dev/shm is not writable: POSIX shared memory is "
+			 "unavailable here");
+	plan(5 * 7 + 2);
+
+	/* small pipeline buffers so that modest counts take many rounds;
+	 * HOROVOD_SHM_NBUF=2 is the tightest buffer reuse */
+	setenv("HOROVOD_SHM_CHUNK", "4K", 1);
+	setenv("HOROVOD_SHM_SMALL", "1K", 1);
+	setenv("HOROVOD_SHM_NBUF", "2", 1);
+	check_group(1, 0, "tiny buffers");
+	check_group(2, 0, "tiny buffers");
+	check_group(3, 0, "tiny buffers");
+	setenv("HOROVOD_SHM_NBUF", "3", 1);
+	check_group(4, 0, "tiny buffers");
+	unsetenv("HOROVOD_SHM_CHUNK");
+	unsetenv("HOROVOD_SHM_SMALL");
+	unsetenv("HOROVOD_SHM_NBUF");
+	check_group(2, 0, "defaults");
+	check_group(3, 0, "defaults");
+	check_group(2, 1, "defaults, 1M elements");
+
+	setenv("HOROVOD_PEER_TIMEOUT", "2", 1);
+	check_failure(0);
+	check_failure(1);
+	return done_testing();
+}

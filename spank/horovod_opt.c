@@ -390,6 +390,7 @@ static int parse_item(const char *item, size_t len, struct hvdopt *o,
 		break;
 	}
 	o->set |= 1u << k;
+	o->given |= 1u << k;
 	return 0;
 bad:
 	seterr(err, errlen, "--horovod: %s=%s: %s%sexpected %s", d->name, qv,

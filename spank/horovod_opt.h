@@ -55,7 +55,8 @@ enum hvdopt_net { HVDOPT_NET_AUTO, HVDOPT_NET_IB, HVDOPT_NET_ROCE,
  * expanded in slurmstepd where the job is known (hvdopt_expand_path).
  */
 struct hvdopt {
-	unsigned set; /* 1u << enum hvdopt_key for each key given */
+	unsigned set;	/* 1u << enum hvdopt_key for each key with a value */
+	unsigned given; /* keys given by the last parse (the user's) */
 	unsigned long ckpt_every;
 	char ckpt_dir[HVDOPT_PATH_MAX];
 	unsigned long ckpt_keep;

@@ -1,0 +1,119 @@
+/*
+ * horovod_layout.c - task layout from Slurm's step description.
+ * See horovod_layout.h.  Input comes from the step environment, which the
+ * user controls: every number is bounded and every string length checked.
+ */
+#include "horovod_layout.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int parse_num(const char **p, unsigned long max, unsigned long *out)
+{
+	unsigned long n = 0;
+	const char *s = *p;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	while (*s >= '0' && *s <= '9') {
+		n = n * 10 + (unsigned long)(*s - '0');
+		if (n > max)
+			return -1;
+		s++;
+	}
+	*p = s;
+	*out = n;
+	return 0;
+}
+
+int hvdlayout_tasks_per_node(const char *spec, unsigned *counts, unsigned max,
+			     unsigned *n)
+{
+	const char *p = spec;
+
+	*n = 0;
+	if (!spec || !*spec)
+		return -1;
+	for (;;) {
+		unsigned long c, rep = 1;
+
+		if (parse_num(&p, 1000000, &c))
+			return -1;
+		if (*p == '(') {
+			p++;
+			if (*p++ != 'x' || parse_num(&p, HVDLAYOUT_MAX_NODES,
+						     &rep) ||
+			    *p++ != ')' || rep == 0)
+				return -1;
+		}
+		if (rep > max - *n)
+			return -1;
+		for (unsigned long i = 0; i < rep; i++)
+			counts[(*n)++] = (unsigned)c;
+		if (*p == '\0')
+			return 0;
+		if (*p++ != ',')
+			return -1;
+	}
+}
+
+int hvdlayout_cross(const unsigned *counts, unsigned nnodes, unsigned node_id,
+		    unsigned local_rank, unsigned *cross_rank,
+		    unsigned *cross_size)
+{
+	unsigned r = 0, s = 0;
+
+	if (node_id >= nnodes || local_rank >= counts[node_id])
+		return -1;
+	for (unsigned i = 0; i < nnodes; i++) {
+		if (counts[i] <= local_rank)
+			continue;
+		if (i < node_id)
+			r++;
+		s++;
+	}
+	*cross_rank = r;
+	*cross_size = s;
+	return 0;
+}
+
+int hvdlayout_first_host(const char *nodelist, char *out, size_t len)
+{
+	size_t o = 0;
+	const char *p = nodelist;
+
+	if (!nodelist || !*nodelist || len == 0)
+		return -1;
+	while (*p && *p != ',') {
+		if (*p == '[') {
+			/* First element of the range list: up to '-', ',' or
+			 * ']'; its zero padding is part of the name. */
+			p++;
+			while (*p >= '0' && *p <= '9') {
+				if (o + 1 >= len)
+					return -1;
+				out[o++] = *p++;
+			}
+			while (*p && *p != ']')
+				p++;
+			if (*p != ']')
+				return -1;
+			p++;
+			continue;
+		}
+		if (*p == ']' || *p == ' ')
+			return -1;
+		if (o + 1 >= len)
+			return -1;
+		out[o++] = *p++;
+	}
+	if (o == 0)
+		return -1;
+	out[o] = '\0';
+	return 0;
+}
+
+unsigned hvdlayout_master_port(unsigned long job_id, unsigned long step_id)
+{
+	return 15000u + (unsigned)((job_id * 31u + step_id) % 16000u);
+}

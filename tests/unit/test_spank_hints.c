@@ -1,0 +1,441 @@
+/* Hints on real machine topologies (tests/spank/topologies, with the
+ * reference answers of its README), on a hand-written hwloc 1.x XML, on a
+ * topology with a CPU-less NUMA node, a GPU seen only as a PCI device and no
+ * HCA, and on a synthetic sysfs tree for RoCE GIDs and network interfaces. */
+#include "horovod_config.h"
+#include "horovod_hints.h"
+#include "horovod_layout.h"
+#include "horovod_topo.h"
+#include "tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct hvdtopo *t;
+static struct hvdhints *h;
+static struct hvdcfg cfg;
+static char err[512];
+static char dir[1024];
+
+static int load(const char *file, const char *sysfs)
+{
+	char path[2048];
+
+	if (file[0] == '/')
+		snprintf(path, sizeof(path), "%s", file);
+	else
+		snprintf(path, sizeof(path), "%s/%s", dir, file);
+	if (hvdtopo_load(t, path, sysfs ? sysfs : "/nonexistent", err,
+			 sizeof(err))) {
+		diag("load %s: %s", path, err);
+		return -1;
+	}
+	return 0;
+}
+
+static void layout(struct hvdlayout *l, unsigned lr, unsigned ls)
+{
+	memset(l, 0, sizeof(*l));
+	l->rank = l->local_rank = lr;
+	l->size = l->local_size = ls;
+	l->cross_size = l->nnodes = 1;
+	strcpy(l->hostname, "n1");
+	strcpy(l->master_addr, "n1");
+	strcpy(l->user, "alice");
+	strcpy(l->job_name, "train");
+	l->job_id = 42;
+}
+
+/* Hints of local rank lr of ls, with options `opt` and environment env. */
+static int hints(unsigned lr, unsigned ls, const char *opt, char **env)
+{
+	struct hvdlayout l;
+	struct hvdopt o = cfg.defaults;
+
+	layout(&l, lr, ls);
+	if (hvdopt_parse(opt, &o, err, sizeof(err)))
+		return -1;
+	return hvdhints_compute(t, &l, &o, env, &cfg, h, err, sizeof(err));
+}
+
+static const char *val(const char *name)
+{
+	const struct hvdhint *x = hvdhints_find(h, name);
+
+	return x ? x->value : NULL;
+}
+
+static const char *why(const char *name)
+{
+	const struct hvdhint *x = hvdhints_find(h, name);
+
+	return x ? x->why : "";
+}
+
+static void fixtures(void)
+{
+	/* cts1-pascal: both GPUs share a PLX switch with mlx5_0. */
+	if (load("topologies/mpibind__cts1-pascal__BDW_2xP100_1xmlx5.xml", NULL) == 0) {
+		is_int(t->ngpus, 2, "cts1: 2 GPUs");
+		for (unsigned r = 0; r < 2; r++) {
+			hints(r, 2, NULL, NULL);
+			is_str(val("NCCL_IB_HCA"), "=mlx5_0:1",
+			       "cts1: GPU %u -> mlx5_0", r);
+			ok(strstr(why("NCCL_IB_HCA"), "PCI switch") != NULL,
+			   "cts1: reason names the switch: %s",
+			   why("NCCL_IB_HCA"));
+			is_str(val("UCX_NET_DEVICES"), "mlx5_0:1",
+			       "cts1: UCX_NET_DEVICES");
+		}
+	} else {
+		skip(6, "cts1 fixture missing");
+	}
+	/* coral-lassen: cuda0/1 -> mlx5_0/1 (socket 0), cuda2/3 ->
+	 * mlx5_2/3 (socket 1); no switch shared. */
+	if (load("topologies/mpibind__coral-lassen__P9_4xV100_4xmlx5.xml", NULL) == 0) {
+		const char *want[] = { "=mlx5_0:1", "=mlx5_1:1", "=mlx5_2:1",
+				       "=mlx5_3:1" };
+
+		is_int(t->ngpus, 4, "lassen: 4 GPUs");
+		is_int(t->nports, 4, "lassen: 4 ports");
+		for (unsigned r = 0; r < 4; r++) {
+			hints(r, 4, NULL, NULL);
+			is_str(val("NCCL_IB_HCA"), want[r],
+			       "lassen: GPU %u -> %s", r, want[r]);
+			ok(strstr(why("NCCL_IB_HCA"), "package") &&
+				   !strstr(why("NCCL_IB_HCA"), "switch"),
+			   "lassen: common ancestor is the socket: %s",
+			   why("NCCL_IB_HCA"));
+		}
+		/* 8 ranks on 4 GPUs: round-robin, HCA follows the GPU. */
+		hints(5, 8, NULL, NULL);
+		is_str(val("CUDA_VISIBLE_DEVICES"), "1",
+		       "lassen: local rank 5 of 8 -> GPU 1 (round-robin)");
+		is_str(val("NCCL_IB_HCA"), "=mlx5_1:1",
+		       "lassen: ... and GPU 1's port");
+	} else {
+		skip(12, "lassen fixture missing");
+	}
+	/* 32em64t: 3 NVIDIA GPUs (one with cuda0) -> mlx5_0 via a bridge. */
+	if (load("topologies/hwloc-2.9.3__32em64t-2n8c2t-pci-wholeio.xml", NULL) == 0) {
+		int cuda0 = -1;
+
+		is_int(t->ngpus, 3, "32em64t: 3 NVIDIA GPUs (AMD one ignored)");
+		for (int i = 0; i < t->ngpus; i++)
+			if (strstr(t->gpus[i].osdevs, "cuda0"))
+				cuda0 = i;
+		is_int(cuda0, 2, "32em64t: cuda0 is the 3rd in PCI bus order");
+		hints((unsigned)cuda0, 3, NULL, NULL);
+		is_str(val("NCCL_IB_HCA"), "=mlx5_0:1", "32em64t: cuda0 -> mlx5_0");
+		ok(strstr(why("NCCL_IB_HCA"), "PCI switch") != NULL,
+		   "32em64t: common PCI bridge: %s", why("NCCL_IB_HCA"));
+		ok(strstr(why("HOROVOD_CPU_LIST"), "NUMA P#1") != NULL,
+		   "32em64t: cuda0 on NUMA P#1: %s", why("HOROVOD_CPU_LIST"));
+		is_str(val("HOROVOD_CPU_LIST"), "8-15,24-31",
+		       "32em64t: CPUs of socket 1");
+	} else {
+		skip(6, "32em64t fixture missing");
+	}
+	/* epyc-corona: AMD GPUs only: no GPU hints, mlx5_0 for the net. */
+	if (load("topologies/mpibind__epyc-corona-p2__8xAMDGPU_1xmlx5.xml", NULL) == 0) {
+		is_int(t->ngpus, 0, "corona: no NVIDIA GPU");
+		hints(0, 4, NULL, NULL);
+		ok(!val("CUDA_VISIBLE_DEVICES") && !val("CUDA_DEVICE_ORDER"),
+		   "corona: no GPU variables");
+		is_str(val("NCCL_IB_HCA"), "=mlx5_0:1", "corona: mlx5_0");
+		is_str(val("UCX_TLS"), "rc,ud,sm,self", "corona: UCX_TLS no cuda");
+		ok(h->nnotes > 0 && strstr(h->notes[0], "no NVIDIA GPU"),
+		   "corona: a note says why there is no GPU");
+	} else {
+		skip(5, "corona fixture missing");
+	}
+}
+
+static void slurm_gpus(void)
+{
+	char *env1[] = { "SLURM_STEP_GPUS=2,3", "CUDA_VISIBLE_DEVICES=0,1",
+			 NULL };
+	char *env2[] = { "CUDA_VISIBLE_DEVICES=3", NULL };
+	char *env3[] = { "SLURM_STEP_GPUS=1,3", "CUDA_VISIBLE_DEVICES=1,3",
+			 NULL };
+
+	if (load("topologies/mpibind__coral-lassen__P9_4xV100_4xmlx5.xml", NULL)) {
+		skip(7, "lassen fixture missing");
+		return;
+	}
+	/* ConstrainDevices: local indices in CVD, global in STEP_GPUS. */
+	hints(1, 2, NULL, env1);
+	is_str(val("CUDA_VISIBLE_DEVICES"), "1",
+	       "ConstrainDevices: token kept as Slurm wrote it");
+	is_int(h->gpu, 3, "... physical GPU from SLURM_STEP_GPUS");
+	is_str(val("NCCL_IB_HCA"), "=mlx5_3:1", "... and its port");
+	hints(0, 2, NULL, env3);
+	is_str(val("CUDA_VISIBLE_DEVICES"), "1", "global indices: rank 0 -> 1");
+	/* The user's own CVD (no Slurm GPUs) is kept. */
+	hints(0, 2, NULL, env2);
+	ok(hvdhints_find(h, "CUDA_VISIBLE_DEVICES")->action == HVDHINT_KEPT &&
+		   strcmp(val("CUDA_VISIBLE_DEVICES"), "3") == 0,
+	   "user CUDA_VISIBLE_DEVICES kept");
+	is_str(val("NCCL_IB_HCA"), "=mlx5_3:1", "... its GPU's port used");
+	hints(0, 2, "gpu-bind=none", NULL);
+	ok(!val("CUDA_VISIBLE_DEVICES") && val("CUDA_DEVICE_ORDER"),
+	   "gpu-bind=none: no CUDA_VISIBLE_DEVICES");
+}
+
+static void user_and_force(void)
+{
+	char *env[] = { "NCCL_IB_HCA=mlx5_9", "HOROVOD_FUSION_THRESHOLD=1",
+			NULL };
+	char *pol[] = { "force=NCCL_IB_HCA", "default_fusion_mb=16",
+			"force=HOROVOD_FUSION_THRESHOLD",
+			"ckpt_roots=/scratch:/home" };
+
+	if (load("topologies/mpibind__cts1-pascal__BDW_2xP100_1xmlx5.xml", NULL)) {
+		skip(9, "cts1 fixture missing");
+		return;
+	}
+	hints(0, 2, "fusion-mb=64", env);
+	ok(hvdhints_find(h, "NCCL_IB_HCA")->action == HVDHINT_KEPT &&
+		   strcmp(val("NCCL_IB_HCA"), "mlx5_9") == 0,
+	   "user NCCL_IB_HCA kept");
+	ok(strstr(why("NCCL_IB_HCA"), "=mlx5_0:1") != NULL,
+	   "... reason says what the plugin would set: %s", why("NCCL_IB_HCA"));
+	is_str(val("HOROVOD_FUSION_THRESHOLD"), "1", "user knob kept");
+	ok(hvdcfg_parse(4, pol, &cfg, err, sizeof(err)) == 0, "policy parses");
+	hints(0, 2, "fusion-mb=64", env);
+	ok(hvdhints_find(h, "NCCL_IB_HCA")->action == HVDHINT_FORCED &&
+		   strcmp(val("NCCL_IB_HCA"), "=mlx5_0:1") == 0,
+	   "force=NCCL_IB_HCA overrides the user");
+	is_str(val("HOROVOD_FUSION_THRESHOLD"), "16777216",
+	       "forced admin default beats user option and env");
+	ok(hints(0, 2, "ckpt-dir=/etc/%u", NULL) == -1 &&
+		   strstr(err, "outside") && strstr(err, "/etc/alice"),
+	   "ckpt-dir outside ckpt_roots refused: %s", err);
+	ok(hints(0, 2, "ckpt-dir=/scratch/%u/%j,ckpt-every=10", NULL) == 0 &&
+		   strcmp(val("HOROVOD_CHECKPOINT_DIR"), "/scratch/alice/42") ==
+			   0 &&
+		   strcmp(h->ckpt_dir, "/scratch/alice/42") == 0,
+	   "ckpt-dir under a root expanded: %s", h->ckpt_dir);
+	is_str(val("HOROVOD_CHECKPOINT_EVERY"), "10", "checkpoint every");
+	hvdcfg_init(&cfg);
+}
+
+static void knobs(void)
+{
+	if (load("topologies/mpibind__cts1-pascal__BDW_2xP100_1xmlx5.xml", NULL)) {
+		skip(8, "cts1 fixture missing");
+		return;
+	}
+	hints(0, 1, "fusion-mb=64,cycle-ms=2.5,cache=100,timeline=/t/%j.json,"
+		    "hierarchical=on,stall-s=30,log=debug,ckpt-keep=2",
+	      NULL);
+	is_str(val("HOROVOD_FUSION_THRESHOLD"), "67108864", "fusion in bytes");
+	is_str(val("HOROVOD_CYCLE_TIME"), "2.5", "cycle time");
+	is_str(val("HOROVOD_CACHE_CAPACITY"), "100", "cache");
+	is_str(val("HOROVOD_TIMELINE"), "/t/42.json", "timeline expanded");
+	is_str(val("HOROVOD_HIERARCHICAL_ALLREDUCE"), "1", "hierarchical");
+	is_str(val("HOROVOD_STALL_CHECK_TIME_SECONDS"), "30", "stall");
+	is_str(val("HOROVOD_LOG_LEVEL"), "debug", "log level");
+	is_str(val("HOROVOD_CHECKPOINT_KEEP"), "2", "keep");
+}
+
+static void hwloc1_and_cpuless(void)
+{
+	struct hvdlayout l;
+	struct hvdopt o;
+
+	/* hwloc 1.x XML; GPUs as PCI devices only; mlx5_1's port DOWN. */
+	if (load("hwloc1-2numa-2gpu-2hca.xml", NULL) == 0) {
+		is_int(t->ngpus, 2, "hwloc 1.x XML: 2 GPUs from PCI class only");
+		hints(0, 2, NULL, NULL);
+		is_str(val("NCCL_IB_HCA"), "=mlx5_0:1", "v1: GPU 0 -> mlx5_0");
+		is_str(val("HOROVOD_CPU_LIST"), "0-1", "v1: GPU 0's CPUs");
+		hints(1, 2, "cpu-bind=numa", NULL);
+		is_str(val("NCCL_IB_HCA"), "=mlx5_0:1",
+		       "v1: GPU 1's own HCA is DOWN: the ACTIVE one");
+		ok(h->bind && hvdcpu_isset(&h->cpus, 2) &&
+			   hvdcpu_count(&h->cpus) == 2,
+		   "v1: cpu-bind=numa binds to GPU 1's CPUs");
+		hints(0, 2, "net=roce", NULL);
+		is_str(val("NCCL_IB_DISABLE"), "1",
+		       "net=roce without RoCE port: NCCL_IB_DISABLE");
+		/* Binding never leaves the allowed mask. */
+		layout(&l, 1, 2);
+		l.have_allowed = 1;
+		hvdcpu_parse("0-1", &l.allowed);
+		o = cfg.defaults;
+		hvdopt_parse("cpu-bind=numa", &o, err, sizeof(err));
+		hvdhints_compute(t, &l, &o, NULL, &cfg, h, err, sizeof(err));
+		is_str(val("HOROVOD_CPU_LIST"), "0-1",
+		       "allowed mask outside the GPU's NUMA: stay inside it");
+	} else {
+		skip(7, "hwloc 1.x fixture missing");
+	}
+	if (load("hwloc2-cpuless-numa-nohca.xml", NULL) == 0) {
+		is_int(t->ngpus, 1, "VGA-class GPU without OS device found");
+		is_int(t->nnuma, 3, "3 NUMA nodes, one CPU-less");
+		is_int(hvdcpu_count(&t->numa[2].own), 0, "P#2 owns no CPU");
+		hints(2, 3, "gpu-bind=none", NULL);
+		is_str(val("HOROVOD_CPU_LIST"), "2-3",
+		       "no GPU: local ranks spread over NUMA nodes with CPUs");
+		hints(0, 1, NULL, NULL);
+		is_str(val("NCCL_IB_DISABLE"), "1", "no HCA: NCCL_IB_DISABLE=1");
+		is_str(val("UCX_TLS"), "tcp,sm,self,cuda_copy,cuda_ipc",
+		       "no HCA: UCX over TCP");
+		is_str(val("CUDA_VISIBLE_DEVICES"), "0", "the GPU");
+	} else {
+		skip(7, "cpu-less fixture missing");
+	}
+}
+
+static void wr(const char *root, const char *rel, const char *text)
+{
+	char path[2048], cmd[2300];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
+	if (system(cmd) != 0)
+		return;
+	f = fopen(path, "w");
+	if (!f)
+		return;
+	fputs(text, f);
+	fclose(f);
+}
+
+static void sysfs(void)
+{
+	const char *root = "spank-sysfs.tmp";
+	char *pol[] = { "nccl_socket_ifname=ib0" };
+
+	if (system("rm -rf spank-sysfs.tmp") != 0)
+		diag("rm failed");
+	/* RoCE port: slot 0 v1, 1 v2 link-local IPv6, 2 v1 IPv4, 3 v2 IPv4. */
+	wr(root, "class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE\n");
+	wr(root, "class/infiniband/mlx5_0/ports/1/link_layer", "Ethernet\n");
+	wr(root, "class/infiniband/mlx5_0/ports/1/gid_attrs/types/0",
+	   "IB/RoCE v1\n");
+	wr(root, "class/infiniband/mlx5_0/ports/1/gids/0",
+	   "fe80:0000:0000:0000:0a42:a1ff:fe6f:1954\n");
+	wr(root, "class/infiniband/mlx5_0/ports/1/gid_attrs/types/1",
+	   "RoCE v2\n");
+	wr(root, "class/infiniband/mlx5_0/ports/1/gids/1",
+	   "fe80:0000:0000:0000:0a42:a1ff:fe6f:1954\n");
+	wr(root, "class/infiniband/mlx5_0/ports/1/gid_attrs/types/2",
+	   "IB/RoCE v1\n");
+	wr(root, "class/infiniband/mlx5_0/ports/1/gids/2",
+	   "0000:0000:0000:0000:0000:ffff:0a00:0001\n");
+	wr(root, "class/infiniband/mlx5_0/ports/1/gid_attrs/types/3",
+	   "RoCE v2\n");
+	wr(root, "class/infiniband/mlx5_0/ports/1/gids/3",
+	   "0000:0000:0000:0000:0000:ffff:0a00:0001\n");
+	wr(root, "class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/3",
+	   "ens1f0\n");
+	/* A second, DOWN InfiniBand port. */
+	wr(root, "class/infiniband/mlx5_1/ports/1/state", "1: DOWN\n");
+	wr(root, "class/infiniband/mlx5_1/ports/1/link_layer", "InfiniBand\n");
+	wr(root, "class/net/lo/operstate", "unknown\n");
+	wr(root, "class/net/lo/type", "772\n");
+	wr(root, "class/net/docker0/operstate", "up\n");
+	wr(root, "class/net/docker0/type", "1\n");
+	wr(root, "class/net/virbr0/operstate", "up\n");
+	wr(root, "class/net/virbr0/type", "1\n");
+	wr(root, "class/net/eth0/operstate", "up\n");
+	wr(root, "class/net/eth0/type", "1\n");
+	wr(root, "class/net/eth1/operstate", "down\n");
+	wr(root, "class/net/eth1/type", "1\n");
+
+	if (load("hwloc2-cpuless-numa-nohca.xml", root)) {
+		skip(9, "cpu-less fixture missing");
+		return;
+	}
+	is_int(t->nports, 2, "sysfs: 2 ports");
+	hints(0, 1, "gpu-bind=none", NULL);
+	is_str(val("NCCL_IB_HCA"), "=mlx5_0:1", "RoCE port chosen, DOWN one not");
+	is_str(val("NCCL_IB_GID_INDEX"), "3", "RoCE v2 IPv4 GID index 3");
+	hints(0, 1, "net=ib", NULL);
+	is_str(val("NCCL_IB_DISABLE"), "1", "net=ib: only a DOWN IB port");
+	is_str(val("NCCL_SOCKET_IFNAME"), "=eth0",
+	       "socket interface: eth0, never lo/docker0/virbr0/down eth1");
+	is_str(val("UCX_NET_DEVICES"), "eth0", "UCX over eth0");
+	hints(0, 1, "net=tcp", NULL);
+	is_str(val("NCCL_IB_DISABLE"), "1", "net=tcp");
+	ok(hvdcfg_parse(1, pol, &cfg, err, sizeof(err)) == 0 &&
+		   hints(0, 1, "net=tcp", NULL) == 0 &&
+		   strcmp(val("NCCL_SOCKET_IFNAME"), "ib0") == 0,
+	   "admin nccl_socket_ifname= pins the value");
+	hvdcfg_init(&cfg);
+	if (system("rm -rf spank-sysfs.tmp/class/net/eth0") != 0)
+		diag("rm failed");
+	load("hwloc2-cpuless-numa-nohca.xml", root);
+	hints(0, 1, "net=tcp", NULL);
+	ok(!val("NCCL_SOCKET_IFNAME"), "only lo/docker/virbr: no ifname");
+	if (system("rm -rf spank-sysfs.tmp") != 0)
+		diag("rm failed");
+}
+
+static void layouts(void)
+{
+	unsigned c[16], n, cr, cs;
+	char host[64];
+
+	ok(hvdlayout_tasks_per_node("2(x2)", c, 16, &n) == 0 && n == 2 &&
+		   c[0] == 2 && c[1] == 2,
+	   "tasks per node 2(x2)");
+	ok(hvdlayout_tasks_per_node("2,1", c, 16, &n) == 0 && n == 2 &&
+		   c[1] == 1,
+	   "tasks per node 2,1");
+	ok(hvdlayout_tasks_per_node("3(x2),1", c, 16, &n) == 0 && n == 3,
+	   "tasks per node 3(x2),1");
+	ok(hvdlayout_tasks_per_node("2(x", c, 16, &n) == -1, "bad list");
+	ok(hvdlayout_tasks_per_node("1(x99)", c, 16, &n) == -1, "too many");
+	ok(hvdlayout_tasks_per_node("", c, 16, &n) == -1, "empty");
+	/* -n3 on 2 nodes: 2,1.  Local rank 1 exists on node 0 only. */
+	hvdlayout_tasks_per_node("2,1", c, 16, &n);
+	ok(hvdlayout_cross(c, n, 0, 0, &cr, &cs) == 0 && cr == 0 && cs == 2,
+	   "-n3: node 0 local 0 -> cross 0/2");
+	ok(hvdlayout_cross(c, n, 1, 0, &cr, &cs) == 0 && cr == 1 && cs == 2,
+	   "-n3: node 1 local 0 -> cross 1/2");
+	ok(hvdlayout_cross(c, n, 0, 1, &cr, &cs) == 0 && cr == 0 && cs == 1,
+	   "-n3: node 0 local 1 -> cross 0/1");
+	ok(hvdlayout_cross(c, n, 1, 1, &cr, &cs) == -1, "no local 1 on node 1");
+	ok(hvdlayout_first_host("n[01-04,7],m1", host, sizeof(host)) == 0 &&
+		   strcmp(host, "n01") == 0,
+	   "first host n01");
+	ok(hvdlayout_first_host("rack[1-2]-n[3-4]", host, sizeof(host)) == 0 &&
+		   strcmp(host, "rack1-n3") == 0,
+	   "first host rack1-n3");
+	ok(hvdlayout_first_host("node1", host, sizeof(host)) == 0 &&
+		   strcmp(host, "node1") == 0,
+	   "first host plain");
+	ok(hvdlayout_first_host("n[1-2", host, sizeof(host)) == -1,
+	   "unclosed bracket refused");
+	ok(hvdlayout_master_port(42, 0) >= 15000 &&
+		   hvdlayout_master_port(42, 0) <= 30999 &&
+		   hvdlayout_master_port(42, 0) != hvdlayout_master_port(42, 1),
+	   "master port in range, per step");
+}
+
+int main(void)
+{
+	const char *src = getenv("top_srcdir");
+
+	snprintf(dir, sizeof(dir), "%s/tests/spank", src ? src : "..");
+	t = calloc(1, sizeof(*t));
+	h = calloc(1, sizeof(*h));
+	if (!t || !h)
+		return 1;
+	hvdcfg_init(&cfg);
+	fixtures();
+	hwloc1_and_cpuless();
+	sysfs();
+	slurm_gpus();
+	user_and_force();
+	knobs();
+	layouts();
+	free(t);
+	free(h);
+	return done_testing();
+}

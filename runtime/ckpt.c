@@ -27,6 +27,7 @@
 #include "config.h"
 
 #include "ckpt_internal.h"
+#include "device.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -413,15 +414,19 @@ hvd_status_t ckpt_freeze(hvd_ckpt_t *c)
 
 /* ---------------------------------------------------------------- write */
 
+static void *stage_alloc(hvd_ckpt_t *c, size_t bytes);
+static void stage_free(hvd_ckpt_t *c, void *p);
+
 static hvd_status_t stage(hvd_ckpt_t *c)
 {
+	c->stage_pinned = c->has_device && cuda_host_alloc;
 	if (c->repl_bytes && c->rank == 0 && !c->stage_repl) {
-		c->stage_repl = malloc(c->repl_bytes);
+		c->stage_repl = stage_alloc(c, c->repl_bytes);
 		if (!c->stage_repl)
 			goto err_oom;
 	}
 	if (c->rank_bytes && !c->stage_rank) {
-		c->stage_rank = malloc(c->rank_bytes);
+		c->stage_rank = stage_alloc(c, c->rank_bytes);
 		if (!c->stage_rank)
 			goto err_oom;
 	}
@@ -669,6 +674,8 @@ static hvd_status_t commit(hvd_ckpt_t *c, struct ckpt_write *w)
 				 "failed (its message says why)", w->step);
 	}
 	c->last_step = w->step;
+	/* a newer checkpoint exists now: the restored one may age out */
+	c->restored_step = -1;
 	hvd_log(HVD_LOG_INFO, "checkpoint: step %ld committed (%.3f s)",
 		w->step, hvd_now() - w->started);
 	return HVD_OK;
@@ -870,28 +877,47 @@ hvd_status_t hvd_ckpt_close(hvd_ckpt_t *c)
 	free(c->regs);
 	free(c->meta);
 	free(c->loaded_meta);
-	free(c->stage_repl);
-	free(c->stage_rank);
+	stage_free(c, c->stage_repl);
+	stage_free(c, c->stage_rank);
 	free(c);
 	return st;
 }
 
 /* --------------------------------------------------------- GPU hooks */
 
-__attribute__((weak)) int ckpt_dev_is_device(const void *ptr)
+/* Device buffers go through host memory: the GPU path's hooks (device.h,
+ * weak: NULL in a build without CUDA) copy them; staging for them is
+ * page-locked when the GPU path can allocate it. */
+int ckpt_dev_is_device(const void *ptr)
 {
-	(void)ptr;
-	return 0;
+	return hvd_device_ptr(ptr);
 }
 
-__attribute__((weak)) hvd_status_t ckpt_dev_copy(void *dst, const void *src,
-						 size_t n, int to_host)
+hvd_status_t ckpt_dev_copy(void *dst, const void *src, size_t n, int to_host)
 {
-	(void)dst;
-	(void)src;
-	(void)n;
-	(void)to_host;
+	if (to_host && cuda_memcpy_to_host)
+		return cuda_memcpy_to_host(dst, src, n);
+	if (!to_host && cuda_memcpy_to_device)
+		return cuda_memcpy_to_device(dst, src, n);
 	return hvd_error(HVD_ERR_UNSUPPORTED,
 			 "checkpoint: device memory needs libhvd built with "
 			 "CUDA");
+}
+
+static void *stage_alloc(hvd_ckpt_t *c, size_t bytes)
+{
+	void *p = NULL;
+
+	if (c->has_device && cuda_host_alloc &&
+	    cuda_host_alloc(&p, bytes) == HVD_OK)
+		return p;
+	return malloc(bytes);
+}
+
+static void stage_free(hvd_ckpt_t *c, void *p)
+{
+	if (p && c->stage_pinned && cuda_host_free)
+		cuda_host_free(p);
+	else
+		free(p);
 }

@@ -67,6 +67,7 @@ struct hvd_ckpt {
 
 	/* staging (async, device buffers) */
 	unsigned char *stage_repl, *stage_rank;
+	int stage_pinned;
 	/* the write in flight (async) */
 	int in_flight;
 	pthread_t thread;
@@ -99,9 +100,9 @@ hvd_status_t ckpt_signals_install(void);
 void ckpt_signals_remove(void);
 int ckpt_signals_pending(void);
 
-/* GPU hooks: weak defaults here (host memory only); the CUDA path defines
- * strong ones.  is_device says whether a pointer is device memory; copy
- * moves n bytes between device and host (to_host = 1: dst is host). */
+/* GPU: is_device says whether a pointer is device memory; copy moves n
+ * bytes between device and host (to_host = 1: dst is host).  Both go to
+ * the GPU path's hooks (device.h) and fail cleanly without it. */
 int ckpt_dev_is_device(const void *ptr);
 hvd_status_t ckpt_dev_copy(void *dst, const void *src, size_t n, int to_host);
 

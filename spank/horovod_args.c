@@ -1,0 +1,98 @@
+/*
+ * horovod_args.c - option table, option callback and plugstack policy.
+ *
+ * The callback runs in srun/sbatch/salloc with remote=0 as soon as Slurm
+ * parses --horovod (a refusal there stops the command before anything is
+ * allocated or launched), and in slurmstepd with remote=1, as root, before
+ * init_post_opt; a refusal there is only logged by Slurm, so it is kept and
+ * returned from task_init, which does fail the step.
+ */
+#include "horovod_args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct horovod_args horovod_args;
+
+static int opt_cb(int val, const char *optarg, int remote);
+
+static struct spank_option horovod_option = {
+	.name = "horovod",
+	.arginfo = "KEY=VALUE,...",
+	.usage = "[horovod] set ranks, GPU, InfiniBand/NCCL/UCX variables and "
+		 "checkpoint settings for every task. Keys: ckpt-every=N, "
+		 "ckpt-dir=PATH (%u %j %x), ckpt-keep=K, fusion-mb=N, "
+		 "cycle-ms=X, cache=N, timeline=PATH, hierarchical=on|off, "
+		 "stall-s=N, log=LEVEL, gpu-bind=closest|none, "
+		 "cpu-bind=numa|none, net=auto|ib|roce|tcp, verbose. "
+		 "An srun's own --horovod replaces the one of #SBATCH. "
+		 "See horovod(8), hvd-topo(1).",
+	.has_arg = 2,
+	.val = 0,
+	.cb = opt_cb,
+};
+
+/*
+ * Slurm may call this several times: first with the value inherited from
+ * the environment (an #SBATCH --horovod reaches every srun of the script as
+ * SLURM_SPANK__SLURM_SPANK_OPTION_horovod_horovod), then with srun's own
+ * command line, and on the remote side once from the launch message and
+ * once from the job environment.  The last value wins: that is how an
+ * srun's --horovod replaces the job's.
+ */
+static int opt_cb(int val, const char *optarg, int remote)
+{
+	struct horovod_args *a = &horovod_args;
+	struct hvdopt o = a->cfg.defaults;
+	char err[HVDOPT_ERR_LEN];
+
+	(void)val;
+	/* Slurm forwards a bare --horovod as an empty string: defaults. */
+	if (optarg && optarg[0] == '\0')
+		optarg = NULL;
+	a->used = 1;
+	a->remote = remote;
+	a->err[0] = '\0';
+	if (hvdopt_parse(optarg, &o, err, sizeof(err))) {
+		if (remote) {
+			/* Slurm only logs a failed remote callback. */
+			snprintf(a->err, sizeof(a->err), "%s", err);
+			slurm_error("horovod: %s", err);
+			return -1;
+		}
+		slurm_error("horovod: %s", err);
+		return -1;
+	}
+	a->opt = o;
+	snprintf(a->raw, sizeof(a->raw), "%s", optarg ? optarg : "");
+	return 0;
+}
+
+int horovod_args_init(spank_t sp, int ac, char **av)
+{
+	struct horovod_args *a = &horovod_args;
+	char err[512];
+	spank_err_t rc;
+
+	memset(a, 0, sizeof(*a));
+	hvdcfg_init(&a->cfg);
+	if (hvdcfg_parse(ac, av, &a->cfg, err, sizeof(err))) {
+		char line[512] = "";
+		size_t n = 0;
+
+		for (int i = 0; i < ac && n < sizeof(line); i++)
+			n += (size_t)snprintf(line + n, sizeof(line) - n,
+					      " %s", av[i]);
+		slurm_error("horovod: plugstack.conf: %s (arguments:%s)", err,
+			    line);
+		return -1;
+	}
+	a->opt = a->cfg.defaults;
+	rc = spank_option_register(sp, &horovod_option);
+	if (rc != ESPANK_SUCCESS) {
+		slurm_error("horovod: cannot register --horovod: %s",
+			    spank_strerror(rc));
+		return -1;
+	}
+	return 0;
+}

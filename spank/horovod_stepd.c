@@ -1,0 +1,329 @@
+/*
+ * horovod_stepd.c - slurmstepd (remote context).
+ *
+ *   init (root)       policy from plugstack, register --horovod
+ *   option callback   (root) re-validates the user's string: srun-side
+ *                     checks can be bypassed by crafting the launch
+ *   user_init         (euid = user) loads the node's topology once; the
+ *                     task processes forked afterwards inherit it
+ *   task_init         (fully the user, in the task just before exec)
+ *                     PMIx check, layout, hints, setenv, optional binding,
+ *                     checkpoint directory (created here, as the user,
+ *                     never as root), verbose report
+ *
+ * Errors found before task_init are kept and returned from task_init:
+ * Slurm does not fail a step for a failed remote option callback or
+ * user_init (SchedMD bug 7573), but it does for task_init, and the task
+ * then never starts.
+ */
+#include "config.h" /* _GNU_SOURCE: CPU_ALLOC, sched_getaffinity */
+
+#include "horovod_args.h"
+#include "horovod_context.h"
+#include "horovod_hints.h"
+#include "horovod_layout.h"
+#include "horovod_topo.h"
+
+#include <errno.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+
+static struct {
+	int skip;	     /* a step the plugin leaves alone */
+	struct hvdtopo *topo; /* this node, from user_init */
+	char err[512];	     /* deferred to task_init */
+} stepd;
+
+int horovod_stepd_init(spank_t sp, int ac, char **av)
+{
+	return horovod_args_init(sp, ac, av);
+}
+
+int horovod_stepd_user_init(spank_t sp, int ac, char **av)
+{
+	uint32_t stepid = 0;
+	spank_err_t rc;
+
+	(void)ac;
+	(void)av;
+	if (!horovod_args.used)
+		return 0;
+	rc = spank_get_item(sp, S_JOB_STEPID, &stepid);
+	if (rc != ESPANK_SUCCESS) {
+		snprintf(stepd.err, sizeof(stepd.err),
+			 "cannot get the step id: %s", spank_strerror(rc));
+		return 0;
+	}
+	/*
+	 * The batch script, the extern step and salloc's interactive step are
+	 * not training tasks; giving the batch script HOROVOD_RANK=0 would
+	 * also leak into every srun it runs, where it would look user-set.
+	 */
+	if (stepid == SLURM_BATCH_SCRIPT || stepid == SLURM_EXTERN_CONT ||
+	    stepid == SLURM_INTERACTIVE_STEP) {
+		stepd.skip = 1;
+		return 0;
+	}
+	stepd.topo = calloc(1, sizeof(*stepd.topo));
+	if (!stepd.topo) {
+		snprintf(stepd.err, sizeof(stepd.err), "out of memory");
+		return 0;
+	}
+	/* The daemon's sysfs, never a path from the job's environment. */
+	if (hvdtopo_load(stepd.topo, NULL, "/sys", stepd.err,
+			 sizeof(stepd.err))) {
+		free(stepd.topo);
+		stepd.topo = NULL;
+	}
+	return 0;
+}
+
+/* Say it where the user reads it (the task's stderr) and in the log. */
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int fail(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "horovod: %s\n", msg);
+	fflush(stderr);
+	slurm_error("horovod: %s", msg);
+	return -1;
+}
+
+static int get_u32(spank_t sp, spank_item_t item, uint32_t *v,
+		   const char *what)
+{
+	spank_err_t rc = spank_get_item(sp, item, v);
+
+	if (rc != ESPANK_SUCCESS)
+		return fail("cannot get %s from Slurm: %s", what,
+			    spank_strerror(rc));
+	return 0;
+}
+
+/* mkdir -p with mode 0700 for what it creates; we run as the user here. */
+static int mkdir_p(const char *path, char *err, size_t errlen)
+{
+	char buf[HVDOPT_PATH_MAX];
+	struct stat sb;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+
+		*p = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST) {
+			snprintf(err, errlen, "cannot create %.400s: %s", buf,
+				 strerror(errno));
+			return -1;
+		}
+		if (stat(buf, &sb) || !S_ISDIR(sb.st_mode)) {
+			snprintf(err, errlen, "%.400s exists and is not a directory",
+				 buf);
+			return -1;
+		}
+		*p = c;
+		if (c == '\0')
+			break;
+	}
+	return 0;
+}
+
+static int pmix_check(char *const *env)
+{
+	const char *mpi = hvdhints_getenv(env, "SLURM_MPI_TYPE");
+
+	if (hvdhints_getenv(env, "PMIX_RANK") ||
+	    (mpi && strncmp(mpi, "pmix", 4) == 0))
+		return 0;
+	return fail("this step was not launched with PMIx (SLURM_MPI_TYPE=%s)"
+		    ", so the tasks could not find each other; run srun "
+		    "--mpi=pmix, or ask the admin to set MpiDefault=pmix in "
+		    "slurm.conf",
+		    mpi ? mpi : "unset");
+}
+
+static int layout(spank_t sp, char *const *env, struct hvdlayout *l)
+{
+	uint32_t v, uid;
+	const char *s;
+	unsigned counts[1024], n;
+	struct passwd pw, *pwp = NULL;
+	char pwbuf[4096];
+	cpu_set_t *set;
+	size_t setsz;
+
+	memset(l, 0, sizeof(*l));
+	if (get_u32(sp, S_TASK_GLOBAL_ID, &l->rank, "the task's rank") ||
+	    get_u32(sp, S_JOB_TOTAL_TASK_COUNT, &l->size, "the task count") ||
+	    get_u32(sp, S_JOB_LOCAL_TASK_COUNT, &l->local_size,
+		    "the local task count") ||
+	    get_u32(sp, S_JOB_NODEID, &l->node_id, "the node id") ||
+	    get_u32(sp, S_JOB_NNODES, &l->nnodes, "the node count") ||
+	    get_u32(sp, S_JOB_ID, &v, "the job id"))
+		return -1;
+	l->job_id = v;
+	if (get_u32(sp, S_JOB_STEPID, &v, "the step id"))
+		return -1;
+	l->step_id = v;
+	{
+		int id;
+		spank_err_t rc = spank_get_item(sp, S_TASK_ID, &id);
+
+		if (rc != ESPANK_SUCCESS || id < 0)
+			return fail("cannot get the local task id: %s",
+				    spank_strerror(rc));
+		l->local_rank = (unsigned)id;
+	}
+	/* Cross rank from the per-node task counts; without them (very old
+	 * or odd launches) assume one task per local rank on every node. */
+	s = hvdhints_getenv(env, "SLURM_STEP_TASKS_PER_NODE");
+	if (!s || hvdlayout_tasks_per_node(s, counts, 1024, &n) ||
+	    n != l->nnodes ||
+	    hvdlayout_cross(counts, n, l->node_id, l->local_rank,
+			    &l->cross_rank, &l->cross_size)) {
+		l->cross_rank = l->node_id;
+		l->cross_size = l->nnodes;
+	}
+	s = hvdhints_getenv(env, "SLURMD_NODENAME");
+	if (s && strlen(s) < sizeof(l->hostname))
+		strcpy(l->hostname, s);
+	else if (gethostname(l->hostname, sizeof(l->hostname) - 1))
+		l->hostname[0] = '\0';
+	s = hvdhints_getenv(env, "SLURM_STEP_NODELIST");
+	if (!s || hvdlayout_first_host(s, l->master_addr,
+				       sizeof(l->master_addr)))
+		snprintf(l->master_addr, sizeof(l->master_addr), "%s",
+			 l->hostname);
+	l->master_port = hvdlayout_master_port(l->job_id, l->step_id);
+	s = hvdhints_getenv(env, "SLURM_JOB_NAME");
+	snprintf(l->job_name, sizeof(l->job_name), "%s", s ? s : "job");
+	if (get_u32(sp, S_JOB_UID, &uid, "the job's user"))
+		return -1;
+	if (getpwuid_r((uid_t)uid, &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
+		snprintf(l->user, sizeof(l->user), "%s", pw.pw_name);
+	else
+		snprintf(l->user, sizeof(l->user), "%u", (unsigned)uid);
+	/* The CPUs Slurm (cgroup, task/affinity) lets this task use. */
+	set = CPU_ALLOC(HVDTOPO_MAX_CPUS);
+	setsz = CPU_ALLOC_SIZE(HVDTOPO_MAX_CPUS);
+	if (set && sched_getaffinity(0, setsz, set) == 0) {
+		l->have_allowed = 1;
+		for (unsigned c = 0; c < HVDTOPO_MAX_CPUS; c++)
+			if (CPU_ISSET_S(c, setsz, set))
+				hvdcpu_set(&l->allowed, c);
+	}
+	CPU_FREE(set);
+	return 0;
+}
+
+static int bind_cpus(const struct hvd_cpuset *cpus)
+{
+	cpu_set_t *set = CPU_ALLOC(HVDTOPO_MAX_CPUS);
+	size_t setsz = CPU_ALLOC_SIZE(HVDTOPO_MAX_CPUS);
+	int rc;
+
+	if (!set)
+		return fail("cpu-bind=numa: out of memory");
+	CPU_ZERO_S(setsz, set);
+	for (unsigned c = 0; c < HVDTOPO_MAX_CPUS; c++)
+		if (hvdcpu_isset(cpus, c))
+			CPU_SET_S(c, setsz, set);
+	rc = sched_setaffinity(0, setsz, set);
+	CPU_FREE(set);
+	if (rc)
+		return fail("cpu-bind=numa: sched_setaffinity: %s",
+			    strerror(errno));
+	return 0;
+}
+
+static void report(const struct hvdlayout *l, const struct hvdhints *h)
+{
+	char buf[HVDOPT_MAX_LEN + 64];
+
+	hvdopt_format(&horovod_args.opt, buf, sizeof(buf));
+	fprintf(stderr, "horovod: rank %u (node %u, local rank %u): "
+			"settings: %s\n",
+		l->rank, l->node_id, l->local_rank, buf[0] ? buf : "defaults");
+	for (int i = 0; i < h->n; i++)
+		fprintf(stderr, "horovod: rank %u: %s=%s %s(%s)\n", l->rank,
+			h->h[i].name, h->h[i].value,
+			h->h[i].action == HVDHINT_KEPT	   ? "[kept] "
+			: h->h[i].action == HVDHINT_FORCED ? "[forced] "
+							   : "",
+			h->h[i].why);
+	for (int i = 0; i < h->nnotes; i++)
+		fprintf(stderr, "horovod: rank %u: note: %s\n", l->rank,
+			h->notes[i]);
+	fflush(stderr);
+}
+
+int horovod_stepd_task_init(spank_t sp, int ac, char **av)
+{
+	struct hvdlayout l;
+	struct hvdhints *h = NULL;
+	char **env = NULL, err[512];
+	spank_err_t rc;
+	int ret = -1;
+
+	(void)ac;
+	(void)av;
+	if (!horovod_args.used || stepd.skip)
+		return 0;
+	if (horovod_args.err[0])
+		return fail("%s", horovod_args.err);
+	if (stepd.err[0] || !stepd.topo)
+		return fail("cannot read this node's topology: %s",
+			    stepd.err[0] ? stepd.err : "user_init did not run");
+	rc = spank_get_item(sp, S_JOB_ENV, &env);
+	if (rc != ESPANK_SUCCESS)
+		return fail("cannot read the task environment: %s",
+			    spank_strerror(rc));
+	if (pmix_check(env) || layout(sp, env, &l))
+		return -1;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return fail("out of memory");
+	if (hvdhints_compute(stepd.topo, &l, &horovod_args.opt, env,
+			     &horovod_args.cfg, h, err, sizeof(err))) {
+		fail("%s", err);
+		goto out;
+	}
+	for (int i = 0; i < h->n; i++) {
+		if (h->h[i].action == HVDHINT_KEPT)
+			continue;
+		rc = spank_setenv(sp, h->h[i].name, h->h[i].value, 1);
+		if (rc != ESPANK_SUCCESS) {
+			fail("cannot set %s: %s", h->h[i].name,
+			     spank_strerror(rc));
+			goto out;
+		}
+	}
+	if (h->bind && bind_cpus(&h->cpus))
+		goto out;
+	if (h->ckpt_dir[0] && mkdir_p(h->ckpt_dir, err, sizeof(err))) {
+		fail("ckpt-dir: %s; choose a directory you can create", err);
+		goto out;
+	}
+	if (horovod_args.opt.verbose)
+		report(&l, h);
+	ret = 0;
+out:
+	free(h);
+	return ret;
+}

@@ -1,0 +1,93 @@
+# ckpt_lib.sh - sourced by tests/runtime/ckpt_*.sh: TAP helpers, paths, and
+# how to start NP ranks of a program.
+#
+# Multi-rank runs go through tests/runtime/launch.sh (hvdrun, else mpirun)
+# once libhvd has its collectives (hvd_init); until then, and when NP is 1,
+# the program runs as one process, which the checkpointer treats as a world
+# of one.  ckpt_np says how many ranks a test will get.
+set -u
+
+: "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+PROG=$top_builddir/tests/runtime/ckpt_prog
+HVD_CKPT=$top_builddir/runtime/hvd-ckpt
+LIMIT=${CKPT_TEST_LIMIT:-60}
+
+tap_n=0
+tap_fail=0
+plan() { echo "1..$1"; }
+ok() {	# ok STATUS DESCRIPTION
+	tap_n=$((tap_n + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $tap_n - $2"
+	else
+		echo "not ok $tap_n - $2"
+		tap_fail=$((tap_fail + 1))
+	fi
+}
+is() {	# is FOUND EXPECTED DESCRIPTION
+	if [ "$1" = "$2" ]; then
+		ok 0 "$3"
+	else
+		ok 1 "$3"
+		echo "# expected: $2"
+		echo "# found:    $1"
+	fi
+}
+like() { # like TEXT REGEX DESCRIPTION
+	if printf '%s\n' "$1" | grep -Eq -- "$2"; then
+		ok 0 "$3"
+	else
+		ok 1 "$3"
+		printf '%s\n' "$1" | head -20 | sed 's/^/#   /'
+	fi
+}
+diag() { echo "# $*"; }
+diag_file() { sed 's/^/# /' "$1" | head -n "${2:-20}"; }
+skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+done_testing() { exit $((tap_fail > 0)); }
+
+if [ ! -x "$PROG" ] || [ ! -x "$HVD_CKPT" ]; then
+	skip_all "$PROG or $HVD_CKPT not built"
+fi
+
+# Ranks available: 2 when libhvd has hvd_init and a launcher exists
+# (CKPT_TEST_NP overrides; 1 runs a plain process, CKPT_PROG_SOLO=1).
+LIBHVD=$top_builddir/runtime/.libs/libhvd.so
+if [ -x "$top_srcdir/tests/runtime/launch.sh" ]; then
+	LAUNCH=("$top_srcdir/tests/runtime/launch.sh")
+else
+	LAUNCH=("$top_builddir/runtime/hvdrun" -np)
+fi
+ckpt_np() {
+	if [ -n "${CKPT_TEST_NP:-}" ]; then
+		echo "$CKPT_TEST_NP"
+	elif [ -x "${LAUNCH[0]}" ] && [ -f "$LIBHVD" ] &&
+	     nm -D --defined-only "$LIBHVD" 2>/dev/null | grep -qw hvd_init; then
+		echo 2
+	else
+		echo 1
+	fi
+}
+
+# run NP PROG ARGS...: NP ranks, under a time limit.
+run() {
+	local np=$1
+	shift
+	if [ "$np" -le 1 ]; then
+		CKPT_PROG_SOLO=1 timeout -s KILL "$LIMIT" "$@"
+	else
+		timeout -s KILL "$LIMIT" "${LAUNCH[@]}" "$np" "$@"
+	fi
+}
+
+# newest_ok DIR: step of the newest checkpoint hvd-ckpt verifies, 0 if none
+newest_ok() {
+	"$HVD_CKPT" verify "$1" 2>/dev/null |
+		sed -n 's/^step-0*\([0-9][0-9]*\): ok.*/\1/p' | head -1 |
+		grep . || echo 0
+}
+
+W=$(mktemp -d "${TMPDIR:-/var/tmp}/ckpt-test.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+export HOROVOD_LOG_LEVEL=${HOROVOD_LOG_LEVEL:-error}

@@ -86,7 +86,7 @@ int horovod_stepd_user_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* Say it where the user reads it (the task's stderr) and in the log. */
+/* Report a refusal; the caller returns -1, which fails the step. */
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int fail(const char *fmt, ...)
@@ -97,8 +97,7 @@ static int fail(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "horovod: %s\n", msg);
-	fflush(stderr);
+	/* slurm_error reaches the task's stderr and the slurmd log. */
 	slurm_error("horovod: %s", msg);
 	return -1;
 }

@@ -1,0 +1,106 @@
+/*
+ * Fuzz target for the --horovod option parser and the plugstack policy
+ * parser (the strings slurmstepd parses as root).
+ *
+ * libFuzzer:  clang -fsanitize=fuzzer,address,undefined ... (make fuzz-spank)
+ * AFL++ / replay: built with -DHVD_FUZZ_MAIN, reads each file named on the
+ * command line (or stdin) and prints TAP, one test per input: this is the
+ * corpus replay that runs in make check.
+ *
+ * Beyond "no crash", it checks invariants: a refusal has a message starting
+ * with "--horovod"; an accepted string formats back to a string that parses
+ * to the same settings; accepted paths are absolute with no ".." component.
+ */
+#include "horovod_config.h"
+#include "horovod_opt.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_path(const char *p)
+{
+	if (!p[0])
+		return;
+	if (p[0] != '/' || strstr(p, "/../") || strstr(p, "//") ||
+	    (strlen(p) >= 3 && strcmp(p + strlen(p) - 3, "/..") == 0))
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *s = malloc(size + 1), err[HVDOPT_ERR_LEN];
+	char fmt[HVDOPT_MAX_LEN * 2], out[HVDOPT_PATH_MAX];
+	struct hvdopt o, o2;
+	struct hvdcfg cfg;
+	char *av[16];
+	int ac = 0;
+
+	if (!s)
+		return 0;
+	memcpy(s, data, size);
+	s[size] = '\0';
+	hvdopt_init(&o);
+	if (hvdopt_parse(s, &o, err, sizeof(err)) == 0) {
+		check_path(o.ckpt_dir);
+		check_path(o.timeline);
+		hvdopt_format(&o, fmt, sizeof(fmt));
+		hvdopt_init(&o2);
+		if (hvdopt_parse(fmt[0] ? fmt : NULL, &o2, err, sizeof(err)) ||
+		    memcmp(&o, &o2, sizeof(o)) != 0)
+			abort();
+		if (o.ckpt_dir[0] &&
+		    hvdopt_expand_path(o.ckpt_dir, "u", 7, s, out, sizeof(out),
+				       err, sizeof(err)) == 0)
+			check_path(out);
+	} else if (strncmp(err, "--horovod", 9) != 0) {
+		abort();
+	}
+	/* The same bytes as plugstack words (split on spaces). */
+	for (char *w = strtok(s, " "); w && ac < 16; w = strtok(NULL, " "))
+		av[ac++] = w;
+	hvdcfg_init(&cfg);
+	if (hvdcfg_parse(ac, av, &cfg, err, sizeof(err)) == 0) {
+		check_path(cfg.defaults.ckpt_dir);
+		if (cfg.ckpt_roots[0] && cfg.ckpt_roots[0] != '/')
+			abort();
+	} else if (!err[0]) {
+		abort();
+	}
+	free(s);
+	return 0;
+}
+
+#ifdef HVD_FUZZ_MAIN
+static int run_file(FILE *f)
+{
+	static uint8_t buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof(buf), f);
+
+	return LLVMFuzzerTestOneInput(buf, n);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return run_file(stdin);
+	printf("1..%d\n", argc - 1);
+	for (int i = 1; i < argc; i++) {
+		FILE *f = fopen(argv[i], "rb");
+
+		if (!f) {
+			printf("not ok %d - cannot open %s\n", i, argv[i]);
+			continue;
+		}
+		/* A broken invariant aborts: the driver reports the crash. */
+		run_file(f);
+		fclose(f);
+		printf("ok %d - %s\n", i, strrchr(argv[i], '/') ?
+					      strrchr(argv[i], '/') + 1 : argv[i]);
+	}
+	return 0;
+}
+#endif

@@ -1,0 +1,1038 @@
+/*
+ * engine.c - the engine's public face: asynchronous named operations,
+ * handles, groups, join, process-set calls, timeline control, and the
+ * background thread's life (engine_start/engine_stop, called by hvd_init
+ * and hvd_finalize).
+ *
+ * Caller threads never touch the engine's state: they validate their
+ * arguments, build a handle and append it to one queue under one mutex
+ * (held for a few pointer writes), waking the engine thread if it sleeps.
+ * The engine thread (cycle.c) drains the queue, negotiates and executes,
+ * and completes handles: status and results are written, the callback
+ * runs, then `done` is released; hvd_wait spins briefly (an op on a warm
+ * cache completes in tens of microseconds) and then sleeps on a condition
+ * variable.  All engine traffic runs on the engine's own duplicate of the
+ * world communicator, so it never mixes with the caller's blocking
+ * collectives.
+ */
+#include "config.h"
+
+#include "device.h"
+#include "engine.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct engine *hvd_engine;
+
+/* Completion wake-ups: global, because a handle may outlive the engine. */
+static pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
+static int nwaiters;
+
+static int next_group_id = 1;
+static _Thread_local struct {
+	int id;
+	struct hvd_handle *head, *tail;
+	int n;
+} open_group;
+
+static int pset_seq_counter;
+
+void hvd_opts_init(hvd_opts_t *opts)
+{
+	if (!opts)
+		return;
+	memset(opts, 0, sizeof(*opts));
+	opts->pset = HVD_PSET_GLOBAL;
+	opts->prescale = 1.0;
+	opts->postscale = 1.0;
+}
+
+static void handle_free(struct hvd_handle *h)
+{
+	free(h->name);
+	free(h->group);
+	free(h->ranks);
+	free(h->message);
+	free(h);
+}
+
+void engine_complete(struct hvd_handle *h, hvd_status_t st, const char *msg)
+{
+	struct engine *e = hvd_engine;
+
+	if (e) {
+		pthread_mutex_lock(&e->lock);
+		if (namemap_get(&e->inflight, h->name) == h)
+			namemap_del(&e->inflight, h->name);
+		pthread_mutex_unlock(&e->lock);
+	}
+	h->status = st;
+	if (st != HVD_OK && msg && *msg)
+		h->message = strdup(msg);
+	if (h->cb)
+		h->cb(h, st, h->cb_arg);
+	__atomic_store_n(&h->done, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&nwaiters, __ATOMIC_SEQ_CST)) {
+		pthread_mutex_lock(&done_mu);
+		pthread_cond_broadcast(&done_cv);
+		pthread_mutex_unlock(&done_mu);
+	}
+}
+
+/* Spinning first: a warm-cache op completes in tens of microseconds, less
+ * than a futex sleep and wake-up costs on a busy host. */
+#define WAIT_SPIN_NS 200000ULL
+
+static void wait_done(struct hvd_handle *h)
+{
+	unsigned long long t0;
+	int i = 0;
+
+	if (__atomic_load_n(&h->done, __ATOMIC_ACQUIRE))
+		return;
+	t0 = hvd_now_ns();
+	while (!__atomic_load_n(&h->done, __ATOMIC_ACQUIRE)) {
+		if (++i < 64) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		i = 0;
+		if (hvd_now_ns() - t0 > WAIT_SPIN_NS)
+			break;
+		sched_yield();
+	}
+	if (__atomic_load_n(&h->done, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&done_mu);
+	__atomic_add_fetch(&nwaiters, 1, __ATOMIC_SEQ_CST);
+	while (!__atomic_load_n(&h->done, __ATOMIC_SEQ_CST))
+		pthread_cond_wait(&done_cv, &done_mu);
+	__atomic_sub_fetch(&nwaiters, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&done_mu);
+}
+
+hvd_status_t hvd_wait(hvd_handle_t h)
+{
+	hvd_status_t st;
+
+	if (!h)
+		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_wait: NULL handle");
+	wait_done(h);
+	st = h->status;
+	if (st != HVD_OK)
+		hvd_error(st, "%s",
+			  h->message ? h->message : hvd_status_name(st));
+	handle_free(h);
+	return st;
+}
+
+hvd_status_t hvd_test(hvd_handle_t h)
+{
+	if (!h)
+		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_test: NULL handle");
+	if (!__atomic_load_n(&h->done, __ATOMIC_ACQUIRE))
+		return HVD_IN_PROGRESS;
+	if (h->status != HVD_OK)
+		hvd_error(h->status, "%s",
+			  h->message ? h->message : hvd_status_name(h->status));
+	return h->status;
+}
+
+size_t hvd_handle_count(hvd_handle_t h)
+{
+	if (!h || !__atomic_load_n(&h->done, __ATOMIC_ACQUIRE))
+		return 0;
+	return h->result_count;
+}
+
+/* ------------------------------------------------------------ enqueue */
+
+static hvd_status_t engine_ready(struct engine **out)
+{
+	struct engine *e = hvd_engine;
+
+	if (!e)
+		return hvd_error(HVD_ERR_NOT_INITIALIZED,
+				 "hvd: the engine is not running; call "
+				 "hvd_init() first");
+	*out = e;
+	return HVD_OK;
+}
+
+/* Appends handles to the queue (caller holds e->lock). */
+static void queue_append(struct engine *e, struct hvd_handle *h)
+{
+	h->next = NULL;
+	if (e->q_tail)
+		e->q_tail->next = h;
+	else
+		e->q_head = h;
+	e->q_tail = h;
+}
+
+static hvd_status_t dead_status(struct engine *e)
+{
+	return hvd_error(e->dead_status ? e->dead_status : HVD_ERR_SHUTDOWN,
+			 "%s",
+			 e->dead_message[0]
+				 ? e->dead_message
+				 : "hvd: the engine has shut down (a rank "
+				   "called hvd_finalize or failed); no more "
+				   "operations can run");
+}
+
+/* Submits a list of handles atomically. */
+static hvd_status_t submit(struct engine *e, struct hvd_handle *list, int n)
+{
+	struct hvd_handle *h, *next;
+
+	pthread_mutex_lock(&e->lock);
+	if (e->dead || e->stop_requested) {
+		hvd_status_t st = dead_status(e);
+
+		pthread_mutex_unlock(&e->lock);
+		return st;
+	}
+	for (h = list; h; h = h->next)
+		if (namemap_get(&e->inflight, h->name)) {
+			pthread_mutex_unlock(&e->lock);
+			return hvd_error(
+				HVD_ERR_DUPLICATE_NAME,
+				"hvd: an operation named '%s' is already in "
+				"flight on this rank; wait for it or use "
+				"another name",
+				h->name);
+		}
+	for (h = list; h; h = next) {
+		next = h->next;
+		if (namemap_put(&e->inflight, h->name, h) != HVD_OK) {
+			/* undo the names put so far */
+			for (struct hvd_handle *u = list; u != h; u = u->next)
+				namemap_del(&e->inflight, u->name);
+			pthread_mutex_unlock(&e->lock);
+			return hvd_error(HVD_ERR_NO_MEMORY,
+					 "hvd: out of memory");
+		}
+	}
+	for (h = list; h; h = next) {
+		next = h->next;
+		queue_append(e, h);
+	}
+	if (e->sleeping)
+		pthread_cond_signal(&e->wake);
+	pthread_mutex_unlock(&e->lock);
+	(void)n;
+	return HVD_OK;
+}
+
+static hvd_status_t check_pset(struct engine *e, hvd_pset_t id, int root,
+			       int kind)
+{
+	struct pset *p;
+	hvd_status_t st = HVD_OK;
+
+	pthread_mutex_lock(&e->lock);
+	p = pset_get(&e->psets, id);
+	if (!p)
+		st = hvd_error(HVD_ERR_PROCESS_SET,
+			       "hvd: process set %d does not exist (see "
+			       "hvd_pset_list; static sets come from "
+			       "HOROVOD_PROCESS_SETS)",
+			       id);
+	else if (p->my_rank < 0)
+		st = hvd_error(HVD_ERR_NOT_MEMBER,
+			       "hvd: rank %d is not a member of process set "
+			       "%d; only members may submit its operations",
+			       e->rank, id);
+	else if (kind == EK_BROADCAST && !pset_is_member(&e->psets, id, root))
+		st = hvd_error(HVD_ERR_INVALID_ARG,
+			       "hvd: broadcast root %d is not a member of "
+			       "process set %d (roots are world ranks)",
+			       root, id);
+	pthread_mutex_unlock(&e->lock);
+	return st;
+}
+
+static hvd_status_t enqueue(const char *name, int kind, const void *sendbuf,
+			    void *recvbuf, size_t count, hvd_dtype_t dtype,
+			    hvd_op_t op, int root, const hvd_opts_t *opts,
+			    hvd_handle_t *out)
+{
+	hvd_opts_t def;
+	struct engine *e = NULL;
+	struct hvd_handle *h;
+	hvd_status_t st;
+	const char *what = eng_kind_name(kind);
+
+	if (!out)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd: %s: handle pointer is NULL", what);
+	*out = NULL;
+	if ((st = engine_ready(&e)) != HVD_OK)
+		return st;
+	if (!opts) {
+		hvd_opts_init(&def);
+		opts = &def;
+	}
+	if (!name || !*name || strlen(name) > 1000)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd: %s: a name of 1 to 1000 characters is "
+				 "required",
+				 what);
+	if (strncmp(name, "__hvd_", 6) == 0)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd: %s '%s': names starting with __hvd_ are "
+				 "reserved",
+				 what, name);
+	if (!hvd_dtype_size(dtype))
+		return hvd_error(HVD_ERR_BAD_TYPE, "hvd: %s '%s': unknown type %d",
+				 what, name, (int)dtype);
+	if ((kind == EK_ALLREDUCE || kind == EK_REDUCESCATTER) &&
+	    !hvd_op_name(op))
+		return hvd_error(HVD_ERR_BAD_OP,
+				 "hvd: %s '%s': unknown reduction %d", what,
+				 name, (int)op);
+	if (count && (!recvbuf || !sendbuf))
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd: %s '%s': NULL buffer for %zu elements",
+				 what, name, count);
+	if (sendbuf == HVD_IN_PLACE && kind != EK_ALLREDUCE &&
+	    kind != EK_BROADCAST)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd: %s '%s': HVD_IN_PLACE works for "
+				 "allreduce only",
+				 what, name);
+	if (opts->group > 0 && opts->group != open_group.id)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd: %s '%s': group %d is not open on this "
+				 "thread (hvd_group_begin)",
+				 what, name, opts->group);
+	st = check_pset(e, opts->pset, root, kind);
+	if (st != HVD_OK)
+		return st;
+	h = calloc(1, sizeof(*h));
+	if (!h || !(h->name = strdup(name))) {
+		free(h);
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	}
+	h->p.kind = (uint8_t)kind;
+	h->p.dtype = (uint8_t)dtype;
+	h->p.op = kind == EK_ALLREDUCE || kind == EK_REDUCESCATTER
+			  ? (uint8_t)op
+			  : 0;
+	h->p.root = kind == EK_BROADCAST ? root : 0;
+	h->p.pset = opts->pset;
+	h->p.priority = opts->priority;
+	h->p.count = count;
+	h->p.prescale = kind == EK_ALLREDUCE || kind == EK_REDUCESCATTER
+				? opts->prescale
+				: 1.0;
+	h->p.postscale = kind == EK_ALLREDUCE || kind == EK_REDUCESCATTER
+				 ? opts->postscale
+				 : 1.0;
+	if (opts->compress_fp16 && dtype == HVD_FLOAT32 &&
+	    (kind == EK_ALLREDUCE))
+		h->p.flags |= EF_COMPRESS;
+	if (hvd_device_ptr(recvbuf) ||
+	    (sendbuf != HVD_IN_PLACE && hvd_device_ptr(sendbuf)))
+		h->p.flags |= EF_DEVICE;
+	h->sendbuf = sendbuf;
+	h->recvbuf = recvbuf;
+	h->cb = opts->callback;
+	h->cb_arg = opts->callback_arg;
+	h->group_size = 1;
+	h->bit = -1;
+	h->t_enqueue = hvd_now();
+	if (opts->group > 0) {
+		/* Held back until hvd_group_end: the group enters the queue
+		 * as one. */
+		for (struct hvd_handle *g = open_group.head; g; g = g->next)
+			if (strcmp(g->name, name) == 0) {
+				handle_free(h);
+				return hvd_error(HVD_ERR_DUPLICATE_NAME,
+						 "hvd: '%s' twice in group %d",
+						 name, opts->group);
+			}
+		if (open_group.tail)
+			open_group.tail->next = h;
+		else
+			open_group.head = h;
+		open_group.tail = h;
+		open_group.n++;
+		*out = h;
+		return HVD_OK;
+	}
+	st = submit(e, h, 1);
+	if (st != HVD_OK) {
+		handle_free(h);
+		return st;
+	}
+	*out = h;
+	return HVD_OK;
+}
+
+hvd_status_t hvd_allreduce_async(const char *name, const void *sendbuf,
+				 void *recvbuf, size_t count,
+				 hvd_dtype_t dtype, hvd_op_t op,
+				 const hvd_opts_t *opts, hvd_handle_t *handle)
+{
+	return enqueue(name, EK_ALLREDUCE, sendbuf, recvbuf, count, dtype, op,
+		       0, opts, handle);
+}
+
+hvd_status_t hvd_allgather_async(const char *name, const void *sendbuf,
+				 void *recvbuf, size_t count,
+				 hvd_dtype_t dtype, const hvd_opts_t *opts,
+				 hvd_handle_t *handle)
+{
+	return enqueue(name, EK_ALLGATHER, sendbuf, recvbuf, count, dtype,
+		       HVD_SUM, 0, opts, handle);
+}
+
+hvd_status_t hvd_broadcast_async(const char *name, void *buf, size_t count,
+				 hvd_dtype_t dtype, int root,
+				 const hvd_opts_t *opts, hvd_handle_t *handle)
+{
+	return enqueue(name, EK_BROADCAST, buf, buf, count, dtype, HVD_SUM,
+		       root, opts, handle);
+}
+
+hvd_status_t hvd_alltoall_async(const char *name, const void *sendbuf,
+				void *recvbuf, size_t count,
+				hvd_dtype_t dtype, const hvd_opts_t *opts,
+				hvd_handle_t *handle)
+{
+	return enqueue(name, EK_ALLTOALL, sendbuf, recvbuf, count, dtype,
+		       HVD_SUM, 0, opts, handle);
+}
+
+hvd_status_t hvd_reducescatter_async(const char *name, const void *sendbuf,
+				     void *recvbuf, size_t count,
+				     hvd_dtype_t dtype, hvd_op_t op,
+				     const hvd_opts_t *opts,
+				     hvd_handle_t *handle)
+{
+	return enqueue(name, EK_REDUCESCATTER, sendbuf, recvbuf, count, dtype,
+		       op, 0, opts, handle);
+}
+
+/* ------------------------------------------------------------- groups */
+
+hvd_status_t hvd_group_begin(int *group_id)
+{
+	if (!group_id)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd_group_begin: group_id is NULL");
+	if (open_group.id)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd_group_begin: group %d is still open on "
+				 "this thread; call hvd_group_end first",
+				 open_group.id);
+	open_group.id = __atomic_fetch_add(&next_group_id, 1, __ATOMIC_RELAXED);
+	open_group.head = open_group.tail = NULL;
+	open_group.n = 0;
+	*group_id = open_group.id;
+	return HVD_OK;
+}
+
+hvd_status_t hvd_group_end(int group_id)
+{
+	struct engine *e = NULL;
+	struct hvd_handle *h, *next;
+	const char *key = NULL;
+	hvd_status_t st;
+
+	if (!open_group.id || group_id != open_group.id)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd_group_end: group %d is not open on this "
+				 "thread",
+				 group_id);
+	open_group.id = 0;
+	if (!open_group.head)
+		return HVD_OK;
+	/* The group is known across ranks by its smallest member name. */
+	for (h = open_group.head; h; h = h->next)
+		if (!key || strcmp(h->name, key) < 0)
+			key = h->name;
+	for (h = open_group.head; h; h = h->next) {
+		h->group_size = (uint32_t)open_group.n;
+		if (open_group.n > 1 && !(h->group = strdup(key)))
+			h->group_size = 1;
+	}
+	st = engine_ready(&e);
+	if (st == HVD_OK)
+		st = submit(e, open_group.head, open_group.n);
+	if (st != HVD_OK) {
+		/* The handles were returned to the caller: fail them. */
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", hvd_last_error());
+		for (h = open_group.head; h; h = next) {
+			next = h->next;
+			engine_complete(h, st, msg);
+		}
+	}
+	open_group.head = open_group.tail = NULL;
+	open_group.n = 0;
+	return st;
+}
+
+/* ------------------------------------------- join and process sets */
+
+static hvd_status_t run_internal(int kind, const char *name, int32_t pset,
+				 const int *ranks, int nranks, int *result)
+{
+	struct engine *e = NULL;
+	struct hvd_handle *h;
+	hvd_status_t st;
+
+	if ((st = engine_ready(&e)) != HVD_OK)
+		return st;
+	h = calloc(1, sizeof(*h));
+	if (!h || !(h->name = strdup(name)))
+		goto err_oom;
+	h->p.kind = (uint8_t)kind;
+	h->p.pset = pset;
+	h->p.prescale = h->p.postscale = 1.0;
+	h->group_size = 1;
+	h->bit = -1;
+	h->internal = 1;
+	h->t_enqueue = hvd_now();
+	if (nranks) {
+		h->ranks = malloc((size_t)nranks * sizeof(*h->ranks));
+		if (!h->ranks)
+			goto err_oom;
+		memcpy(h->ranks, ranks, (size_t)nranks * sizeof(*ranks));
+		h->nranks = (uint32_t)nranks;
+	}
+	st = submit(e, h, 1);
+	if (st != HVD_OK) {
+		handle_free(h);
+		return st;
+	}
+	wait_done(h);
+	st = h->status;
+	if (result)
+		*result = h->result_int;
+	if (st != HVD_OK)
+		hvd_error(st, "%s",
+			  h->message ? h->message : hvd_status_name(st));
+	handle_free(h);
+	return st;
+err_oom:
+	if (h)
+		handle_free(h);
+	return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+}
+
+hvd_status_t hvd_join(int *last_rank)
+{
+	int last = -1;
+	hvd_status_t st = run_internal(EK_JOIN, "__hvd_join", 0, NULL, 0,
+				       &last);
+
+	if (last_rank)
+		*last_rank = last;
+	return st;
+}
+
+hvd_status_t hvd_pset_add(const int *ranks, int nranks, hvd_pset_t *pset)
+{
+	struct engine *e = NULL;
+	char name[64], why[256];
+	int *sorted, id = -1;
+	hvd_status_t st;
+
+	if ((st = engine_ready(&e)) != HVD_OK)
+		return st;
+	if (!e->psets.dynamic)
+		return hvd_error(HVD_ERR_PROCESS_SET,
+				 "hvd_pset_add: dynamic process sets are off; "
+				 "set HOROVOD_DYNAMIC_PROCESS_SETS=1 on every "
+				 "rank");
+	if (!ranks || nranks <= 0 || !pset)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd_pset_add: need a list of ranks and a "
+				 "place for the id");
+	sorted = malloc((size_t)nranks * sizeof(*sorted));
+	if (!sorted)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	memcpy(sorted, ranks, (size_t)nranks * sizeof(*ranks));
+	if (pset_check_ranks(sorted, nranks, e->size, why, sizeof(why)) !=
+	    HVD_OK) {
+		free(sorted);
+		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_pset_add: %s", why);
+	}
+	snprintf(name, sizeof(name), "__hvd_pset.%d",
+		 __atomic_fetch_add(&pset_seq_counter, 1, __ATOMIC_RELAXED));
+	st = run_internal(EK_PSET_ADD, name, 0, sorted, nranks, &id);
+	free(sorted);
+	if (st == HVD_OK)
+		*pset = id;
+	return st;
+}
+
+hvd_status_t hvd_pset_remove(hvd_pset_t pset)
+{
+	struct engine *e = NULL;
+	char name[64];
+	hvd_status_t st;
+	int exists;
+
+	if ((st = engine_ready(&e)) != HVD_OK)
+		return st;
+	if (!e->psets.dynamic)
+		return hvd_error(HVD_ERR_PROCESS_SET,
+				 "hvd_pset_remove: dynamic process sets are "
+				 "off; set HOROVOD_DYNAMIC_PROCESS_SETS=1");
+	if (pset == HVD_PSET_GLOBAL)
+		return hvd_error(HVD_ERR_PROCESS_SET,
+				 "hvd_pset_remove: the global set 0 cannot be "
+				 "removed");
+	pthread_mutex_lock(&e->lock);
+	exists = pset_get(&e->psets, pset) != NULL;
+	pthread_mutex_unlock(&e->lock);
+	if (!exists)
+		return hvd_error(HVD_ERR_PROCESS_SET,
+				 "hvd_pset_remove: process set %d does not "
+				 "exist",
+				 pset);
+	snprintf(name, sizeof(name), "__hvd_pset.%d",
+		 __atomic_fetch_add(&pset_seq_counter, 1, __ATOMIC_RELAXED));
+	return run_internal(EK_PSET_REMOVE, name, pset, NULL, 0, NULL);
+}
+
+int hvd_pset_rank(hvd_pset_t id)
+{
+	struct engine *e = hvd_engine;
+	struct pset *p;
+	int r = -1;
+
+	if (!e)
+		return -1;
+	pthread_mutex_lock(&e->lock);
+	p = pset_get(&e->psets, id);
+	if (p)
+		r = p->my_rank;
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
+int hvd_pset_size(hvd_pset_t id)
+{
+	struct engine *e = hvd_engine;
+	struct pset *p;
+	int n = -1;
+
+	if (!e)
+		return -1;
+	pthread_mutex_lock(&e->lock);
+	p = pset_get(&e->psets, id);
+	if (p)
+		n = p->n;
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+hvd_status_t hvd_pset_list(hvd_pset_t *ids, int max, int *n)
+{
+	struct engine *e = NULL;
+	hvd_status_t st;
+	int k = 0;
+
+	if ((st = engine_ready(&e)) != HVD_OK)
+		return st;
+	if (!n || (max > 0 && !ids))
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd_pset_list: NULL argument");
+	pthread_mutex_lock(&e->lock);
+	for (int i = 0; i < e->psets.cap; i++)
+		if (e->psets.sets[i]) {
+			if (k < max)
+				ids[k] = i;
+			k++;
+		}
+	pthread_mutex_unlock(&e->lock);
+	*n = k;
+	return HVD_OK;
+}
+
+/* ----------------------------------------------------------- timeline */
+
+/* Hands a command to the engine thread and waits until it is applied. */
+static hvd_status_t timeline_command(struct engine *e, int cmd,
+				     struct timeline *t)
+{
+	pthread_mutex_lock(&e->lock);
+	while (e->tl_cmd && !e->dead)
+		pthread_cond_wait(&e->done_cond, &e->lock);
+	if (e->dead) {
+		pthread_mutex_unlock(&e->lock);
+		if (t)
+			timeline_close(t);
+		return dead_status(e);
+	}
+	e->tl_cmd = cmd;
+	if (t)
+		e->tl_new = *t;
+	if (e->sleeping)
+		pthread_cond_signal(&e->wake);
+	while (e->tl_cmd && !e->dead)
+		pthread_cond_wait(&e->done_cond, &e->lock);
+	pthread_mutex_unlock(&e->lock);
+	return HVD_OK;
+}
+
+hvd_status_t hvd_timeline_start(const char *path, int mark_cycles)
+{
+	struct engine *e = NULL;
+	struct timeline t;
+	hvd_status_t st;
+
+	if ((st = engine_ready(&e)) != HVD_OK)
+		return st;
+	if (!path || !*path)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd_timeline_start: no file name");
+	if (e->rank != 0)
+		return HVD_OK; /* the coordinator writes the timeline */
+	st = timeline_open(&t, path, mark_cycles);
+	if (st != HVD_OK)
+		return st;
+	return timeline_command(e, 1, &t);
+}
+
+hvd_status_t hvd_timeline_stop(void)
+{
+	struct engine *e = NULL;
+	hvd_status_t st;
+
+	if ((st = engine_ready(&e)) != HVD_OK)
+		return st;
+	if (e->rank != 0)
+		return HVD_OK;
+	return timeline_command(e, 2, NULL);
+}
+
+/* ------------------------------------------------------- start / stop */
+
+static void *engine_main(void *arg)
+{
+	struct engine *e = arg;
+	double next = hvd_now();
+
+	for (;;) {
+		struct timespec ts;
+		double now;
+
+		pthread_mutex_lock(&e->lock);
+		for (;;) {
+			now = hvd_now();
+			if (e->q_head || e->stop_requested || e->tl_cmd ||
+			    now >= next)
+				break;
+			ts.tv_sec = (time_t)next;
+			ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
+			e->sleeping = 1;
+			pthread_cond_timedwait(&e->wake, &e->lock, &ts);
+			e->sleeping = 0;
+		}
+		pthread_mutex_unlock(&e->lock);
+		next = now + e->cycle_ms / 1000.0;
+		if (cycle_run(e))
+			break;
+	}
+	return NULL;
+}
+
+/* The knobs every rank must share: rank 0's values win. */
+struct shared_knobs {
+	uint64_t fusion;
+	double cycle_ms;
+	int64_t cache;
+	double stall_warn, stall_shutdown;
+	int64_t stall_disable;
+	uint64_t pset_hash;
+};
+
+static hvd_status_t agree(struct engine *e, uint64_t my_hash)
+{
+	struct shared_knobs k = {
+		.fusion = e->fusion_threshold,
+		.cycle_ms = e->cycle_ms,
+		.cache = e->cache_capacity,
+		.stall_warn = e->stall_warn,
+		.stall_shutdown = e->stall_shutdown,
+		.stall_disable = e->stall_disable,
+		.pset_hash = my_hash,
+	};
+	struct shared_knobs mine = k;
+	int64_t h = (int64_t)(my_hash >> 1), lo = h, hi = h;
+	hvd_status_t st;
+
+	if (e->size == 1)
+		return HVD_OK;
+	st = coll_broadcast(e->comm, &k, sizeof(k), HVD_UINT8, 0);
+	if (st != HVD_OK)
+		return st;
+	if (memcmp(&k, &mine, sizeof(k) - sizeof(k.pset_hash)) != 0)
+		hvd_log(HVD_LOG_WARNING,
+			"engine knobs differ from rank 0's (HOROVOD_FUSION_"
+			"THRESHOLD, HOROVOD_CYCLE_TIME, HOROVOD_CACHE_CAPACITY,"
+			" HOROVOD_STALL_*): using rank 0's");
+	e->fusion_threshold = k.fusion;
+	e->cycle_ms = k.cycle_ms;
+	e->cache_capacity = (int)k.cache;
+	e->stall_warn = k.stall_warn;
+	e->stall_shutdown = k.stall_shutdown;
+	e->stall_disable = (int)k.stall_disable;
+	st = coll_allreduce(e->comm, &h, &lo, 1, HVD_INT64, HVD_MIN);
+	if (st == HVD_OK)
+		st = coll_allreduce(e->comm, &h, &hi, 1, HVD_INT64, HVD_MAX);
+	if (st != HVD_OK)
+		return st;
+	if (lo != hi)
+		return hvd_error(HVD_ERR_PROCESS_SET,
+				 "hvd: HOROVOD_PROCESS_SETS differs between "
+				 "ranks (this rank: \"%s\"); every rank must "
+				 "get the same value",
+				 getenv("HOROVOD_PROCESS_SETS")
+					 ? getenv("HOROVOD_PROCESS_SETS")
+					 : "");
+	return HVD_OK;
+}
+
+static int coord_is_member(void *arg, int32_t pset, int rank)
+{
+	return pset_is_member(&((struct engine *)arg)->psets, pset, rank);
+}
+
+static int coord_set_size(void *arg, int32_t pset)
+{
+	struct pset *p = pset_get(&((struct engine *)arg)->psets, pset);
+
+	return p ? p->n : 0;
+}
+
+static void tl_first(void *arg, const char *name, int kind, double t)
+{
+	struct engine *e = arg;
+	char what[64];
+
+	snprintf(what, sizeof(what), "NEGOTIATE_%s", eng_kind_name(kind));
+	timeline_begin(&e->tl, name, what);
+	(void)t;
+}
+
+static void tl_rank(void *arg, const char *name, int rank, double t)
+{
+	struct engine *e = arg;
+	char what[16];
+
+	snprintf(what, sizeof(what), "%d", rank);
+	timeline_instant(&e->tl, name, what);
+	(void)t;
+}
+
+static void tl_ready(void *arg, const char *name, double t)
+{
+	struct engine *e = arg;
+
+	timeline_end(&e->tl, name, NULL, 0);
+	(void)t;
+}
+
+static void engine_free(struct engine *e)
+{
+	struct hvd_handle *h, *next;
+
+	for (h = e->q_head; h; h = next) {
+		next = h->next;
+		engine_complete(h, HVD_ERR_SHUTDOWN,
+				"hvd: the engine shut down before this "
+				"operation ran");
+	}
+	pset_table_free(&e->psets);
+	if (e->comm)
+		comm_destroy(e->comm);
+	rc_free(&e->cache);
+	coord_free(&e->coord);
+	timeline_close(&e->tl);
+	autotune_free(&e->at);
+	namemap_free(&e->inflight);
+	namemap_free(&e->pending_names);
+	free(e->pending);
+	free(e->fusion_buf);
+	free(e->zero_buf);
+	pthread_mutex_destroy(&e->lock);
+	pthread_cond_destroy(&e->wake);
+	pthread_cond_destroy(&e->done_cond);
+	free(e);
+}
+
+static hvd_status_t add_static_sets(struct engine *e, uint64_t *hash)
+{
+	const char *spec = getenv("HOROVOD_PROCESS_SETS");
+	int **sets = NULL, *sizes = NULL, nsets = 0;
+	char err[512];
+	hvd_status_t st;
+
+	*hash = 0;
+	st = pset_parse(spec, e->size, &sets, &sizes, &nsets, err, sizeof(err));
+	if (st != HVD_OK)
+		return hvd_error(st, "hvd: %s", err);
+	for (int i = 0; i < nsets; i++)
+		*hash = *hash * 1000003ULL ^ pset_hash(sets[i], sizes[i]);
+	st = agree(e, *hash);
+	for (int i = 0; i < nsets && st == HVD_OK; i++)
+		st = pset_table_add(&e->psets, i + 1, sets[i], sizes[i],
+				    e->rank, e->comm);
+	for (int i = 0; i < nsets; i++)
+		free(sets[i]);
+	free(sets);
+	free(sizes);
+	return st;
+}
+
+hvd_status_t engine_start(void)
+{
+	const struct hvd_world *w = hvd_world();
+	pthread_condattr_t ca;
+	struct engine *e = NULL;
+	uint64_t hash;
+	int *all = NULL;
+	hvd_status_t st;
+	const char *tl;
+
+	if (!w || !comm_world())
+		return hvd_error(HVD_ERR_NOT_INITIALIZED,
+				 "hvd: engine_start before the world exists");
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&e->done_cond, NULL);
+	e->tl.fd = -1;
+	e->rank = w->rank;
+	e->size = w->size;
+	e->fusion_threshold =
+		hvd_env_size("HOROVOD_FUSION_THRESHOLD", 128u << 20);
+	e->cycle_ms = hvd_env_double("HOROVOD_CYCLE_TIME", 1.0);
+	if (e->cycle_ms < 0)
+		e->cycle_ms = 0;
+	e->cache_capacity = (int)hvd_env_long("HOROVOD_CACHE_CAPACITY", 1024);
+	if (e->cache_capacity < 0)
+		e->cache_capacity = 0;
+	e->stall_warn = hvd_env_double("HOROVOD_STALL_CHECK_TIME_SECONDS", 60);
+	e->stall_shutdown =
+		hvd_env_double("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0);
+	e->stall_disable = hvd_env_bool("HOROVOD_STALL_CHECK_DISABLE", 0);
+	if (e->stall_shutdown > 0 && e->stall_shutdown < e->stall_warn) {
+		hvd_log(HVD_LOG_WARNING,
+			"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=%g is less than "
+			"HOROVOD_STALL_CHECK_TIME_SECONDS=%g: stalls will not "
+			"shut down",
+			e->stall_shutdown, e->stall_warn);
+		e->stall_shutdown = 0;
+	}
+	e->psets.dynamic = hvd_env_bool("HOROVOD_DYNAMIC_PROCESS_SETS", 0);
+	namemap_init(&e->inflight);
+	namemap_init(&e->pending_names);
+	st = comm_dup(comm_world(), &e->comm);
+	if (st != HVD_OK)
+		goto err_free;
+	all = malloc((size_t)e->size * sizeof(*all));
+	if (!all) {
+		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+		goto err_free;
+	}
+	for (int i = 0; i < e->size; i++)
+		all[i] = i;
+	st = pset_table_add(&e->psets, HVD_PSET_GLOBAL, all, e->size, e->rank,
+			    e->comm);
+	free(all);
+	if (st != HVD_OK)
+		goto err_free;
+	st = add_static_sets(e, &hash);
+	if (st != HVD_OK)
+		goto err_free;
+	st = rc_init(&e->cache, e->cache_capacity);
+	if (st != HVD_OK)
+		goto err_free;
+	st = coord_init(&e->coord, e->size);
+	if (st != HVD_OK)
+		goto err_free;
+	e->coord.is_member = coord_is_member;
+	e->coord.set_size = coord_set_size;
+	e->coord.member_arg = e;
+	e->coord.on_first = tl_first;
+	e->coord.on_rank = tl_rank;
+	e->coord.on_ready = tl_ready;
+	e->coord.tl_arg = e;
+	tl = getenv("HOROVOD_TIMELINE");
+	if (e->rank == 0 && tl && *tl && strcmp(tl, "DYNAMIC") != 0) {
+		st = timeline_open(&e->tl, tl,
+				   hvd_env_bool("HOROVOD_TIMELINE_MARK_CYCLES",
+						0));
+		if (st != HVD_OK)
+			goto err_free;
+	}
+	if (e->rank == 0 && hvd_env_bool("HOROVOD_AUTOTUNE", 0)) {
+		const char *log = getenv("HOROVOD_AUTOTUNE_LOG");
+		FILE *f = NULL;
+
+		if (log && *log && !(f = fopen(log, "w")))
+			hvd_log(HVD_LOG_WARNING,
+				"cannot open HOROVOD_AUTOTUNE_LOG=%s: %s", log,
+				strerror(errno));
+		autotune_init(&e->at, e->fusion_threshold, e->cycle_ms,
+			      !getenv("HOROVOD_FUSION_THRESHOLD"),
+			      !getenv("HOROVOD_CYCLE_TIME"), f);
+	}
+	e->last_stall_check = hvd_now();
+	hvd_engine = e;
+	if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+		hvd_engine = NULL;
+		st = hvd_error(HVD_ERR_INTERNAL,
+			       "hvd: cannot start the engine thread: %s",
+			       strerror(errno));
+		goto err_free;
+	}
+	e->thread_started = 1;
+	hvd_log(HVD_LOG_INFO,
+		"engine: HOROVOD_FUSION_THRESHOLD=%zu HOROVOD_CYCLE_TIME=%g "
+		"HOROVOD_CACHE_CAPACITY=%d HOROVOD_STALL_CHECK_TIME_SECONDS=%g"
+		" HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=%g",
+		e->fusion_threshold, e->cycle_ms, e->cache_capacity,
+		e->stall_warn, e->stall_shutdown);
+	return HVD_OK;
+err_free:
+	engine_free(e);
+	return st;
+}
+
+void engine_stop(void)
+{
+	struct engine *e = hvd_engine;
+
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->stop_requested = 1;
+	pthread_cond_signal(&e->wake);
+	pthread_mutex_unlock(&e->lock);
+	if (e->thread_started)
+		pthread_join(e->thread, NULL);
+	engine_free(e);
+	hvd_engine = NULL;
+}

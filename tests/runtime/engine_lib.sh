@@ -1,0 +1,61 @@
+# engine_lib.sh - sourced by tests/runtime/engine_*.sh: TAP helpers and
+# engine_run NP PROG [ARGS...], which starts NP ranks of a test program
+# under tests/runtime/launch.sh when it exists (hvdrun, else mpirun),
+# else hvdrun, else mpirun, always under a timeout so a hang fails.
+set -u
+
+: "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+LIMIT=${ENGINE_TEST_LIMIT:-120}
+TESTS_BIN=$top_builddir/tests/runtime
+
+tap_n=0
+tap_fail=0
+plan() { echo "1..$1"; }
+ok() {	# ok STATUS DESCRIPTION
+	tap_n=$((tap_n + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $tap_n - $2"
+	else
+		echo "not ok $tap_n - $2"
+		tap_fail=$((tap_fail + 1))
+	fi
+}
+skip() { tap_n=$((tap_n + 1)); echo "ok $tap_n # SKIP $1"; }
+diag_file() { sed 's/^/# /' "$1" | head -n "${2:-20}"; }
+done_testing() { exit $((tap_fail > 0)); }
+
+# ENGINE_ENV="VAR=value ..." adds variables to the ranks' environment.
+ENGINE_ENV=${ENGINE_ENV:-}
+engine_run() {	# engine_run NP PROG [ARGS...]
+	np=$1
+	shift
+	# shellcheck disable=SC2086
+	if [ -n "$ENGINE_ENV" ]; then
+		(export $ENGINE_ENV; ENGINE_ENV= engine_run "$np" "$@")
+		return $?
+	fi
+	if [ -x "$top_srcdir/tests/runtime/launch.sh" ]; then
+		timeout "$LIMIT" "$top_srcdir/tests/runtime/launch.sh" "$np" "$@"
+	elif [ -x "$top_builddir/runtime/hvdrun" ]; then
+		timeout "$LIMIT" "$top_builddir/runtime/hvdrun" -np "$np" "$@"
+	else
+		timeout "$LIMIT" mpirun --allow-run-as-root --oversubscribe \
+			-x HOROVOD_CACHE_CAPACITY -x HOROVOD_FUSION_THRESHOLD \
+			-x HOROVOD_TIMELINE -x HOROVOD_TIMELINE_MARK_CYCLES \
+			-x HOROVOD_STALL_CHECK_TIME_SECONDS \
+			-x HOROVOD_STALL_SHUTDOWN_TIME_SECONDS \
+			-x HOROVOD_PROCESS_SETS -x HOROVOD_DYNAMIC_PROCESS_SETS \
+			-x HOROVOD_AUTOTUNE -x HOROVOD_AUTOTUNE_LOG \
+			-np "$np" "$@"
+	fi
+}
+
+have_launcher() {
+	[ -x "$top_srcdir/tests/runtime/launch.sh" ] ||
+		[ -x "$top_builddir/runtime/hvdrun" ] ||
+		command -v mpirun > /dev/null 2>&1
+}
+
+TMP=$(mktemp -d "${TMPDIR:-/var/tmp}/engine_test.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT

@@ -204,6 +204,11 @@ slurm_has_horovod() {
 }
 
 # ---------------------------------------------------------------- find it
+# A test that runs clusters of its own sets hvdt_own_cluster=1 before
+# sourcing this file, and gets the helpers without the shared cluster.
+if [[ ${hvdt_own_cluster:-0} == 1 ]]; then
+	return 0
+fi
 
 hvdt_not_up() { # reason
 	if [[ ${HVD_REQUIRE_MINICLUSTER:-0} == 1 ]]; then

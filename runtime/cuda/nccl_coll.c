@@ -176,7 +176,12 @@ static hvd_status_t allreduce_enqueue(struct cuda_op *op, const void *send,
 	if (count == 0)
 		return HVD_OK;
 	compress = compress && dtype == HVD_FLOAT32;
-	if (cuda_settings()->hierarchical && !compress) {
+	/* Integer averages stay flat: ncclAvg divides exactly, a scale by
+	 * 1/size in floating point can truncate 9 * (1/3) to 2. */
+	if (cuda_settings()->hierarchical && !compress &&
+	    !(rop == HVD_AVERAGE && dtype != HVD_FLOAT16 &&
+	      dtype != HVD_BFLOAT16 && dtype != HVD_FLOAT32 &&
+	      dtype != HVD_FLOAT64)) {
 		st = cuda_comm_hier(cc, &local, &cross);
 		if (st != HVD_OK)
 			return st;

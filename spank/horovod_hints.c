@@ -604,7 +604,7 @@ static void cpus(struct ctx *c)
 					 "allowed CPUs%s",
 	    gpu >= 0 ? "its GPU's locality, " : "", where,
 	    c->out->bind ? "; the task is bound to them (cpu-bind=numa)"
-			 : "; a hint only (cpu-bind=numa binds)");
+			 : "; a hint only (cpu-bind=none)");
 }
 
 /* "--horovod=KEY=..." or "admin default (default_KEY)" */

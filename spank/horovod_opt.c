@@ -107,7 +107,7 @@ void hvdopt_init(struct hvdopt *o)
 	o->ckpt_keep = 3;
 	o->log = HVDOPT_LOG_WARNING;
 	o->gpu_bind = HVDOPT_GPU_CLOSEST;
-	o->cpu_bind = HVDOPT_CPU_NONE;
+	o->cpu_bind = HVDOPT_CPU_NUMA;
 	o->net = HVDOPT_NET_AUTO;
 }
 

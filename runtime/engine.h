@@ -2,7 +2,8 @@
  * engine.h - the engine's internal types, shared by its modules:
  *
  *   engine.c          public async API, handles, the submission queue,
- *                     engine_start/engine_stop and the background thread
+ *                     groups, join, process-set calls, timeline control
+ *   engine_start.c    engine_start/engine_stop and the background thread
  *   cycle.c           one cycle: cache bit vectors, the coordinator
  *                     exchange, execution order, cache upkeep
  *   negotiate.c       the coordinator's table: readiness, validation,

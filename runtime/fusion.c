@@ -1,13 +1,7 @@
 /*
  * fusion.c - tensor fusion and the execution of responses.
  *
- * The plan (pure): the ordered responses are cut into buckets.  An
- * allreduce joins the earliest open bucket with the same type, reduction,
- * process set, flags and scale factors while the bucket stays within
- * HOROVOD_FUSION_THRESHOLD bytes; everything else runs alone.  Buckets run
- * in the order of their first member, identically on every rank.
- *
- * Execution: a bucket of one allreduce runs in the caller's buffers (no
+ * The plan is fusion_plan.c.  Execution: a bucket of one allreduce runs in the caller's buffers (no
  * copy); a larger bucket is packed into the persistent fusion buffer with
  * the prescale (and the float32->float16 cast when compressing) applied
  * during the copy, reduced by one collective, and unpacked with the
@@ -22,92 +16,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-int fusion_compatible(const struct eng_params *a, const struct eng_params *b)
-{
-	return a->kind == EK_ALLREDUCE && b->kind == EK_ALLREDUCE &&
-	       a->dtype == b->dtype && a->op == b->op && a->pset == b->pset &&
-	       a->flags == b->flags && a->prescale == b->prescale &&
-	       a->postscale == b->postscale;
-}
-
-static size_t wire_bytes(const struct eng_params *p)
-{
-	size_t es = hvd_dtype_size((hvd_dtype_t)p->dtype);
-
-	if ((p->flags & EF_COMPRESS) && p->dtype == HVD_FLOAT32)
-		es = 2;
-	return (size_t)p->count * es;
-}
-
-void fusion_plan_free(struct fusion_plan *plan)
-{
-	for (int i = 0; i < plan->n; i++)
-		free(plan->b[i].idx);
-	free(plan->b);
-	memset(plan, 0, sizeof(*plan));
-}
-
-hvd_status_t fusion_plan_build(const struct eng_resp *r, int n,
-			       size_t threshold, struct fusion_plan *plan)
-{
-	int *cap = NULL;
-
-	memset(plan, 0, sizeof(*plan));
-	if (!n)
-		return HVD_OK;
-	plan->b = calloc((size_t)n, sizeof(*plan->b));
-	cap = calloc((size_t)n, sizeof(*cap));
-	if (!plan->b || !cap)
-		goto err_oom;
-	for (int i = 0; i < n; i++) {
-		size_t bytes = wire_bytes(&r[i].p);
-		struct fusion_bucket *b = NULL;
-
-		if (r[i].p.kind == EK_ALLREDUCE && threshold > 0 &&
-		    bytes < threshold) {
-			for (int j = 0; j < plan->n; j++) {
-				struct fusion_bucket *c = &plan->b[j];
-
-				if (fusion_compatible(&r[c->idx[0]].p,
-						      &r[i].p) &&
-				    c->bytes + bytes <= threshold &&
-				    wire_bytes(&r[c->idx[0]].p) < threshold) {
-					b = c;
-					break;
-				}
-			}
-		}
-		if (!b) {
-			b = &plan->b[plan->n];
-			cap[plan->n] = 4;
-			b->idx = malloc(4 * sizeof(*b->idx));
-			if (!b->idx)
-				goto err_oom;
-			b->first = i;
-			plan->n++;
-		}
-		if (b->n == cap[b - plan->b]) {
-			int c2 = cap[b - plan->b] * 2;
-			int *v = realloc(b->idx, (size_t)c2 * sizeof(*v));
-
-			if (!v)
-				goto err_oom;
-			b->idx = v;
-			cap[b - plan->b] = c2;
-		}
-		b->idx[b->n++] = i;
-		b->bytes += bytes;
-	}
-	free(cap);
-	return HVD_OK;
-err_oom:
-	free(cap);
-	fusion_plan_free(plan);
-	return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-}
-
-/* ------------------------------------------------------------ execution */
 
 static void *ensure(void **buf, size_t *cap, size_t need)
 {

@@ -369,6 +369,8 @@ hvd_status_t hvd_ckpt_get_meta(hvd_ckpt_t *c, void *meta, size_t max,
 
 /* ------------------------------------------------------------- registry */
 
+static hvd_status_t stage_prepare(hvd_ckpt_t *c);
+
 hvd_status_t ckpt_freeze(hvd_ckpt_t *c)
 {
 	XXH3_state_t *xs;
@@ -409,6 +411,13 @@ hvd_status_t ckpt_freeze(hvd_ckpt_t *c)
 				 "every rank must register the same ones",
 				 c->nregs, c->regs[0].name);
 	c->frozen = 1;
+	/* async: allocate and touch the staging memory now, so that the first
+	 * checkpoint does not pay for page faults inside the training loop */
+	if (c->async) {
+		st = stage_prepare(c);
+		if (st != HVD_OK)
+			return st;
+	}
 	return HVD_OK;
 }
 
@@ -417,23 +426,41 @@ hvd_status_t ckpt_freeze(hvd_ckpt_t *c)
 static void *stage_alloc(hvd_ckpt_t *c, size_t bytes);
 static void stage_free(hvd_ckpt_t *c, void *p);
 
-static hvd_status_t stage(hvd_ckpt_t *c)
+static hvd_status_t stage_prepare(hvd_ckpt_t *c)
 {
 	c->stage_pinned = c->has_device && cuda_host_alloc;
 	if (c->repl_bytes && c->rank == 0 && !c->stage_repl) {
 		c->stage_repl = stage_alloc(c, c->repl_bytes);
 		if (!c->stage_repl)
 			goto err_oom;
+		memset(c->stage_repl, 0, c->repl_bytes);
 	}
 	if (c->rank_bytes && !c->stage_rank) {
 		c->stage_rank = stage_alloc(c, c->rank_bytes);
 		if (!c->stage_rank)
 			goto err_oom;
+		memset(c->stage_rank, 0, c->rank_bytes);
 	}
+	return HVD_OK;
+err_oom:
+	return hvd_error(HVD_ERR_NO_MEMORY,
+			 "checkpoint: cannot allocate %llu bytes of staging "
+			 "memory (async mode keeps a copy of the state): use "
+			 "synchronous checkpoints or more memory",
+			 (unsigned long long)(c->rank == 0 ? c->repl_bytes +
+							   c->rank_bytes
+							 : c->rank_bytes));
+}
+
+static hvd_status_t stage(hvd_ckpt_t *c)
+{
+	hvd_status_t st = stage_prepare(c);
+
+	if (st != HVD_OK)
+		return st;
 	for (size_t i = 0; i < c->nregs; i++) {
 		const struct ckpt_reg *r = &c->regs[i];
 		unsigned char *dst;
-		hvd_status_t st;
 
 		if (r->kind == HVD_CKPT_REPLICATED && c->rank != 0)
 			continue;
@@ -450,14 +477,6 @@ static hvd_status_t stage(hvd_ckpt_t *c)
 		}
 	}
 	return HVD_OK;
-err_oom:
-	return hvd_error(HVD_ERR_NO_MEMORY,
-			 "checkpoint: cannot allocate %llu bytes of staging "
-			 "memory (async mode keeps a copy of the state): use "
-			 "synchronous checkpoints or more memory",
-			 (unsigned long long)(c->rank == 0 ? c->repl_bytes +
-							   c->rank_bytes
-							 : c->rank_bytes));
 }
 
 static hvd_status_t write_one(hvd_ckpt_t *c, struct ckpt_write *w,

@@ -42,6 +42,11 @@ for t in $(seq 1 "$TRIALS"); do
 			run "$NP" "$PROG" "$d" 400 5 --bytes 262144 \
 			>"$W/out1" 2>&1 &
 		pid=$!
+		# the random delay counts from the victim's start
+		for _ in $(seq 100); do
+			[ -s "$CKPT_PROG_PIDDIR/$rank" ] && break
+			sleep 0.1
+		done
 		sleep "$delay"
 		victim=$(cat "$CKPT_PROG_PIDDIR/$rank" 2>/dev/null)
 		[ -n "$victim" ] && kill -9 "$victim" 2>/dev/null

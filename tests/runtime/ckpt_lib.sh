@@ -55,7 +55,7 @@ fi
 # (CKPT_TEST_NP overrides; 1 runs a plain process, CKPT_PROG_SOLO=1).
 LIBHVD=$top_builddir/runtime/.libs/libhvd.so
 if [ -x "$top_srcdir/tests/runtime/launch.sh" ]; then
-	LAUNCH=("$top_srcdir/tests/runtime/launch.sh")
+	LAUNCH=("$top_srcdir/tests/runtime/launch.sh" -np)
 else
 	LAUNCH=("$top_builddir/runtime/hvdrun" -np)
 fi

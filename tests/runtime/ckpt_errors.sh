@@ -1,0 +1,68 @@
+#!/bin/bash
+# ckpt_errors.sh - a full file system (a small tmpfs mounted for the test)
+# and a directory the user may not write give a clear error naming the
+# path, and leave the previous checkpoint intact and restorable.
+# Needs root for mount (skips with the reason otherwise); the permission
+# case runs the program as `nobody`, since root bypasses permissions.
+. "$(dirname "$0")/ckpt_lib.sh"
+
+NP=$(ckpt_np)
+plan 10
+chmod 755 "$W"
+
+# --- full file system
+mnt=$W/full
+mkdir -p "$mnt"
+BYTES=$((512 << 10))            # half replicated, half per rank
+per_ckpt=$((BYTES / 2 + NP * BYTES / 2))
+size_k=$(((per_ckpt * 3 / 2) >> 10))
+if mount -t tmpfs -o size=${size_k}k hvd-ckpt-test "$mnt" 2>"$W/mount.err"; then
+	trap 'umount "$mnt" 2>/dev/null; rm -rf "$W"' EXIT
+	run "$NP" "$PROG" "$mnt/ck" 5 5 --bytes $BYTES >"$W/o1" 2>"$W/e1"
+	ok $? "first checkpoint fits in a ${size_k} KiB tmpfs"
+	run "$NP" "$PROG" "$mnt/ck" 10 5 --bytes $BYTES --expect-error \
+		>"$W/o2" 2>"$W/e2"
+	is $? 3 "second checkpoint fails (no room for two)"
+	like "$(cat "$W/e2")" "$mnt/ck/step-00000010.partial-[^ ]*: No space left on device: the file system .* is full" \
+		"error names the file and says the file system is full"
+	"$HVD_CKPT" verify "$mnt/ck" >"$W/v" 2>&1
+	ok $? "previous checkpoint intact (hvd-ckpt verify), no partial left"
+	[ $? -ne 0 ] && diag_file "$W/v"
+	out=$(run "$NP" "$PROG" "$mnt/ck" 5 5 --bytes $BYTES 2>&1)
+	like "$out" "^restored 5 ok" "and it restores"
+	umount "$mnt"
+else
+	for i in 1 2 3 4 5; do
+		echo "ok $((tap_n += 1)) # SKIP cannot mount a tmpfs: $(head -1 "$W/mount.err")"
+	done
+fi
+
+# --- permission denied
+ck=$W/perm
+CKPT_PROG_SOLO=1 "$PROG" "$ck" 5 5 >"$W/o3" 2>"$W/e3"
+ok $? "a checkpoint written by its owner"
+chmod 755 "$ck"
+if [ "$(id -u)" -ne 0 ]; then
+	as_other=()
+elif command -v setpriv >/dev/null; then
+	as_other=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+else
+	as_other=(runuser -u nobody --)
+fi
+if [ "$(id -u)" -ne 0 ] || "${as_other[@]}" true 2>/dev/null; then
+	chmod 555 "$ck"
+	CKPT_PROG_SOLO=1 HOME=/ "${as_other[@]}" "$PROG" "$ck" 10 5 \
+		>"$W/o4" 2>"$W/e4"
+	is $? 1 "another user cannot checkpoint into it"
+	like "$(cat "$W/e4")" "cannot write in $ck: Permission denied: no permission" \
+		"error names the directory and says it is a permission problem"
+	"$HVD_CKPT" verify "$ck" >"$W/v2" 2>&1
+	ok $? "previous checkpoint intact"
+	out=$(CKPT_PROG_SOLO=1 "$PROG" "$ck" 5 5 2>&1)
+	like "$out" "^restored 5 ok" "and it restores"
+else
+	for i in 1 2 3 4; do
+		echo "ok $((tap_n += 1)) # SKIP cannot run as nobody (setpriv/runuser)"
+	done
+fi
+done_testing

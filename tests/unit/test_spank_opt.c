@@ -1,6 +1,7 @@
 /* The --horovod option parser: every key, path expansion and normalisation,
  * and a long list of malformed inputs that must each be refused with a
  * message naming the key, the value or the character at fault. */
+#include "horovod_config.h"
 #include "horovod_opt.h"
 #include "tap.h"
 
@@ -325,9 +326,76 @@ static void paths(void)
 	ok(hvdopt_path_under("/etc", "/"), "root / matches all");
 }
 
+/* plugstack.conf arguments: the admin's policy. */
+static void policy(void)
+{
+	static const struct {
+		const char *words[4];
+		int n;
+		const char *want; /* NULL: accepted */
+	} cases[] = {
+		{ { "default_ckpt_every=1000", "ckpt_roots=/scratch:/home" }, 2,
+		  NULL },
+		{ { "default_fusion_mb=64", "default_net=ib",
+		    "force=NCCL_IB_HCA,UCX_TLS", "force=HOROVOD_LOG_LEVEL" },
+		  4, NULL },
+		{ { "nccl_socket_ifname=^docker,lo", "ib_hca==mlx5_0:1" }, 2,
+		  NULL },
+		{ { "default_ckpt_dir=/scratch/%u/%j" }, 1, NULL },
+		{ { "bogus=1" }, 1, "unknown key" },
+		{ { "ckpt_roots" }, 1, "expected key=value" },
+		{ { "=x" }, 1, "expected key=value" },
+		{ { "default_verbose=1" }, 1, "unknown key" },
+		{ { "default_nope=1" }, 1, "unknown key" },
+		{ { "default_ckpt_every=abc" }, 1, "ckpt-every=abc" },
+		{ { "default_ckpt_every=1", "default_ckpt_every=2" }, 2,
+		  "given twice" },
+		{ { "ckpt_roots=relative" }, 1, "ckpt_roots=relative" },
+		{ { "ckpt_roots=/a/../b" }, 1, "without '..'" },
+		{ { "ckpt_roots=/a::/b" }, 1, "ckpt_roots=" },
+		{ { "ckpt_roots=/a:" }, 1, "ckpt_roots=" },
+		{ { "ckpt_roots=/a", "ckpt_roots=/b" }, 2, "given twice" },
+		{ { "force=NOT_OURS" }, 1, "not a variable the plugin sets" },
+		{ { "force=" }, 1, "force=" },
+		{ { "force=A,,B" }, 1, "force=" },
+		{ { "force=LD_PRELOAD" }, 1, "not a variable" },
+		{ { "nccl_socket_ifname=eth0;rm" }, 1, "nccl_socket_ifname" },
+		{ { "nccl_socket_ifname=" }, 1, "nccl_socket_ifname" },
+		{ { "ib_hca=mlx5 0" }, 1, "ib_hca" },
+		{ { "ib_hca=$(x)" }, 1, "ib_hca" },
+	};
+	struct hvdcfg c;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc;
+
+		hvdcfg_init(&c);
+		rc = hvdcfg_parse(cases[i].n, (char *const *)cases[i].words,
+				  &c, err, sizeof(err));
+		if (!cases[i].want)
+			ok(rc == 0, "policy #%zu accepted (%s)", i,
+			   rc ? err : cases[i].words[0]);
+		else
+			ok(rc == -1 && strstr(err, cases[i].want),
+			   "policy #%zu refused: %s", i, err);
+	}
+	hvdcfg_init(&c);
+	{
+		char *w[] = { "default_ckpt_every=1000", "force=UCX_TLS" };
+
+		hvdcfg_parse(2, w, &c, err, sizeof(err));
+	}
+	ok(c.defaults.ckpt_every == 1000 &&
+		   (c.defaults.set & 1u << HVDOPT_CKPT_EVERY) &&
+		   c.defaults.given == 0 && hvdcfg_forced(&c, "UCX_TLS") &&
+		   !hvdcfg_forced(&c, "NCCL_IB_HCA"),
+	   "policy values stored; defaults are not 'given' by the user");
+}
+
 int main(void)
 {
 	good_keys();
+	policy();
 	malformed();
 	paths();
 	return done_testing();

@@ -41,12 +41,15 @@
  * the reduction overlap across members, and the data a peer reads was just
  * written by another core, so it comes from the shared cache, not DRAM.
  *
- * Waiting: spin with pause, then (or at once when the node has more group
- * members than CPUs) sched_yield, then short sleeps, so that waiting ranks
- * do not starve the ranks they wait for.  While sleeping the laggard's pid
- * is checked; a dead peer, or no progress within HOROVOD_PEER_TIMEOUT
- * seconds, ends the call with an error naming it, and the group is marked
- * failed so that its other members give up too.
+ * Waiting: spin with pause for HOROVOD_SHM_SPIN polls (a few tens of
+ * microseconds; almost nothing when the group has more members than the
+ * node has CPUs), then sleep on a futex on the flag, which its publisher
+ * wakes when it sees a sleeper: a waiting rank must not burn the CPU time
+ * of the rank it waits for on a shared or oversubscribed node.  Every
+ * 20 ms asleep the laggard's pid is checked; a dead peer, or no progress
+ * within HOROVOD_PEER_TIMEOUT seconds, ends the call with an error naming
+ * it, and the group is marked failed so that its other members give up
+ * too.
  */
 #include "config.h"
 
@@ -62,13 +65,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define SHM_MAGIC 0x68766473686d3031ull /* "hvdshm01" */
 #define SHM_LINE 128
-#define SHM_INLINE 56 /* inline payload in the 64-byte small flag line */
+#define SHM_INLINE 48 /* inline payload in the 64-byte small flag line */
 #define SHM_MAX_SEGMENT (256ul << 20)
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
@@ -84,17 +89,18 @@ struct shm_header {
 	uint32_t dead;      /* 1 + local rank of a member seen dead       */
 };
 
-struct shm_small_line {
-	uint64_t seq;
+/* A flag: its owner's sequence number, the number of peers asleep on it
+ * (futex), and for the small path the payload itself, so that a peer
+ * that sees the flag has the data in the same cache line. */
+struct shm_flag {
+	_Alignas(SHM_LINE) uint64_t seq;
+	uint32_t sleepers;
+	uint32_t pad;
 	unsigned char data[SHM_INLINE];
 };
 
 struct shm_ctl {
-	_Alignas(SHM_LINE) uint64_t in;
-	_Alignas(SHM_LINE) uint64_t red;
-	_Alignas(SHM_LINE) uint64_t done;
-	_Alignas(SHM_LINE) struct shm_small_line small0;
-	_Alignas(SHM_LINE) struct shm_small_line small1;
+	struct shm_flag in, red, done, small0, small1;
 	_Alignas(SHM_LINE) int64_t pid;
 };
 
@@ -122,9 +128,27 @@ static inline uint64_t load_acq(const uint64_t *p)
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
-static inline void store_rel(uint64_t *p, uint64_t v)
+static long futex(uint32_t *addr, int op, uint32_t val,
+		  const struct timespec *ts)
 {
-	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+	/* not FUTEX_PRIVATE: the word is shared between processes */
+	return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+
+/* The futex word: the low half of the 64-bit sequence number. */
+static inline uint32_t *futex_word(struct shm_flag *f)
+{
+	return (uint32_t *)&f->seq + (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__);
+}
+
+/* Publish v.  The store and the load of sleepers are both sequentially
+ * consistent, as are the sleeper's increment and its re-check of seq: so
+ * either the sleeper sees v or the publisher sees the sleeper. */
+static inline void publish(struct shm_flag *f, uint64_t v)
+{
+	__atomic_store_n(&f->seq, v, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&f->sleepers, __ATOMIC_SEQ_CST))
+		futex(futex_word(f), FUTEX_WAKE, INT32_MAX, NULL);
 }
 
 static inline void cpu_relax(void)
@@ -177,72 +201,75 @@ static hvd_status_t fail(shm_group_t *g, hvd_status_t st, const char *fmt,
 	return hvd_error(st, "%s", g->failmsg);
 }
 
-/* The slow part of a wait: yield, then sleep, checking for a dead or
- * silent peer.  flag belongs to member peer. */
-static hvd_status_t wait_slow(shm_group_t *g, const uint64_t *flag,
+/* The slow part of a wait: sleep on the flag's futex (the publisher wakes
+ * us), waking every 20 ms to check for a dead or silent peer.  flag
+ * belongs to member peer. */
+static hvd_status_t wait_slow(shm_group_t *g, struct shm_flag *f,
 			      uint64_t want, int peer)
 {
-	double t0 = hvd_now(), now, last_check = t0;
+	const struct timespec tick = {0, 20 * 1000 * 1000};
+	double t0 = hvd_now(), now;
+	hvd_status_t st = HVD_OK;
 	uint32_t dead;
+	uint64_t v;
 
+	__atomic_add_fetch(&f->sleepers, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
-		if (load_acq(flag) >= want)
-			return HVD_OK;
+		v = __atomic_load_n(&f->seq, __ATOMIC_SEQ_CST);
+		if (v >= want)
+			break;
+		futex(futex_word(f), FUTEX_WAIT, (uint32_t)v, &tick);
+		if (__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) >= want)
+			break;
 		now = hvd_now();
-		if (now - t0 < 0.002) {
-			sched_yield();
-			continue;
-		}
-		if (now - t0 < 1.0) {
-			struct timespec ts = {0, 20000};
-			nanosleep(&ts, NULL);
-		} else {
-			struct timespec ts = {0, 500000};
-			nanosleep(&ts, NULL);
-		}
-		if (now - last_check < 0.05)
-			continue;
-		last_check = now;
 		dead = __atomic_load_n(&g->hdr->dead, __ATOMIC_ACQUIRE);
-		if (dead)
-			return fail(g, HVD_ERR_PEER_FAILED,
-				    "shared-memory %s: local rank %u died "
-				    "(seen by another member); the group is "
-				    "unusable",
-				    g->what, dead - 1);
+		if (dead) {
+			st = fail(g, HVD_ERR_PEER_FAILED,
+				  "shared-memory %s: local rank %u died (seen "
+				  "by another member); the group is unusable",
+				  g->what, dead - 1);
+			break;
+		}
 		if (pid_dead((pid_t)g->ctl[peer].pid)) {
 			__atomic_store_n(&g->hdr->dead, (uint32_t)peer + 1,
 					 __ATOMIC_RELEASE);
-			return fail(g, HVD_ERR_PEER_FAILED,
-				    "shared-memory %s: local rank %d (pid %lld) "
-				    "exited in the middle of the collective; "
-				    "the group is unusable",
-				    g->what, peer, (long long)g->ctl[peer].pid);
+			st = fail(g, HVD_ERR_PEER_FAILED,
+				  "shared-memory %s: local rank %d (pid %lld) "
+				  "exited in the middle of the collective; the "
+				  "group is unusable",
+				  g->what, peer, (long long)g->ctl[peer].pid);
+			break;
 		}
-		if (now - t0 > g->timeout)
-			return fail(g, HVD_ERR_TIMEOUT,
-				    "shared-memory %s: local rank %d (pid %lld) "
-				    "made no progress for %.0f s "
-				    "(HOROVOD_PEER_TIMEOUT); is it stuck or "
-				    "calling collectives in a different order?",
-				    g->what, peer, (long long)g->ctl[peer].pid,
-				    g->timeout);
+		if (now - t0 > g->timeout) {
+			st = fail(g, HVD_ERR_TIMEOUT,
+				  "shared-memory %s: local rank %d (pid %lld) "
+				  "made no progress for %.0f s "
+				  "(HOROVOD_PEER_TIMEOUT); is it stuck or "
+				  "calling collectives in a different order?",
+				  g->what, peer, (long long)g->ctl[peer].pid,
+				  g->timeout);
+			break;
+		}
 	}
+	__atomic_sub_fetch(&f->sleepers, 1, __ATOMIC_SEQ_CST);
+	/* the acquire that orders our reads of the peer's data */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return st;
 }
 
-static inline hvd_status_t wait_ge(shm_group_t *g, const uint64_t *flag,
+static inline hvd_status_t wait_ge(shm_group_t *g, struct shm_flag *f,
 				   uint64_t want, int peer)
 {
 	unsigned i;
 
-	if (load_acq(flag) >= want)
+	if (load_acq(&f->seq) >= want)
 		return HVD_OK;
 	for (i = 0; i < g->spin; i++) {
 		cpu_relax();
-		if (load_acq(flag) >= want)
+		if (load_acq(&f->seq) >= want)
 			return HVD_OK;
 	}
-	return wait_slow(g, flag, want, peer);
+	return wait_slow(g, f, want, peer);
 }
 
 /* Wait until field f of every other member reached want. */
@@ -431,7 +458,7 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 	if (g->timeout <= 0)
 		g->timeout = 60.0;
 	spin = hvd_env_long("HOROVOD_SHM_SPIN",
-			    local_size > online_cpus() ? 64 : 20000);
+			    local_size > online_cpus() ? 64 : 4000);
 	g->spin = spin < 0 ? 0 : (unsigned)spin;
 
 	if (local_rank == 0) {
@@ -481,8 +508,8 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 	if (st == HVD_OK && local_rank != 0)
 		st = attach_segment(g);
 	if (st == HVD_OK) {
-		store_rel((uint64_t *)&g->ctl[local_rank].pid,
-			  (uint64_t)getpid());
+		__atomic_store_n(&g->ctl[local_rank].pid, (int64_t)getpid(),
+				 __ATOMIC_RELEASE);
 		__atomic_add_fetch(&g->hdr->attached, 1, __ATOMIC_ACQ_REL);
 	}
 	st2 = barrier(barrier_arg);
@@ -520,7 +547,7 @@ void shm_group_destroy(shm_group_t *g)
 
 /* ------------------------------------------------------ small path */
 
-static inline struct shm_small_line *small_line(shm_group_t *g, int r,
+static inline struct shm_flag *small_line(shm_group_t *g, int r,
 						uint64_t s)
 {
 	return (s & 1) ? &g->ctl[r].small1 : &g->ctl[r].small0;
@@ -543,13 +570,13 @@ static hvd_status_t small_exchange(shm_group_t *g, const void *src,
 
 	if (src && bytes)
 		memcpy(small_buf(g, g->rank, s, bytes), src, bytes);
-	store_rel(&small_line(g, g->rank, s)->seq, s);
+	publish(small_line(g, g->rank, s), s);
 	for (int q = 0; q < g->n; q++) {
 		hvd_status_t st;
 
 		if (q == g->rank)
 			continue;
-		st = wait_ge(g, &small_line(g, q, s)->seq, s, q);
+		st = wait_ge(g, small_line(g, q, s), s, q);
 		if (st != HVD_OK)
 			return st;
 	}
@@ -604,7 +631,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				step_range(count, n, me, R, k, &f, &len);
 				memcpy(region(g, me, b, me, rbytes),
 				       recv + f * es, len * es);
-				store_rel(&g->ctl[me].red, s);
+				publish(&g->ctl[me].red, s);
 			} else {
 				const unsigned char *mine;
 				unsigned char *dst;
@@ -618,7 +645,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 					memcpy(region(g, me, b, p, rbytes),
 					       send + f * es, len * es);
 				}
-				store_rel(&g->ctl[me].in, s);
+				publish(&g->ctl[me].in, s);
 				WAIT_ALL(g, in, s);
 				step_range(count, n, me, R, k, &f, &len);
 				mine = send + f * es;
@@ -646,9 +673,9 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				if (kind == PIPE_ALLREDUCE)
 					memcpy(region(g, me, b, me, rbytes),
 					       dst, len * es);
-				store_rel(&g->ctl[me].red, s);
+				publish(&g->ctl[me].red, s);
 				if (!copy_out)
-					store_rel(&g->ctl[me].done, s);
+					publish(&g->ctl[me].done, s);
 			}
 		}
 		if (k >= 1 && copy_out) {
@@ -664,7 +691,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				memcpy(recv + f * es,
 				       region(g, p, b, p, rbytes), len * es);
 			}
-			store_rel(&g->ctl[me].done, s);
+			publish(&g->ctl[me].done, s);
 		}
 	}
 	g->step = base + K;
@@ -850,7 +877,7 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 						 st_s - (uint64_t)g->nbuf);
 				memcpy(region(g, root, b, 0, 0), p + k * C,
 				       len);
-				store_rel(&g->ctl[me].red, st_s);
+				publish(&g->ctl[me].red, st_s);
 			}
 			if (k >= 1) {
 				uint64_t st_s = base + k;
@@ -865,7 +892,7 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 					memcpy(p + (k - 1) * C,
 					       region(g, root, b, 0, 0), len);
 				}
-				store_rel(&g->ctl[me].done, st_s);
+				publish(&g->ctl[me].done, st_s);
 			}
 		}
 		g->step = base + K;

@@ -1,0 +1,994 @@
+/*
+ * hvd-bench - collective bandwidth of libhvd, in nccl-tests' terms, with
+ * OpenMPI, Gloo and memcpy measured in the same run on the same buffers
+ * (see hvd-bench(1)).
+ *
+ * For each size: optional check of one result (-c 1), warm-up, then the
+ * timed loop.  The time of a size is the per-iteration average of the
+ * timed loop, taken as the maximum over the ranks (the slowest rank
+ * decides when a collective is done).  Without -n the iteration count is
+ * chosen so that one measurement takes about 0.3 s, from the slowest
+ * rank's warm-up time, so that all ranks agree on it.  Peers get the same
+ * treatment; libhvd's own collectives carry the agreement, which is fair
+ * because they are outside the timed loops.
+ */
+#include "config.h"
+
+#include "bench.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const coll_names[BENCH_COLL_COUNT] = {
+	[BENCH_ALLREDUCE] = "allreduce",
+	[BENCH_ALLGATHER] = "allgather",
+	[BENCH_BROADCAST] = "broadcast",
+	[BENCH_ALLTOALL] = "alltoall",
+	[BENCH_REDUCESCATTER] = "reducescatter",
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: hvd-bench [-o allreduce|allgather|broadcast|alltoall|"
+		"reducescatter]\n"
+		"                 [-b MIN] [-e MAX] [-f FACTOR] [-d TYPE] "
+		"[-r sum|prod|min|max|avg]\n"
+		"                 [-n ITERS] [-w WARMUP] [-c 0|1] "
+		"[--compare mpi,gloo,memcpy] [--csv FILE]\n"
+		"                 [--grads SPEC]\n"
+		"Run under hvdrun, srun --mpi=pmix or mpirun (--compare mpi "
+		"needs mpirun).\n"
+		"Sizes take K/M/G suffixes (binary).  See hvd-bench(1).\n");
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -1;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end)
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
+/* ------------------------------------------------------- data, checks */
+
+static uint32_t hash(uint32_t x)
+{
+	x ^= x >> 16;
+	x *= 0x7feb352d;
+	x ^= x >> 15;
+	x *= 0x846ca68b;
+	x ^= x >> 16;
+	return x;
+}
+
+/* Element i of rank r's input: integers anywhere in the type (they wrap
+ * the same in every order), floats small integers (exact in every order,
+ * even for float16 products). */
+static double gen(int r, size_t i, hvd_dtype_t t)
+{
+	uint32_t h = hash((uint32_t)i * 2654435761u ^ ((uint32_t)r + 1) * 40503u);
+
+	switch (t) {
+	case HVD_UINT8:
+		return h & 255;
+	case HVD_INT8:
+		return (int8_t)(h & 255);
+	case HVD_INT32:
+	case HVD_INT64:
+		return (int32_t)(h >> 8); /* no int32 overflow for sums */
+	default:
+		return (double)(int)(h % 7) - 3.0;
+	}
+}
+
+static uint16_t to_half(float f)
+{
+	/* round to nearest even through _Float16 (GCC on x86-64) */
+	_Float16 h = (_Float16)f;
+	uint16_t u;
+
+	memcpy(&u, &h, 2);
+	return u;
+}
+
+static float from_half(uint16_t u)
+{
+	_Float16 h;
+
+	memcpy(&h, &u, 2);
+	return (float)h;
+}
+
+static void put(void *buf, size_t i, hvd_dtype_t t, double v)
+{
+	uint32_t u;
+	float f;
+
+	switch (t) {
+	case HVD_UINT8:
+		((uint8_t *)buf)[i] = (uint8_t)(int64_t)v;
+		break;
+	case HVD_INT8:
+		((int8_t *)buf)[i] = (int8_t)(int64_t)v;
+		break;
+	case HVD_INT32:
+		((int32_t *)buf)[i] = (int32_t)(int64_t)v;
+		break;
+	case HVD_INT64:
+		((int64_t *)buf)[i] = (int64_t)v;
+		break;
+	case HVD_FLOAT16:
+		((uint16_t *)buf)[i] = to_half((float)v);
+		break;
+	case HVD_BFLOAT16:
+		f = (float)v; /* small integers: exact, no rounding needed */
+		memcpy(&u, &f, 4);
+		((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
+		break;
+	case HVD_FLOAT32:
+		((float *)buf)[i] = (float)v;
+		break;
+	case HVD_FLOAT64:
+		((double *)buf)[i] = v;
+		break;
+	default:
+		break;
+	}
+}
+
+static double get(const void *buf, size_t i, hvd_dtype_t t)
+{
+	uint32_t u;
+	float f;
+
+	switch (t) {
+	case HVD_UINT8:
+		return ((const uint8_t *)buf)[i];
+	case HVD_INT8:
+		return ((const int8_t *)buf)[i];
+	case HVD_INT32:
+		return ((const int32_t *)buf)[i];
+	case HVD_INT64:
+		return (double)((const int64_t *)buf)[i];
+	case HVD_FLOAT16:
+		return from_half(((const uint16_t *)buf)[i]);
+	case HVD_BFLOAT16:
+		u = (uint32_t)((const uint16_t *)buf)[i] << 16;
+		memcpy(&f, &u, 4);
+		return f;
+	case HVD_FLOAT32:
+		return ((const float *)buf)[i];
+	case HVD_FLOAT64:
+		return ((const double *)buf)[i];
+	default:
+		return 0;
+	}
+}
+
+static int is_int(hvd_dtype_t t)
+{
+	return t == HVD_UINT8 || t == HVD_INT8 || t == HVD_INT32 ||
+	       t == HVD_INT64;
+}
+
+/* Wrap v into the integer type's range (what the type's arithmetic does). */
+static double wrap(double v, hvd_dtype_t t)
+{
+	int64_t x = (int64_t)v;
+
+	switch (t) {
+	case HVD_UINT8:
+		return (uint8_t)x;
+	case HVD_INT8:
+		return (int8_t)(uint8_t)x;
+	case HVD_INT32:
+		return (int32_t)(uint32_t)x;
+	default:
+		return (double)x;
+	}
+}
+
+/* Expected reduced element i. */
+static double expect_reduced(size_t i, const struct bench_case *c)
+{
+	double a = gen(0, i, c->dtype);
+	int64_t ai = (int64_t)a;
+
+	for (int r = 1; r < c->size; r++) {
+		double v = gen(r, i, c->dtype);
+
+		switch (c->op) {
+		case HVD_SUM:
+		case HVD_AVERAGE:
+			a += v;
+			ai = (int64_t)((uint64_t)ai + (uint64_t)(int64_t)v);
+			break;
+		case HVD_PRODUCT:
+			a *= v;
+			ai = (int64_t)((uint64_t)ai * (uint64_t)(int64_t)v);
+			break;
+		case HVD_MIN:
+			a = v < a ? v : a;
+			ai = (int64_t)a;
+			break;
+		case HVD_MAX:
+			a = v > a ? v : a;
+			ai = (int64_t)a;
+			break;
+		default:
+			break;
+		}
+	}
+	if (is_int(c->dtype))
+		a = wrap((double)ai, c->dtype);
+	if (c->op == HVD_AVERAGE)
+		a = is_int(c->dtype) ? trunc(a / c->size) : a / c->size;
+	return a;
+}
+
+static int same(double got, double want, const struct bench_case *c)
+{
+	double tol;
+
+	if (c->op != HVD_AVERAGE)
+		return got == want;
+	/* averages of integers may round either way; of floats, the type's
+	 * precision decides */
+	tol = is_int(c->dtype) ? 1.0
+	      : c->dtype == HVD_FLOAT16 || c->dtype == HVD_BFLOAT16
+		      ? 1e-2 * fmax(1.0, fabs(want))
+		      : 1e-5 * fmax(1.0, fabs(want));
+	return fabs(got - want) <= tol;
+}
+
+/* Elements per rank in send and recv for a case. */
+static void case_counts(const struct bench_case *c, size_t *ns, size_t *nr)
+{
+	size_t n = (size_t)c->size;
+
+	switch (c->coll) {
+	case BENCH_ALLREDUCE:
+		*ns = *nr = c->count;
+		break;
+	case BENCH_ALLGATHER:
+		*ns = c->count;
+		*nr = c->count * n;
+		break;
+	case BENCH_BROADCAST:
+		*ns = 0;
+		*nr = c->count;
+		break;
+	case BENCH_ALLTOALL:
+		*ns = *nr = c->count * n;
+		break;
+	default: /* reducescatter: the whole vector in, a slice out */
+		*ns = c->count * n;
+		*nr = c->count * n;
+		break;
+	}
+}
+
+static void fill_inputs(const struct bench_case *c)
+{
+	size_t ns, nr;
+
+	case_counts(c, &ns, &nr);
+	if (c->coll == BENCH_BROADCAST) {
+		for (size_t i = 0; i < nr; i++)
+			put(c->recv, i, c->dtype,
+			    c->rank == 0 ? gen(0, i, c->dtype) : -1.0);
+		return;
+	}
+	for (size_t i = 0; i < ns; i++)
+		put(c->send, i, c->dtype, gen(c->rank, i, c->dtype));
+	memset(c->recv, 0xa5, nr * hvd_dtype_size(c->dtype));
+}
+
+static long count_wrong(const struct bench_case *c)
+{
+	size_t n = (size_t)c->size, cnt = c->count, off;
+	long bad = 0;
+
+	switch (c->coll) {
+	case BENCH_ALLREDUCE:
+		for (size_t i = 0; i < cnt; i++)
+			bad += !same(get(c->recv, i, c->dtype),
+				     expect_reduced(i, c), c);
+		break;
+	case BENCH_ALLGATHER:
+		for (size_t r = 0; r < n; r++)
+			for (size_t i = 0; i < cnt; i++)
+				bad += get(c->recv, r * cnt + i, c->dtype) !=
+				       gen((int)r, i, c->dtype);
+		break;
+	case BENCH_BROADCAST:
+		for (size_t i = 0; i < cnt; i++)
+			bad += get(c->recv, i, c->dtype) != gen(0, i, c->dtype);
+		break;
+	case BENCH_ALLTOALL:
+		for (size_t r = 0; r < n; r++)
+			for (size_t i = 0; i < cnt; i++)
+				bad += get(c->recv, r * cnt + i, c->dtype) !=
+				       gen((int)r, (size_t)c->rank * cnt + i,
+					   c->dtype);
+		break;
+	default:
+		off = hvd_reducescatter_offset(cnt * n, c->rank, c->size);
+		for (size_t i = 0; i < cnt; i++)
+			bad += !same(get(c->recv, i, c->dtype),
+				     expect_reduced(off + i, c), c);
+		break;
+	}
+	return bad;
+}
+
+/* ------------------------------------------------------------- runners */
+
+static int ours_once(const struct bench_case *c)
+{
+	size_t n = (size_t)c->size;
+
+	switch (c->coll) {
+	case BENCH_ALLREDUCE:
+		return hvd_allreduce(c->send, c->recv, c->count, c->dtype,
+				     c->op);
+	case BENCH_ALLGATHER:
+		return hvd_allgather(c->send, c->recv, c->count, c->dtype);
+	case BENCH_BROADCAST:
+		return hvd_broadcast(c->recv, c->count, c->dtype, 0);
+	case BENCH_ALLTOALL:
+		return hvd_alltoall(c->send, c->recv, c->count, c->dtype);
+	default:
+		return hvd_reducescatter(c->send, c->recv, c->count * n,
+					 c->dtype, c->op);
+	}
+}
+
+static int run_ours(const struct bench_case *c, int iters, double *secs)
+{
+	double t0 = now();
+
+	for (int i = 0; i < iters; i++) {
+		hvd_status_t st = ours_once(c);
+
+		if (st != HVD_OK) {
+			fprintf(stderr, "hvd-bench: %s of %zu elements: %s: %s\n",
+				coll_names[c->coll], c->count,
+				hvd_status_name(st), hvd_last_error());
+			return -1;
+		}
+	}
+	*secs = now() - t0;
+	return 0;
+}
+
+static int run_memcpy(const struct bench_case *c, int iters, double *secs)
+{
+	size_t bytes = c->count * hvd_dtype_size(c->dtype);
+	double t0 = now();
+
+	for (int i = 0; i < iters; i++) {
+		memcpy(c->recv, c->send, bytes);
+		/* keep the copy from being optimised away */
+		__asm__ __volatile__("" : : "r"(c->recv) : "memory");
+	}
+	*secs = now() - t0;
+	return 0;
+}
+
+static int agree_max(double *v)
+{
+	hvd_status_t st = hvd_allreduce(HVD_IN_PLACE, v, 1, HVD_FLOAT64,
+					HVD_MAX);
+
+	if (st != HVD_OK) {
+		fprintf(stderr, "hvd-bench: allreduce of the timings: %s\n",
+			hvd_last_error());
+		return -1;
+	}
+	return 0;
+}
+
+/* Seconds per call, max over ranks; negative on failure.  local: only
+ * rank 0 runs (memcpy), the others wait. */
+static double measure(bench_run_fn fn, const struct bench_case *c,
+		      const struct bench_opts *o, int local)
+{
+	double t = 0, per;
+	int warm = o->warmup, iters = o->iters, run = !local || c->rank == 0;
+
+	if (hvd_barrier() != HVD_OK)
+		return -1;
+	if (run && fn(c, 1, &t))
+		return -1;
+	if (agree_max(&t))
+		return -1;
+	/* a slow peer at a big size: do not spend seconds warming it */
+	if (warm > 1 && t * (warm - 1) < 2.0) {
+		if (hvd_barrier() != HVD_OK)
+			return -1;
+		if (run && fn(c, warm - 1, &per))
+			return -1;
+		per /= warm - 1;
+		if (!run)
+			per = 0;
+		if (agree_max(&per))
+			return -1;
+		t = per;
+	}
+	if (iters <= 0) {
+		double want = o->target_s / (t > 1e-9 ? t : 1e-9);
+
+		iters = want < 3 ? 3 : want > 1e6 ? 1000000 : (int)want;
+	}
+	if (hvd_barrier() != HVD_OK)
+		return -1;
+	t = 0;
+	if (run && fn(c, iters, &t))
+		return -1;
+	t /= iters;
+	if (agree_max(&t))
+		return -1;
+	return t;
+}
+
+/* ------------------------------------------------------------- output */
+
+struct row {
+	size_t bytes, count;
+	double time_us, algbw, busbw;
+	long wrong;
+	double mpi_busbw, gloo_busbw, memcpy_bw; /* < 0: not measured */
+};
+
+static void print_header(const struct bench_opts *o, FILE *csv)
+{
+	printf("# hvd-bench: %s, %d ranks, %s, %s; time = max over ranks of "
+	       "the average per call\n",
+	       coll_names[o->coll], o->size, hvd_dtype_name(o->dtype),
+	       hvd_op_name(o->op));
+	printf("#%11s %12s %9s %6s %10s %8s %8s %7s", "size(B)", "count",
+	       "type", "redop", "time_us", "algbw", "busbw", "#wrong");
+	if (o->cmp_mpi)
+		printf(" %9s %7s", "mpi_busbw", "vs_mpi");
+	if (o->cmp_gloo)
+		printf(" %10s %7s", "gloo_busbw", "vs_gloo");
+	if (o->cmp_memcpy)
+		printf(" %9s", "memcpy_bw");
+	printf("\n#%11s %12s %9s %6s %10s %8s %8s %7s", "", "(elements)", "",
+	       "", "", "(GB/s)", "(GB/s)", "");
+	if (o->cmp_mpi)
+		printf(" %9s %7s", "(GB/s)", "(x)");
+	if (o->cmp_gloo)
+		printf(" %10s %7s", "(GB/s)", "(x)");
+	if (o->cmp_memcpy)
+		printf(" %9s", "(GB/s)");
+	printf("\n");
+	if (csv) {
+		fprintf(csv, "size,count,type,redop,time_us,algbw,busbw,wrong");
+		if (o->cmp_mpi)
+			fprintf(csv, ",mpi_busbw,vs_mpi");
+		if (o->cmp_gloo)
+			fprintf(csv, ",gloo_busbw,vs_gloo");
+		if (o->cmp_memcpy)
+			fprintf(csv, ",memcpy_bw");
+		fprintf(csv, "\n");
+	}
+}
+
+static void fmt_bw(char *out, size_t len, double v)
+{
+	if (v < 0)
+		snprintf(out, len, "-");
+	else
+		snprintf(out, len, "%.3f", v);
+}
+
+static void fmt_ratio(char *out, size_t len, double ours, double theirs)
+{
+	if (theirs <= 0 || ours < 0)
+		snprintf(out, len, "-");
+	else
+		snprintf(out, len, "%.2f", ours / theirs);
+}
+
+static void print_row(const struct bench_opts *o, const struct row *r,
+		      FILE *csv)
+{
+	char wrong[32], a[32], b[32];
+	const char *redop = o->coll == BENCH_ALLREDUCE ||
+					    o->coll == BENCH_REDUCESCATTER
+				    ? hvd_op_name(o->op)
+				    : "none";
+
+	if (o->check)
+		snprintf(wrong, sizeof(wrong), "%ld", r->wrong);
+	else
+		snprintf(wrong, sizeof(wrong), "n/a");
+	printf("%12zu %12zu %9s %6s %10.2f %8.3f %8.3f %7s", r->bytes,
+	       r->count, hvd_dtype_name(o->dtype), redop, r->time_us,
+	       r->algbw, r->busbw, wrong);
+	if (csv)
+		fprintf(csv, "%zu,%zu,%s,%s,%.3f,%.4f,%.4f,%s", r->bytes,
+			r->count, hvd_dtype_name(o->dtype), redop, r->time_us,
+			r->algbw, r->busbw, wrong);
+	if (o->cmp_mpi) {
+		fmt_bw(a, sizeof(a), r->mpi_busbw);
+		fmt_ratio(b, sizeof(b), r->busbw, r->mpi_busbw);
+		printf(" %9s %7s", a, b);
+		if (csv)
+			fprintf(csv, ",%s,%s", a, b);
+	}
+	if (o->cmp_gloo) {
+		fmt_bw(a, sizeof(a), r->gloo_busbw);
+		fmt_ratio(b, sizeof(b), r->busbw, r->gloo_busbw);
+		printf(" %10s %7s", a, b);
+		if (csv)
+			fprintf(csv, ",%s,%s", a, b);
+	}
+	if (o->cmp_memcpy) {
+		fmt_bw(a, sizeof(a), r->memcpy_bw);
+		printf(" %9s", a);
+		if (csv)
+			fprintf(csv, ",%s", a);
+	}
+	printf("\n");
+	fflush(stdout);
+	if (csv) {
+		fprintf(csv, "\n");
+		fflush(csv);
+	}
+}
+
+/* ------------------------------------------------------------ options */
+
+static int parse_compare(struct bench_opts *o, const char *arg)
+{
+	char *copy = strdup(arg), *save = NULL, *tok;
+	int rc = 0;
+
+	if (!copy)
+		return -1;
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (strcmp(tok, "mpi") == 0)
+			o->cmp_mpi = 1;
+		else if (strcmp(tok, "gloo") == 0)
+			o->cmp_gloo = 1;
+		else if (strcmp(tok, "memcpy") == 0)
+			o->cmp_memcpy = 1;
+		else {
+			fprintf(stderr,
+				"hvd-bench: --compare %s: expected a "
+				"comma-separated list of mpi, gloo, memcpy\n",
+				tok);
+			rc = -1;
+		}
+	}
+	free(copy);
+	return rc;
+}
+
+static int parse_args(int argc, char **argv, struct bench_opts *o,
+		      const char **grads)
+{
+	static const struct option longopts[] = {
+		{"compare", required_argument, NULL, 'C'},
+		{"csv", required_argument, NULL, 'S'},
+		{"grads", required_argument, NULL, 'G'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c, i;
+	char *end;
+
+	while ((c = getopt_long(argc, argv, "o:b:e:f:d:r:n:w:c:h", longopts,
+				NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			for (i = 0; i < BENCH_COLL_COUNT; i++)
+				if (strcmp(optarg, coll_names[i]) == 0)
+					break;
+			if (i == BENCH_COLL_COUNT) {
+				fprintf(stderr,
+					"hvd-bench: -o %s: expected allreduce, "
+					"allgather, broadcast, alltoall or "
+					"reducescatter\n",
+					optarg);
+				return -1;
+			}
+			o->coll = (enum bench_coll)i;
+			break;
+		case 'b':
+		case 'e':
+			if (parse_size(optarg, c == 'b' ? &o->min_bytes
+							: &o->max_bytes)) {
+				fprintf(stderr,
+					"hvd-bench: -%c %s: expected a size in "
+					"bytes with an optional K, M or G "
+					"suffix\n",
+					c, optarg);
+				return -1;
+			}
+			break;
+		case 'f':
+			o->factor = strtod(optarg, &end);
+			if (*end || !(o->factor > 1.0)) {
+				fprintf(stderr,
+					"hvd-bench: -f %s: expected a number "
+					"greater than 1\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'd':
+			if (hvd_dtype_parse(optarg, &o->dtype) != HVD_OK) {
+				fprintf(stderr,
+					"hvd-bench: -d %s: expected uint8, "
+					"int8, int32, int64, float16, bfloat16, "
+					"float32 or float64\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'r':
+			if (hvd_op_parse(optarg, &o->op) != HVD_OK) {
+				fprintf(stderr,
+					"hvd-bench: -r %s: expected sum, prod, "
+					"min, max or avg\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'n':
+		case 'w':
+			i = (int)strtol(optarg, &end, 10);
+			if (*end || i < 0) {
+				fprintf(stderr,
+					"hvd-bench: -%c %s: expected a "
+					"non-negative integer\n",
+					c, optarg);
+				return -1;
+			}
+			if (c == 'n')
+				o->iters = i;
+			else
+				o->warmup = i;
+			break;
+		case 'c':
+			if (strcmp(optarg, "0") && strcmp(optarg, "1")) {
+				fprintf(stderr, "hvd-bench: -c %s: expected 0 "
+						"or 1\n",
+					optarg);
+				return -1;
+			}
+			o->check = optarg[0] == '1';
+			break;
+		case 'C':
+			if (parse_compare(o, optarg))
+				return -1;
+			break;
+		case 'S':
+			o->csv = optarg;
+			break;
+		case 'G':
+			*grads = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "hvd-bench: unexpected argument '%s'\n",
+			argv[optind]);
+		usage(stderr);
+		return -1;
+	}
+	if (o->min_bytes > o->max_bytes) {
+		fprintf(stderr, "hvd-bench: -b %zu is larger than -e %zu\n",
+			o->min_bytes, o->max_bytes);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- main */
+
+static int setup_gloo(const struct bench_opts *o, char *dir, size_t len)
+{
+	int rc = 0;
+
+	if (o->rank == 0) {
+		snprintf(dir, len, "/var/tmp/hvd-bench-gloo-XXXXXX");
+		if (!mkdtemp(dir)) {
+			fprintf(stderr,
+				"hvd-bench: cannot create a Gloo rendezvous "
+				"directory under /var/tmp: %s\n",
+				strerror(errno));
+			dir[0] = '\0';
+		}
+	}
+	if (hvd_broadcast(dir, len, HVD_UINT8, 0) != HVD_OK) {
+		fprintf(stderr, "hvd-bench: broadcast: %s\n",
+			hvd_last_error());
+		return -1;
+	}
+	if (!dir[0])
+		return -1;
+	rc = bench_gloo_init(o->rank, o->size, dir);
+	return rc;
+}
+
+/* The FileStore keeps one flat file per key in dir. */
+static void remove_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[512];
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			unlink(path);
+		}
+	closedir(d);
+	rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o = {
+		.coll = BENCH_ALLREDUCE,
+		.min_bytes = 8,
+		.max_bytes = 256u << 20,
+		.factor = 2.0,
+		.dtype = HVD_FLOAT32,
+		.op = HVD_SUM,
+		.iters = 0,
+		.warmup = 5,
+		.check = 1,
+		.target_s = 0.3,
+	};
+	const char *grads = NULL;
+	char gloo_dir[256] = "";
+	int have_mpi = 0, have_gloo = 0, rc = 1, n;
+	size_t es, max_send, max_recv, bytes;
+	void *send = NULL, *recv = NULL;
+	FILE *csv = NULL;
+	hvd_status_t st;
+	double sum_busbw = 0;
+	int rows = 0;
+	long wrong_total = 0;
+
+	if (parse_args(argc, argv, &o, &grads))
+		return 2;
+	st = hvd_init();
+	if (st != HVD_OK) {
+		fprintf(stderr,
+			"hvd-bench: hvd_init: %s (run it under hvdrun, "
+			"srun --mpi=pmix or mpirun)\n",
+			hvd_last_error());
+		return 1;
+	}
+	o.rank = hvd_rank();
+	o.size = n = hvd_size();
+
+	if (grads) {
+		if (!bench_grads) {
+			if (o.rank == 0)
+				fprintf(stderr,
+					"hvd-bench: --grads is not built in\n");
+			goto out;
+		}
+		rc = bench_grads(&o, grads);
+		goto out;
+	}
+
+	if (o.cmp_mpi) {
+#ifdef HVD_HAVE_MPI
+		if (bench_mpi_init(&argc, &argv, o.rank, o.size))
+			goto out;
+		have_mpi = 1;
+#else
+		if (o.rank == 0)
+			fprintf(stderr, "hvd-bench: --compare mpi: not built "
+					"in (configure did not find OpenMPI)\n");
+		goto out;
+#endif
+	}
+	if (o.cmp_gloo) {
+#ifdef HVD_HAVE_GLOO
+		if (setup_gloo(&o, gloo_dir, sizeof(gloo_dir)))
+			goto out;
+		have_gloo = 1;
+#else
+		if (o.rank == 0)
+			fprintf(stderr, "hvd-bench: --compare gloo: not built "
+					"in (configure did not find Gloo)\n");
+		goto out;
+#endif
+	}
+
+	es = hvd_dtype_size(o.dtype);
+	max_send = max_recv = o.max_bytes + 4096;
+	if (posix_memalign(&send, 4096, max_send) ||
+	    posix_memalign(&recv, 4096, max_recv)) {
+		fprintf(stderr, "hvd-bench: cannot allocate 2 x %zu bytes\n",
+			max_send);
+		goto out;
+	}
+	memset(send, 0, max_send);
+	memset(recv, 0, max_recv);
+	if (o.rank == 0 && o.csv) {
+		csv = fopen(o.csv, "w");
+		if (!csv) {
+			fprintf(stderr, "hvd-bench: --csv %s: %s\n", o.csv,
+				strerror(errno));
+			goto out;
+		}
+	}
+	if (o.rank == 0)
+		print_header(&o, csv);
+
+	for (bytes = o.min_bytes; bytes <= o.max_bytes;) {
+		struct bench_case c = {
+			.coll = o.coll, .dtype = o.dtype, .op = o.op,
+			.send = send, .recv = recv, .rank = o.rank,
+			.size = n,
+		};
+		struct row r = {.mpi_busbw = -1, .gloo_busbw = -1,
+				.memcpy_bw = -1};
+		size_t next, per = o.coll == BENCH_ALLREDUCE ||
+						   o.coll == BENCH_BROADCAST
+					   ? es
+					   : es * (size_t)n;
+		double factor = o.coll == BENCH_ALLREDUCE
+					? 2.0 * (n - 1) / n
+				: o.coll == BENCH_BROADCAST ? 1.0
+							    : (double)(n - 1) / n;
+		double t;
+
+		c.count = bytes / per;
+		next = (size_t)((double)bytes * o.factor);
+		if (next <= bytes)
+			next = bytes + 1;
+		if (c.count == 0) {
+			bytes = next;
+			continue;
+		}
+		r.bytes = c.count * per;
+		r.count = c.count;
+		if (o.check) {
+			long bad;
+
+			fill_inputs(&c);
+			if (hvd_barrier() != HVD_OK || ours_once(&c) != HVD_OK) {
+				fprintf(stderr, "hvd-bench: %s: %s\n",
+					coll_names[o.coll], hvd_last_error());
+				goto out;
+			}
+			bad = count_wrong(&c);
+			if (hvd_allreduce(HVD_IN_PLACE, &bad, 1, HVD_INT64,
+					  HVD_SUM) != HVD_OK)
+				goto out;
+			r.wrong = bad;
+			wrong_total += bad;
+		}
+		t = measure(run_ours, &c, &o, 0);
+		if (t < 0)
+			goto out;
+		r.time_us = t * 1e6;
+		r.algbw = (double)r.bytes / t / 1e9;
+		r.busbw = r.algbw * factor;
+		if (have_mpi && bench_mpi_supported(&c)) {
+			t = measure(bench_mpi_run, &c, &o, 0);
+			if (t < 0)
+				goto out;
+			r.mpi_busbw = (double)r.bytes / t / 1e9 * factor;
+		}
+		if (have_gloo && bench_gloo_supported(&c)) {
+			t = measure(bench_gloo_run, &c, &o, 0);
+			if (t < 0)
+				goto out;
+			r.gloo_busbw = (double)r.bytes / t / 1e9 * factor;
+		}
+		if (o.cmp_memcpy) {
+			struct bench_case m = c;
+
+			/* one core copying the same number of bytes */
+			m.dtype = HVD_UINT8;
+			m.count = r.bytes;
+			t = measure(run_memcpy, &m, &o, 1);
+			if (t < 0)
+				goto out;
+			r.memcpy_bw = (double)r.bytes / t / 1e9;
+		}
+		if (o.rank == 0)
+			print_row(&o, &r, csv);
+		sum_busbw += r.busbw;
+		rows++;
+		bytes = next;
+	}
+	if (o.rank == 0) {
+		printf("# Out of bounds values : %ld %s\n", wrong_total,
+		       wrong_total ? "FAILED" : "OK");
+		printf("# Avg bus bandwidth    : %.3f\n",
+		       rows ? sum_busbw / rows : 0.0);
+	}
+	rc = wrong_total ? 1 : 0;
+
+out:
+	if (csv)
+		fclose(csv);
+	free(send);
+	free(recv);
+#ifdef HVD_HAVE_GLOO
+	if (have_gloo) {
+		bench_gloo_finalize();
+		hvd_barrier();
+		if (o.rank == 0)
+			remove_dir(gloo_dir);
+	}
+#endif
+#ifdef HVD_HAVE_MPI
+	if (have_mpi)
+		bench_mpi_finalize();
+#endif
+	(void)have_mpi;
+	(void)have_gloo;
+	hvd_finalize();
+	return rc;
+}

@@ -399,6 +399,29 @@ int hvdtopo_load(struct hvdtopo *t, const char *xml, const char *sysfs_root,
 	}
 	hwloc_topology_set_io_types_filter(topo,
 					   HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+	/*
+	 * Speed: this runs in slurmstepd for every step.  Caches, distances,
+	 * memory attributes and CPU kinds are not needed; the OpenCL, GL,
+	 * CUDA, NVML, RSMI and Level Zero components would initialise GPU
+	 * drivers (tens of milliseconds or more) only to name OS devices we do
+	 * not use: GPUs are found as PCI devices.
+	 */
+	hwloc_topology_set_cache_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
+	hwloc_topology_set_icache_types_filter(topo,
+					       HWLOC_TYPE_FILTER_KEEP_NONE);
+	hwloc_topology_set_flags(topo, HWLOC_TOPOLOGY_FLAG_NO_DISTANCES |
+					       HWLOC_TOPOLOGY_FLAG_NO_MEMATTRS |
+					       HWLOC_TOPOLOGY_FLAG_NO_CPUKINDS);
+	if (!xml) {
+		static const char *const slow[] = { "opencl", "gl", "cuda",
+						    "nvml", "rsmi",
+						    "levelzero" };
+
+		for (size_t i = 0; i < sizeof(slow) / sizeof(slow[0]); i++)
+			hwloc_topology_set_components(
+				topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+				slow[i]);
+	}
 	if (xml && hwloc_topology_set_xml(topo, xml)) {
 		seterr(err, errlen,
 		       "cannot read hwloc XML '%s' (expected a file written "

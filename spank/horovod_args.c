@@ -9,8 +9,10 @@
  */
 #include "horovod_args.h"
 
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 struct horovod_args horovod_args;
 
@@ -31,6 +33,39 @@ static struct spank_option horovod_option = {
 	.val = 0,
 	.cb = opt_cb,
 };
+
+/*
+ * Refuse a ckpt-dir outside the admin's ckpt_roots already in srun/sbatch,
+ * so that the job does not wait in the queue only to fail.  The job id and
+ * name are not known yet: %j and %x stand for placeholders, which cannot
+ * change the outcome (they only fill path components, never climb).
+ * slurmstepd checks the real path again.
+ */
+static int roots_check(const struct hvdopt *o, char *err, size_t errlen)
+{
+	const struct hvdcfg *cfg = &horovod_args.cfg;
+	char path[HVDOPT_PATH_MAX], why[HVDOPT_ERR_LEN], user[64] = "user";
+	struct passwd pw, *pwp = NULL;
+	char pwbuf[4096];
+
+	if (!cfg->ckpt_roots[0] || !(o->set & (1u << HVDOPT_CKPT_DIR)))
+		return 0;
+	if (getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
+		snprintf(user, sizeof(user), "%s", pw.pw_name);
+	if (hvdopt_expand_path(o->ckpt_dir, user, 1, "job", path, sizeof(path),
+			       why, sizeof(why))) {
+		snprintf(err, errlen, "--horovod: ckpt-dir=%.80s: %.80s",
+			 o->ckpt_dir, why);
+		return -1;
+	}
+	if (hvdopt_path_under(path, cfg->ckpt_roots))
+		return 0;
+	snprintf(err, errlen,
+		 "--horovod: ckpt-dir=%.60s: outside the directories this site "
+		 "allows for checkpoints; expected a ckpt-dir under %.60s",
+		 o->ckpt_dir, cfg->ckpt_roots);
+	return -1;
+}
 
 /*
  * Slurm may call this several times: first with the value inherited from
@@ -60,6 +95,10 @@ static int opt_cb(int val, const char *optarg, int remote)
 			slurm_error("horovod: %s", err);
 			return -1;
 		}
+		slurm_error("horovod: %s", err);
+		return -1;
+	}
+	if (!remote && roots_check(&o, err, sizeof(err))) {
 		slurm_error("horovod: %s", err);
 		return -1;
 	}

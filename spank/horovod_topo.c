@@ -387,6 +387,15 @@ int hvdtopo_load(struct hvdtopo *t, const char *xml, const char *sysfs_root,
 	live = !sysfs_root || strcmp(sysfs_root, "/sys") == 0;
 	if (!sysfs_root)
 		sysfs_root = "/sys";
+	/* Built against one hwloc ABI, loaded with another: refuse. */
+	if ((hwloc_get_api_version() >> 16) != (HWLOC_API_VERSION >> 16)) {
+		seterr(err, errlen,
+		       "built for hwloc API 0x%x but running with 0x%x; rebuild "
+		       "against the installed hwloc",
+		       (unsigned)HWLOC_API_VERSION,
+		       (unsigned)hwloc_get_api_version());
+		return -1;
+	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
 		seterr(err, errlen, "out of memory");

@@ -5,7 +5,7 @@
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
 slurm_has_horovod || skip_all "srun has no --horovod (plugin not in plugstack.conf)"
-plan 15
+plan 17
 wd=$(slurm_workdir)
 
 # --- bad option: srun exits non-zero, the task never ran, message says
@@ -29,6 +29,13 @@ like "$out" '^[^S]*$' "no job submitted (no 'Submitted batch job')"
 out=$(run_timeout 60 salloc --horovod=ckpt-dir=../x -N1 true 2>&1)
 st=$?
 ok $((st == 0)) "salloc with a relative ckpt-dir fails (status $st)"
+
+# --- srun's check bypassed (the option injected straight into the job
+# environment): slurmstepd parses it again and fails the step.
+out=$(_SLURM_SPANK_OPTION_horovod_horovod=ckpt-every=abc run_timeout 60 \
+	srun -N1 -n1 touch "$wd/ran3" 2>&1)
+like "$out" 'slurmstepd.*ckpt-every=abc: expected' "slurmstepd re-validates the option"
+ok "$([[ -e $wd/ran3 ]] && echo 1 || echo 0)" "... and the task never ran"
 
 # --- not PMIx: refused in task_init, the program never starts.
 out=$(run_timeout 60 srun --horovod --mpi=none -N2 -n2 touch "$wd/ran2" 2>&1)

@@ -16,7 +16,7 @@
 
 struct horovod_args horovod_args;
 
-static int opt_cb(int val, const char *optarg, int remote);
+static int opt_cb(int val, const char *arg, int remote);
 
 static struct spank_option horovod_option = {
 	.name = "horovod",
@@ -75,7 +75,7 @@ static int roots_check(const struct hvdopt *o, char *err, size_t errlen)
  * once from the job environment.  The last value wins: that is how an
  * srun's --horovod replaces the job's.
  */
-static int opt_cb(int val, const char *optarg, int remote)
+static int opt_cb(int val, const char *arg, int remote)
 {
 	struct horovod_args *a = &horovod_args;
 	struct hvdopt o = a->cfg.defaults;
@@ -83,12 +83,12 @@ static int opt_cb(int val, const char *optarg, int remote)
 
 	(void)val;
 	/* Slurm forwards a bare --horovod as an empty string: defaults. */
-	if (optarg && optarg[0] == '\0')
-		optarg = NULL;
+	if (arg && arg[0] == '\0')
+		arg = NULL;
 	a->used = 1;
 	a->remote = remote;
 	a->err[0] = '\0';
-	if (hvdopt_parse(optarg, &o, err, sizeof(err))) {
+	if (hvdopt_parse(arg, &o, err, sizeof(err))) {
 		if (remote) {
 			/* Slurm only logs a failed remote callback. */
 			snprintf(a->err, sizeof(a->err), "%s", err);
@@ -103,7 +103,7 @@ static int opt_cb(int val, const char *optarg, int remote)
 		return -1;
 	}
 	a->opt = o;
-	snprintf(a->raw, sizeof(a->raw), "%s", optarg ? optarg : "");
+	snprintf(a->raw, sizeof(a->raw), "%s", arg ? arg : "");
 	return 0;
 }
 

@@ -413,7 +413,9 @@ int hvdtopo_load(struct hvdtopo *t, const char *xml, const char *sysfs_root,
 	 * memory attributes and CPU kinds are not needed; the OpenCL, GL,
 	 * CUDA, NVML, RSMI and Level Zero components would initialise GPU
 	 * drivers (tens of milliseconds or more) only to name OS devices we do
-	 * not use: GPUs are found as PCI devices.
+	 * not use: GPUs are found as PCI devices.  The libpciaccess "pci"
+	 * component duplicates the Linux backend's own reading of
+	 * /sys/bus/pci (and leaks a little): the Linux one is enough.
 	 */
 	hwloc_topology_set_cache_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
 	hwloc_topology_set_icache_types_filter(topo,
@@ -424,7 +426,7 @@ int hvdtopo_load(struct hvdtopo *t, const char *xml, const char *sysfs_root,
 	if (!xml) {
 		static const char *const slow[] = { "opencl", "gl", "cuda",
 						    "nvml", "rsmi",
-						    "levelzero" };
+						    "levelzero", "pci" };
 
 		for (size_t i = 0; i < sizeof(slow) / sizeof(slow[0]); i++)
 			hwloc_topology_set_components(

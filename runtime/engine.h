@@ -440,6 +440,8 @@ struct engine {
 	int at_sync; /* rank 0: autotune values to broadcast */
 	char stall_message[512];
 	unsigned long cycles;
+	int hot;          /* start the next cycle at once */
+	double hot_since; /* last progress while ops were pending */
 };
 
 extern struct engine *hvd_engine;

@@ -15,6 +15,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ static void *engine_main(void *arg)
 		for (;;) {
 			now = hvd_now();
 			if (e->q_head || e->stop_requested || e->tl_cmd ||
-			    now >= next)
+			    now >= next || e->hot)
 				break;
 			ts.tv_sec = (time_t)next;
 			ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
@@ -42,6 +43,8 @@ static void *engine_main(void *arg)
 			e->sleeping = 0;
 		}
 		pthread_mutex_unlock(&e->lock);
+		if (e->hot)
+			sched_yield(); /* polling: let the callers run */
 		next = now + e->cycle_ms / 1000.0;
 		if (cycle_run(e))
 			break;

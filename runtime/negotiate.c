@@ -357,10 +357,24 @@ static int validate(const struct coord *c, const struct coord_entry *e,
 				if (rk[v])
 					rk[v][nrk[v]++] = r;
 			}
-			off = (size_t)snprintf(
-				msg, len, "hvd: mismatched %s for %s '%s':",
-				field_names[f], eng_kind_name(ref->p.kind),
-				e->name);
+			if (ref->p.kind == EK_PSET_ADD ||
+			    ref->p.kind == EK_PSET_REMOVE)
+				off = (size_t)snprintf(
+					msg, len,
+					"hvd: %s: the %s differ between ranks "
+					"(every rank must make the same calls "
+					"in the same order):",
+					ref->p.kind == EK_PSET_ADD
+						? "hvd_pset_add"
+						: "hvd_pset_remove",
+					f == F_RANKS ? "rank lists"
+						     : field_names[f]);
+			else
+				off = (size_t)snprintf(
+					msg, len,
+					"hvd: mismatched %s for %s '%s':",
+					field_names[f],
+					eng_kind_name(ref->p.kind), e->name);
 			for (int v = 0; v < nvals && off < len; v++) {
 				char rl[256];
 
@@ -371,10 +385,13 @@ static int validate(const struct coord *c, const struct coord_entry *e,
 					vals[v], nrk[v] > 1 ? "s" : "", rl);
 			}
 			if (off < len)
-				snprintf(msg + off, len - off,
-					 "%s (every rank must submit a name "
-					 "with the same parameters)",
-					 more ? "; ..." : "");
+				snprintf(msg + off, len - off, "%s%s",
+					 more ? "; ..." : "",
+					 ref->p.kind >= EK_PSET_ADD
+						 ? ""
+						 : " (every rank must submit "
+						   "a name with the same "
+						   "parameters)");
 			for (int i = 0; i < 8; i++)
 				free(rk[i]);
 		}

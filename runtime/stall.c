@@ -69,16 +69,26 @@ int stall_check(const struct coord *c, double now, double warn,
 		missing_ranks(c, e, ranks, sizeof(ranks), &nmiss);
 		nstalled++;
 		if (shutdown > 0 && age >= shutdown) {
+			/* The error every pending op gets: all stalled
+			 * tensors (as many as fit), with their missing
+			 * ranks. */
+			size_t mo = msglen ? strlen(msg) : 0;
+
 			if (!nshut && msglen)
-				snprintf(msg, msglen,
-					 "hvd: %s '%s' waited %.0f s for "
-					 "rank%s %s (HOROVOD_STALL_SHUTDOWN_"
-					 "TIME_SECONDS=%g): the engine shut "
-					 "down; check for rank-dependent code "
-					 "paths",
+				mo = (size_t)snprintf(
+					msg, msglen,
+					"hvd: stalled longer than HOROVOD_STALL_"
+					"SHUTDOWN_TIME_SECONDS=%g, the engine "
+					"shut down (check for rank-dependent "
+					"code paths):",
+					shutdown);
+			if (mo + 1 < msglen)
+				snprintf(msg + mo, msglen - mo,
+					 "%s %s '%s' waited %.0f s for rank%s %s",
+					 nshut ? ";" : "",
 					 q ? eng_kind_name(q->p.kind) : "op",
 					 e->name, age, nmiss > 1 ? "s" : "",
-					 ranks, shutdown);
+					 ranks);
 			nshut++;
 		}
 		if (shown < 32) {

@@ -36,7 +36,8 @@ engine_run() {	# engine_run NP PROG [ARGS...]
 		return $?
 	fi
 	if [ -x "$top_srcdir/tests/runtime/launch.sh" ]; then
-		timeout "$LIMIT" "$top_srcdir/tests/runtime/launch.sh" "$np" "$@"
+		timeout "$LIMIT" "$top_srcdir/tests/runtime/launch.sh" -np "$np" \
+			"$@"
 	elif [ -x "$top_builddir/runtime/hvdrun" ]; then
 		timeout "$LIMIT" "$top_builddir/runtime/hvdrun" -np "$np" "$@"
 	else

@@ -1,0 +1,89 @@
+#!/bin/sh
+# The engine's features on several ranks (tests/runtime/engine_features.c):
+# every mismatch field (new and cached), stall warning and shutdown, the
+# timeline parsed as JSON with Horovod's event names, static, overlapping
+# and dynamic process sets, sets that differ between ranks, join with
+# uneven step counts, groups/priorities/callbacks/fp16, warm-cache latency.
+. "$(dirname "$0")/engine_lib.sh"
+
+have_launcher || { echo "1..0 # SKIP no hvdrun or mpirun"; exit 0; }
+PROG=$TESTS_BIN/engine_features
+plan 16
+
+mode() {	# mode DESCRIPTION NP MODE [ARGS]: the program's TAP must pass
+	desc=$1
+	np=$2
+	shift 2
+	engine_run "$np" "$PROG" "$@" > "$TMP/out" 2> "$TMP/err"
+	rc=$?
+	nok=$(grep -c '^not ok' "$TMP/out")
+	nok_=$(grep -c '^ok' "$TMP/out")
+	[ $rc -eq 0 ] && [ "$nok" -eq 0 ] && [ "$nok_" -gt 0 ]
+	st=$?
+	ok $st "$desc ($nok_ checks)"
+	if [ $st -ne 0 ]; then
+		echo "# exit status $rc"
+		diag_file "$TMP/out" 40
+		diag_file "$TMP/err" 20
+	fi
+	return $st
+}
+
+mode "every mismatch field, fresh and cached, 2 ranks" 2 mismatch
+mode "groups, priorities, callbacks, fp16 compression, 3 ranks" 3 groups
+mode "join with uneven step counts, 3 ranks" 3 join
+
+ENGINE_ENV="HOROVOD_STALL_CHECK_TIME_SECONDS=1 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=2"
+mode "stall shutdown, 2 ranks" 2 stall
+grep -q "waited more than 1 s" "$TMP/err" && grep -q "'lonely'" "$TMP/err" &&
+	grep -q "missing rank: 1" "$TMP/err"
+ok $? "stall warning names the tensor and the missing rank"
+grep -q "HVD_ERR\|stalled longer than HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=2" \
+	"$TMP/err"
+ok $? "stall shutdown is reported"
+
+TL=$TMP/timeline.json
+TL2=$TMP/timeline2.json
+ENGINE_ENV="HOROVOD_TIMELINE=$TL HOROVOD_TIMELINE_MARK_CYCLES=1"
+mode "ops under HOROVOD_TIMELINE, 2 ranks" 2 timeline "$TL2"
+ENGINE_ENV=
+json_ok() {
+	if command -v python3 > /dev/null 2>&1; then
+		python3 -m json.tool "$1" > /dev/null 2>&1
+	elif command -v jq > /dev/null 2>&1; then
+		jq . "$1" > /dev/null 2>&1
+	else
+		return 2
+	fi
+}
+json_ok "$TL"
+ok $? "the timeline file is valid JSON after finalize"
+missing=0
+for ev in NEGOTIATE_ALLREDUCE ALLREDUCE MEMCPY_IN_FUSION_BUFFER \
+	MEMCPY_OUT_FUSION_BUFFER UCX_ALLREDUCE CYCLE_START; do
+	grep -q "\"name\": \"$ev\"" "$TL" || { echo "# no $ev"; missing=1; }
+done
+ok $missing "it has Horovod's events (NEGOTIATE_ALLREDUCE, ALLREDUCE, MEMCPY_*, CYCLE_START)"
+grep -q '"name": "grad.3"' "$TL" && grep -q '"ph": "X", "name": "1"' "$TL"
+ok $? "tensors are trace processes; ranks' readiness is marked"
+json_ok "$TL2" && grep -q '"name": "BROADCAST"' "$TL2"
+ok $? "hvd_timeline_start/stop writes a second valid file"
+# Crash recovery, as doc/timeline.md says: complete lines + "]".
+head -n 12 "$TL" > "$TMP/crashed.json"
+echo "]" >> "$TMP/crashed.json"
+json_ok "$TMP/crashed.json"
+ok $? "a truncated timeline plus ] is valid JSON (crash recovery)"
+
+ENGINE_ENV="HOROVOD_PROCESS_SETS=0,1;1,2,3 HOROVOD_DYNAMIC_PROCESS_SETS=1"
+mode "static, overlapping and dynamic process sets, 4 ranks" 4 psets
+ENGINE_ENV=
+engine_run 3 "$PROG" psetdiff > "$TMP/out" 2>&1
+rc=$?
+grep -q "HOROVOD_PROCESS_SETS differs between ranks" "$TMP/out" && [ $rc -eq 0 ]
+st=$?
+ok $st "HOROVOD_PROCESS_SETS differing between ranks fails hvd_init"
+[ $st -eq 0 ] || diag_file "$TMP/out"
+
+mode "4-byte latency with a warm cache, 2 ranks" 2 latency
+grep '^# 4-byte' "$TMP/out"
+done_testing

@@ -163,6 +163,7 @@ struct cuda_op {
 	ncclComm_t nccl;
 	ncclComm_t extra[2]; /* local and cross comms it also used */
 	const char *name;
+	int prev_device; /* the caller's, restored by cuda_op_end */
 };
 /* Choose the stream for the next operation (round robin, the same on
  * every rank because ops are issued in the same order), make the device

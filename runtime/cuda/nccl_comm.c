@@ -165,7 +165,7 @@ static ncclConfig_t nonblocking_config(void)
 }
 
 static hvd_status_t comm_alloc(int rank, int size, const int *node_of,
-			       struct cuda_comm **out)
+			       int nstreams, struct cuda_comm **out)
 {
 	struct cuda_comm *cc = calloc(1, sizeof(*cc));
 	hvd_status_t st = HVD_OK;
@@ -174,7 +174,7 @@ static hvd_status_t comm_alloc(int rank, int size, const int *node_of,
 		return hvd_error(HVD_ERR_NO_MEMORY, "GPU communicator");
 	cc->rank = rank;
 	cc->size = size;
-	cc->nstreams = cuda_settings()->num_streams;
+	cc->nstreams = nstreams;
 	cc->node_of = calloc((size_t)size, sizeof(int));
 	if (!cc->node_of) {
 		free(cc);
@@ -262,7 +262,8 @@ hvd_status_t cuda_comm_create(const struct cuda_boot *boot,
 	if (cuda_device_count(&why) == 0)
 		return hvd_error(HVD_ERR_CUDA, "no usable CUDA device: %s",
 				 why);
-	st = comm_alloc(boot->rank, boot->size, boot->node_of, &cc);
+	st = comm_alloc(boot->rank, boot->size, boot->node_of,
+			cuda_settings()->num_streams, &cc);
 	if (st != HVD_OK)
 		return st;
 	NCCLCHECK(ncclCommInitRankConfig(&cc->nccl[0], boot->size, msg.id,
@@ -286,9 +287,11 @@ err:
 	return st;
 }
 
-hvd_status_t cuda_comm_split_nccl(struct cuda_comm *parent, int color,
-				  int key, const int *node_of,
-				  struct cuda_comm **out)
+/* nstreams: the local/cross communicators of the hierarchical allreduce
+ * need one (they run on the parent's streams). */
+static hvd_status_t split(struct cuda_comm *parent, int color, int key,
+			  const int *node_of, int nstreams,
+			  struct cuda_comm **out)
 {
 	ncclConfig_t cfg = nonblocking_config();
 	struct cuda_comm *cc = NULL;
@@ -316,7 +319,7 @@ hvd_status_t cuda_comm_split_nccl(struct cuda_comm *parent, int color,
 		goto err_child;
 	NCCLCHECK(ncclCommUserRank(child, &rank), st, err_child);
 	NCCLCHECK(ncclCommCount(child, &size), st, err_child);
-	st = comm_alloc(rank, size, node_of, &cc);
+	st = comm_alloc(rank, size, node_of, nstreams, &cc);
 	if (st != HVD_OK)
 		goto err_child;
 	cc->nccl[0] = child;
@@ -333,6 +336,14 @@ err_child:
 	if (child)
 		(void)ncclCommAbort(child);
 	return st;
+}
+
+hvd_status_t cuda_comm_split_nccl(struct cuda_comm *parent, int color,
+				  int key, const int *node_of,
+				  struct cuda_comm **out)
+{
+	return split(parent, color, key, node_of, cuda_settings()->num_streams,
+		     out);
 }
 
 void cuda_comm_destroy(struct cuda_comm *cc)
@@ -459,10 +470,9 @@ hvd_status_t cuda_comm_hier(struct cuda_comm *cc, struct cuda_comm **local,
 		cc->hier = -1;
 		goto out;
 	}
-	st = cuda_comm_split_nccl(cc, my_node, cc->rank, NULL, &cc->local);
+	st = split(cc, my_node, cc->rank, NULL, 1, &cc->local);
 	if (st == HVD_OK)
-		st = cuda_comm_split_nccl(cc, my_local, cc->rank, NULL,
-					  &cc->cross);
+		st = split(cc, my_local, cc->rank, NULL, 1, &cc->cross);
 	if (st != HVD_OK)
 		goto out;
 	cc->hier = 1;
@@ -480,12 +490,17 @@ hvd_status_t cuda_op_begin(struct cuda_comm *cc, const char *name,
 			   struct cuda_op *op)
 {
 	memset(op, 0, sizeof(*op));
+	op->prev_device = -1;
 	if (cc->failed)
 		return hvd_error(HVD_ERR_NCCL,
 				 "%s: the GPU communicator was aborted after "
 				 "an earlier failure: %s",
 				 name, cc->failure);
-	CUDACHECK_RET(cudaSetDevice(cc->device));
+	/* The caller's current device is restored at the end. */
+	if (cudaGetDevice(&op->prev_device) != cudaSuccess)
+		op->prev_device = -1;
+	if (op->prev_device != cc->device)
+		CUDACHECK_RET(cudaSetDevice(cc->device));
 	op->cc = cc;
 	op->idx = (int)(cc->seq++ % (unsigned long)cc->nstreams);
 	op->stream = cc->stream[op->idx];
@@ -563,5 +578,7 @@ hvd_status_t cuda_op_end(struct cuda_op *op, hvd_status_t st)
 	cuda_range_pop();
 	if (st != HVD_OK)
 		cuda_comm_abort(cc, hvd_last_error());
+	if (op->prev_device >= 0 && op->prev_device != cc->device)
+		(void)cudaSetDevice(op->prev_device);
 	return st;
 }

@@ -22,6 +22,7 @@
 #include "comm_impl.h"
 #include "device.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +255,27 @@ static hvd_status_t hier_allreduce(hvd_comm_t *comm, const void *src,
 
 /* ------------------------------------------------------- dispatch */
 
+hvd_status_t coll_fail(hvd_comm_t *comm, hvd_status_t st, const char *fmt,
+		       ...)
+{
+	char what[160];
+	va_list ap;
+	int f;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (st != HVD_ERR_PEER_FAILED)
+		return hvd_error_prefix(st, "%s", what);
+	comm->broken = st;
+	/* The shared-memory layer names group members: name the world
+	 * rank when we can tell which one is gone. */
+	f = transport_check_failed(comm);
+	if (f >= 0 && !strstr(hvd_last_error(), "hvd: rank "))
+		hvd_error_prefix(st, "hvd: rank %d failed", f);
+	return hvd_error_prefix(st, "%s", what);
+}
+
 static hvd_status_t broken(hvd_comm_t *comm, const char *what)
 {
 	int f = transport_comm_failed(comm);
@@ -315,12 +337,9 @@ hvd_status_t coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
 		st = coll_allreduce_flat(comm, src, recvbuf, count, dt, rop);
 		break;
 	}
-	if (st != HVD_OK) {
-		if (st == HVD_ERR_PEER_FAILED)
-			comm->broken = st;
-		return hvd_error_prefix(st, "allreduce of %zu x %s", count,
-					hvd_dtype_name(dt));
-	}
+	if (st != HVD_OK)
+		return coll_fail(comm, st, "allreduce of %zu x %s", count,
+				 hvd_dtype_name(dt));
 	if (op == HVD_AVERAGE)
 		reduce_scale(recvbuf, count, dt, 1.0 / comm->size);
 	return HVD_OK;
@@ -388,11 +407,8 @@ hvd_status_t coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 	}
 	if (full != recvbuf)
 		free(full);
-	if (st != HVD_OK) {
-		if (st == HVD_ERR_PEER_FAILED)
-			comm->broken = st;
-		return hvd_error_prefix(st, "reducescatter of %zu x %s", count,
-					hvd_dtype_name(dt));
-	}
+	if (st != HVD_OK)
+		return coll_fail(comm, st, "reducescatter of %zu x %s", count,
+				 hvd_dtype_name(dt));
 	return HVD_OK;
 }

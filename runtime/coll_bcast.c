@@ -129,8 +129,8 @@ hvd_status_t coll_broadcast(hvd_comm_t *comm, void *buf, size_t count,
 		st = xfer_end(&x);
 	}
 	if (st != HVD_OK)
-		return hvd_error_prefix(st, "broadcast of %zu bytes from %d",
-					bytes, root);
+		return coll_fail(comm, st, "broadcast of %zu bytes from %d",
+				 bytes, root);
 	return HVD_OK;
 }
 
@@ -168,6 +168,6 @@ hvd_status_t coll_barrier(hvd_comm_t *comm)
 	else
 		st = coll_barrier_ucx(comm);
 	if (st != HVD_OK)
-		return hvd_error_prefix(st, "barrier");
+		return coll_fail(comm, st, "barrier");
 	return HVD_OK;
 }

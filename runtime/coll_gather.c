@@ -78,11 +78,8 @@ hvd_status_t coll_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 	st = xfer_end(&x);
 out:
 	free(off);
-	if (st != HVD_OK) {
-		if (st == HVD_ERR_PEER_FAILED)
-			comm->broken = st;
-		return hvd_error_prefix(st, "allgather");
-	}
+	if (st != HVD_OK)
+		return coll_fail(comm, st, "allgather");
 	return HVD_OK;
 }
 
@@ -157,10 +154,7 @@ hvd_status_t coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 out:
 	free(copy);
 	free(so);
-	if (st != HVD_OK) {
-		if (st == HVD_ERR_PEER_FAILED)
-			comm->broken = st;
-		return hvd_error_prefix(st, "alltoall");
-	}
+	if (st != HVD_OK)
+		return coll_fail(comm, st, "alltoall");
 	return HVD_OK;
 }

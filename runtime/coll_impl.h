@@ -101,6 +101,11 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 hvd_status_t ring_allgather(struct xfer *x, void *buf, const size_t *off,
 			    const size_t *len);
 
+/* Error exit of a collective: marks comm broken after a peer failure,
+ * names the failed world rank, prefixes what was running. */
+hvd_status_t coll_fail(hvd_comm_t *comm, hvd_status_t st, const char *fmt,
+		       ...) HVD_PRINTF(3, 4);
+
 static inline const void *coll_src(const void *sendbuf, void *recvbuf)
 {
 	return sendbuf == HVD_IN_PLACE ? recvbuf : sendbuf;

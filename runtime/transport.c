@@ -259,6 +259,12 @@ static void check_local_pids(const hvd_comm_t *comm)
 	}
 }
 
+int transport_check_failed(const hvd_comm_t *comm)
+{
+	check_local_pids(comm);
+	return transport_comm_failed(comm);
+}
+
 static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
 	char why[128];

@@ -49,6 +49,9 @@ void transport_mark_failed(int world_rank, const char *why);
 /* First failed world rank among comm's members (or -1). */
 int transport_comm_failed(const hvd_comm_t *comm);
 const char *transport_fail_reason(int world_rank);
+/* The same after checking the pids of members on this node (for errors
+ * reported by the shared-memory layer, to name the world rank). */
+int transport_check_failed(const hvd_comm_t *comm);
 
 /* Seconds without progress before a peer counts as dead
  * (HOROVOD_PEER_TIMEOUT, default 60). */

@@ -1,0 +1,109 @@
+#!/bin/sh
+# coll.sh - the collectives (coll_check) on 1, 2, 3, 4 and 8 ranks, the
+# transport-only algorithms (no shared memory, forced ring with small
+# segments), a HOROVOD_RANK that disagrees with PMIx, and a rank that
+# SIGKILLs itself inside an allreduce.  Ranks start through launch.sh
+# (hvdrun when built, else mpirun).
+set -u
+
+: "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+export top_builddir
+LAUNCH=$top_srcdir/tests/runtime/launch.sh
+CHECK=$top_builddir/tests/runtime/coll_check
+LIMIT=${HVD_COLL_TEST_LIMIT:-150}
+
+n=0
+fail=0
+ok() { # status description
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $n - $2"
+	else
+		echo "not ok $n - $2"
+		fail=$((fail + 1))
+	fi
+}
+
+launcher=$("$LAUNCH" --which)
+if [ "$launcher" = none ]; then
+	echo "1..0 # SKIP no PMIx launcher (neither hvdrun nor mpirun)"
+	exit 0
+fi
+if [ ! -x "$CHECK" ]; then
+	echo "1..0 # SKIP $CHECK not built"
+	exit 0
+fi
+T=$(mktemp -d "${TMPDIR:-/var/tmp}/coll-test.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+
+sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
+set -- $sizes
+echo "1..$(($# + 6))"
+echo "# launcher: $launcher"
+
+# run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
+# TAP has no failure and ends with a complete plan.
+run_check() {
+	name=$1
+	np=$2
+	shift 2
+	start=$(date +%s)
+	env "$@" timeout "$LIMIT" "$LAUNCH" -np "$np" "$CHECK" \
+		>"$T/out" 2>"$T/err"
+	rc=$?
+	took=$(($(date +%s) - start))
+	planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$T/out")
+	passed=$(grep -c '^ok ' "$T/out")
+	bad=$(grep -c '^not ok' "$T/out")
+	st=0
+	[ "$rc" -eq 0 ] && [ -n "$planned" ] && [ "$bad" -eq 0 ] &&
+		[ "$passed" -eq "$planned" ] || st=1
+	ok $st "$name: $passed/${planned:-?} checks passed, exit $rc, ${took}s"
+	if [ $st -ne 0 ]; then
+		grep -v '^ok ' "$T/out" | head -n 20 | sed 's/^/#   /'
+		head -n 20 "$T/err" | sed 's/^/#   stderr: /'
+	fi
+}
+
+for np in $sizes; do
+	run_check "coll_check on $np ranks" $np
+done
+run_check "4 ranks, UCX only (HVD_SHM=0)" 4 HVD_SHM=0
+run_check "3 ranks, UCX ring everywhere with 4 KiB segments" 3 HVD_SHM=0 \
+	HVD_ALLREDUCE_ALGO=ring HVD_REDUCESCATTER_ALGO=ring \
+	HVD_ALLGATHER_ALGO=ring HVD_BCAST_ALGO=chain HVD_RING_SEGMENT=4K \
+	HVD_RING_WINDOW=2
+
+# HOROVOD_RANK set for another launch: hvd_init fails, saying so.
+HOROVOD_RANK=7 HOROVOD_SIZE=9 timeout 60 "$LAUNCH" -np 2 "$CHECK" initfail \
+	>"$T/out" 2>"$T/err"
+rc=$?
+said=$(grep -c 'HVD_ERR_BOOTSTRAP.*HOROVOD_RANK=7' "$T/out")
+st=1
+[ $rc -eq 0 ] && [ "$said" -eq 2 ] && st=0
+ok $st "HOROVOD_RANK=7 under a 2-rank launch: hvd_init fails on both ranks"
+sed -n '1p' "$T/out" | sed 's/^/#   /'
+
+# Rank 2 of 4 SIGKILLs itself inside an allreduce: the others return
+# HVD_ERR_PEER_FAILED naming rank 2 well within HOROVOD_PEER_TIMEOUT, and
+# the launcher exits non-zero.
+for mode in shm ucx; do
+	if [ $mode = ucx ]; then set -- HVD_SHM=0; else set --; fi
+	start=$(date +%s)
+	env "$@" HOROVOD_PEER_TIMEOUT=10 timeout 90 "$LAUNCH" -np 4 --grace 15 \
+		"$CHECK" kill 2 >"$T/out" 2>"$T/err"
+	rc=$?
+	took=$(($(date +%s) - start))
+	named=$(grep -c 'HVD_ERR_PEER_FAILED after .*rank 2 failed' "$T/out")
+	st=1
+	[ "$named" -eq 3 ] && st=0
+	ok $st "killed rank ($mode): 3 survivors name rank 2 ($named did)"
+	sed 's/^/#   /' "$T/out" | head -n 3
+	if [ $mode = shm ]; then
+		st=1
+		[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 60 ] && st=0
+		ok $st "killed rank: the launcher exits non-zero ($rc) in ${took}s"
+	fi
+done
+exit $((fail > 0))

@@ -1,0 +1,869 @@
+/*
+ * coll_check.c - every blocking collective against answers computed here.
+ *
+ * Each rank's input is a deterministic function of (rank, index), chosen
+ * so that the exact result is representable in every type (small
+ * integers: sums of up to 8 ranks fit int8 and are exact in float16 and
+ * bfloat16; products stay within +-4), so the expected value is computed
+ * independently of the library, in double, and compared exactly (avg:
+ * within the rounding of one division).  Checks run on every rank; the
+ * number of failures is summed over ranks (with the library itself, so a
+ * broken allreduce shows up as a failed summary too) and rank 0 prints one
+ * TAP line per group.
+ *
+ *	coll_check            the full check
+ *	coll_check kill K     rank K SIGKILLs itself inside an allreduce; the
+ *	                      others must fail with HVD_ERR_PEER_FAILED naming
+ *	                      K within HOROVOD_PEER_TIMEOUT (+ slack)
+ *	coll_check initfail   hvd_init must fail with HVD_ERR_BOOTSTRAP
+ *	                      (run with a wrong HOROVOD_RANK)
+ *
+ * HVD_TEST_BIG=1 adds a 1 GiB (plus one element) float32 allreduce.
+ */
+#include "hvd.h"
+#include "tap.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int rank_, size_;
+static int verbose_bad = 5; /* mismatches printed per rank */
+
+/* ------------------------------------------------- type conversions */
+/* Written here, not taken from the library, so that checks stay
+ * independent of the code under test. */
+
+static uint16_t f2h(float f)
+{
+	uint32_t x;
+	int e;
+	uint32_t m, s;
+
+	memcpy(&x, &f, 4);
+	s = (x >> 16) & 0x8000u;
+	e = (int)((x >> 23) & 0xff) - 127 + 15;
+	m = x & 0x7fffffu;
+	if (((x >> 23) & 0xff) == 0)
+		return (uint16_t)s;
+	if (e >= 31)
+		return (uint16_t)(s | 0x7c00u);
+	if (e <= 0)
+		return (uint16_t)s; /* tiny values do not occur here */
+	/* round to nearest even */
+	m += 0xfffu + ((m >> 13) & 1u);
+	if (m & 0x800000u) {
+		m = 0;
+		e++;
+	}
+	return (uint16_t)(s | (uint32_t)e << 10 | m >> 13);
+}
+
+static float h2f(uint16_t h)
+{
+	uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f,
+		 m = h & 0x3ffu, x;
+	float f;
+
+	if (e == 0) {
+		f = ldexpf((float)m, -24);
+		return s ? -f : f;
+	}
+	if (e == 31)
+		x = s | 0x7f800000u | m << 13;
+	else
+		x = s | (e - 15 + 127) << 23 | m << 13;
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+static uint16_t f2bf(float f)
+{
+	uint32_t x;
+
+	memcpy(&x, &f, 4);
+	x += 0x7fffu + ((x >> 16) & 1u);
+	return (uint16_t)(x >> 16);
+}
+
+static float bf2f(uint16_t b)
+{
+	uint32_t x = (uint32_t)b << 16;
+	float f;
+
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+static void put(void *buf, size_t i, hvd_dtype_t t, double v)
+{
+	switch (t) {
+	case HVD_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(int)v; break;
+	case HVD_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+	case HVD_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+	case HVD_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+	case HVD_FLOAT16: ((uint16_t *)buf)[i] = f2h((float)v); break;
+	case HVD_BFLOAT16: ((uint16_t *)buf)[i] = f2bf((float)v); break;
+	case HVD_FLOAT32: ((float *)buf)[i] = (float)v; break;
+	case HVD_FLOAT64: ((double *)buf)[i] = v; break;
+	default: break;
+	}
+}
+
+static double get(const void *buf, size_t i, hvd_dtype_t t)
+{
+	switch (t) {
+	case HVD_UINT8: return ((const uint8_t *)buf)[i];
+	case HVD_INT8: return ((const int8_t *)buf)[i];
+	case HVD_INT32: return ((const int32_t *)buf)[i];
+	case HVD_INT64: return (double)((const int64_t *)buf)[i];
+	case HVD_FLOAT16: return h2f(((const uint16_t *)buf)[i]);
+	case HVD_BFLOAT16: return bf2f(((const uint16_t *)buf)[i]);
+	case HVD_FLOAT32: return ((const float *)buf)[i];
+	case HVD_FLOAT64: return ((const double *)buf)[i];
+	default: return NAN;
+	}
+}
+
+static int is_unsigned(hvd_dtype_t t)
+{
+	return t == HVD_UINT8;
+}
+
+static int is_integer(hvd_dtype_t t)
+{
+	return t <= HVD_INT64;
+}
+
+/* The input of rank r at index i for op. */
+static double input(int r, size_t i, hvd_dtype_t t, hvd_op_t op)
+{
+	size_t k = i % 1000003;
+
+	switch (op) {
+	case HVD_SUM:
+	case HVD_AVERAGE:
+		return is_unsigned(t) ? (double)((k * 7 + (size_t)r * 3) % 11)
+				      : (double)((k * 7 + (size_t)r * 3) % 11) -
+						5;
+	case HVD_MIN:
+	case HVD_MAX:
+		return is_unsigned(t)
+			       ? (double)((k * 13 + (size_t)r * 7) % 23)
+			       : (double)((k * 13 + (size_t)r * 7) % 23) - 11;
+	case HVD_PRODUCT: {
+		double v = (k + (size_t)r) % 5 == 0 ? 2 : 1;
+
+		if (!is_unsigned(t) && (k * 3 + (size_t)r) % 7 == 0)
+			v = -v;
+		return v;
+	}
+	default:
+		return 0;
+	}
+}
+
+static double expect(size_t i, hvd_dtype_t t, hvd_op_t op, int n)
+{
+	double acc = input(0, i, t, op);
+
+	for (int r = 1; r < n; r++) {
+		double v = input(r, i, t, op);
+
+		switch (op) {
+		case HVD_SUM:
+		case HVD_AVERAGE: acc += v; break;
+		case HVD_MIN: acc = v < acc ? v : acc; break;
+		case HVD_MAX: acc = v > acc ? v : acc; break;
+		case HVD_PRODUCT: acc *= v; break;
+		default: break;
+		}
+	}
+	if (op == HVD_AVERAGE)
+		acc /= n;
+	return acc;
+}
+
+static int close_enough(double got, double want, hvd_dtype_t t, hvd_op_t op)
+{
+	if (op != HVD_AVERAGE)
+		return got == want;
+	if (is_integer(t)) /* sum * (1/n) truncated: within one of sum / n */
+		return fabs(got - want) <= 1.0;
+	if (t == HVD_FLOAT16 || t == HVD_BFLOAT16)
+		return fabs(got - want) <= 0.02 * fabs(want) + 0.01;
+	return fabs(got - want) <= 1e-5 * fabs(want) + 1e-6;
+}
+
+/* ------------------------------------------------------- reporting */
+
+static long group_bad;
+
+static void bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void bad(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (group_bad++ < verbose_bad) {
+		fprintf(stderr, "coll_check: rank %d: ", rank_);
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fputc('\n', stderr);
+	}
+}
+
+/* One TAP line for a group: failures summed over all ranks. */
+static void report(const char *fmt, ...)
+{
+	long total = 0;
+	char name[256];
+	va_list ap;
+	hvd_status_t st;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+	st = hvd_allreduce(&group_bad, &total, 1, HVD_INT64, HVD_SUM);
+	if (st != HVD_OK)
+		total = -1;
+	if (rank_ == 0) {
+		ok(total == 0, "%s", name);
+		if (total)
+			diag("  %ld failures over all ranks (stderr has the "
+			     "first ones)",
+			     total);
+	}
+	group_bad = 0;
+}
+
+static void check_status(hvd_status_t st, const char *what)
+{
+	if (st != HVD_OK)
+		bad("%s: %s: %s", what, hvd_status_name(st), hvd_last_error());
+}
+
+/* ------------------------------------------------------- allreduce */
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p) {
+		fprintf(stderr, "coll_check: out of memory (%zu bytes)\n", n);
+		exit(99);
+	}
+	return p;
+}
+
+static void one_allreduce(size_t count, hvd_dtype_t t, hvd_op_t op,
+			  int in_place)
+{
+	size_t esz = hvd_dtype_size(t);
+	char *in = xmalloc(count * esz), *out = xmalloc(count * esz);
+	char what[128];
+	hvd_status_t st;
+
+	for (size_t i = 0; i < count; i++)
+		put(in, i, t, input(rank_, i, t, op));
+	snprintf(what, sizeof(what), "allreduce %s %s count %zu%s",
+		 hvd_op_name(op), hvd_dtype_name(t), count,
+		 in_place ? " in place" : "");
+	if (in_place) {
+		memcpy(out, in, count * esz);
+		st = hvd_allreduce(HVD_IN_PLACE, out, count, t, op);
+	} else {
+		memset(out, 0x5a, count * esz);
+		st = hvd_allreduce(in, out, count, t, op);
+	}
+	check_status(st, what);
+	if (st == HVD_OK) {
+		for (size_t i = 0; i < count; i++) {
+			double g = get(out, i, t), w = expect(i, t, op, size_);
+
+			if (!close_enough(g, w, t, op)) {
+				bad("%s: [%zu] = %g, expected %g", what, i, g,
+				    w);
+				break;
+			}
+		}
+		/* out of place leaves the input alone */
+		for (size_t i = 0; !in_place && i < count; i++)
+			if (get(in, i, t) != input(rank_, i, t, op)) {
+				bad("%s: input modified at %zu", what, i);
+				break;
+			}
+	}
+	free(in);
+	free(out);
+}
+
+static void test_allreduce(void)
+{
+	size_t counts[] = {0, 1, 2, 3, 7, 13, 97, 1021, 65537};
+	size_t ncounts = sizeof(counts) / sizeof(counts[0]);
+
+	for (int op = 0; op < HVD_OP_COUNT; op++) {
+		for (int t = 0; t < HVD_DTYPE_COUNT; t++) {
+			for (size_t c = 0; c < ncounts; c++)
+				for (int ip = 0; ip < 2; ip++)
+					one_allreduce(counts[c], (hvd_dtype_t)t,
+						      (hvd_op_t)op, ip);
+			report("allreduce %s %s: counts 0 1 2 3 7 13 97 1021 "
+			       "65537, in and out of place",
+			       hvd_op_name((hvd_op_t)op),
+			       hvd_dtype_name((hvd_dtype_t)t));
+		}
+	}
+	/* A few MiB: the segmented ring (or shared memory), every type. */
+	for (int t = 0; t < HVD_DTYPE_COUNT; t++) {
+		size_t count = (3u << 20) / hvd_dtype_size((hvd_dtype_t)t) + 5;
+
+		one_allreduce(count, (hvd_dtype_t)t, HVD_SUM, 0);
+		one_allreduce(count, (hvd_dtype_t)t, HVD_AVERAGE, 1);
+		report("allreduce %s: %zu elements (3 MiB + 5), sum out of "
+		       "place, avg in place",
+		       hvd_dtype_name((hvd_dtype_t)t), count);
+	}
+	one_allreduce((size_t)size_ * 3 - 1, HVD_FLOAT64, HVD_MAX, 0);
+	one_allreduce((size_t)size_ - 1, HVD_INT32, HVD_SUM, 1);
+	report("allreduce: counts just below a multiple of the size");
+}
+
+static void test_big(void)
+{
+	size_t count = ((size_t)1 << 28) + 1; /* 1 GiB + 4 bytes */
+	float *buf;
+	double t0;
+	hvd_status_t st;
+
+	if (!getenv("HVD_TEST_BIG") || strcmp(getenv("HVD_TEST_BIG"), "1")) {
+		if (rank_ == 0)
+			skip(1, "1 GiB allreduce: set HVD_TEST_BIG=1");
+		return;
+	}
+	buf = xmalloc(count * sizeof(float));
+	for (size_t i = 0; i < count; i++)
+		buf[i] = (float)input(rank_, i, HVD_FLOAT32, HVD_SUM);
+	t0 = (double)clock() / CLOCKS_PER_SEC;
+	st = hvd_allreduce(HVD_IN_PLACE, buf, count, HVD_FLOAT32, HVD_SUM);
+	check_status(st, "1 GiB allreduce");
+	for (size_t i = 0; st == HVD_OK && i < count; i++)
+		if (buf[i] != expect(i, HVD_FLOAT32, HVD_SUM, size_)) {
+			bad("1 GiB allreduce: [%zu] = %g, expected %g", i,
+			    buf[i], expect(i, HVD_FLOAT32, HVD_SUM, size_));
+			break;
+		}
+	free(buf);
+	report("allreduce float32 sum of %zu elements (1 GiB + 4 bytes), "
+	       "%.1f s cpu",
+	       count, (double)clock() / CLOCKS_PER_SEC - t0);
+}
+
+/* ---------------------------------------------------- reducescatter */
+
+static void one_reducescatter(size_t count, hvd_dtype_t t, hvd_op_t op,
+			      int in_place)
+{
+	size_t esz = hvd_dtype_size(t);
+	size_t mine = hvd_reducescatter_count(count, rank_, size_);
+	size_t off = hvd_reducescatter_offset(count, rank_, size_);
+	char *in = xmalloc(count * esz), *out = xmalloc(count * esz);
+	char what[128];
+	hvd_status_t st;
+
+	for (size_t i = 0; i < count; i++)
+		put(in, i, t, input(rank_, i, t, op));
+	snprintf(what, sizeof(what), "reducescatter %s %s count %zu%s",
+		 hvd_op_name(op), hvd_dtype_name(t), count,
+		 in_place ? " in place" : "");
+	if (in_place) {
+		memcpy(out, in, count * esz);
+		st = hvd_reducescatter(HVD_IN_PLACE, out, count, t, op);
+	} else {
+		st = hvd_reducescatter(in, out, count, t, op);
+	}
+	check_status(st, what);
+	for (size_t i = 0; st == HVD_OK && i < mine; i++) {
+		double g = get(out, i, t), w = expect(off + i, t, op, size_);
+
+		if (!close_enough(g, w, t, op)) {
+			bad("%s: [%zu] = %g, expected %g", what, off + i, g, w);
+			break;
+		}
+	}
+	free(in);
+	free(out);
+}
+
+static void test_reducescatter(void)
+{
+	size_t counts[] = {0, 1, (size_t)size_ - 1 ? (size_t)size_ - 1 : 1,
+			   97, 65537, (1u << 20) + 3};
+
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+		for (int ip = 0; ip < 2; ip++) {
+			one_reducescatter(counts[c], HVD_FLOAT32, HVD_SUM, ip);
+			one_reducescatter(counts[c], HVD_INT32, HVD_MAX, ip);
+			one_reducescatter(counts[c], HVD_BFLOAT16, HVD_AVERAGE,
+					  ip);
+			one_reducescatter(counts[c], HVD_INT8, HVD_PRODUCT,
+					  ip);
+		}
+	report("reducescatter float32 sum, int32 max, bfloat16 avg, int8 "
+	       "prod: counts 0 1 size-1 97 65537 1M+3, in and out of place");
+}
+
+/* ---------------------------------------------- allgather, alltoall */
+
+static double gval(int r, size_t i)
+{
+	return (double)((r * 31 + (int)(i % 1009) * 7) % 101);
+}
+
+static void test_allgather(void)
+{
+	size_t counts[] = {0, 1, 3, 97, 40000, 300001};
+
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		size_t n = counts[c];
+
+		for (int ip = 0; ip < 2; ip++) {
+			int32_t *in = xmalloc(n * 4);
+			int32_t *out = xmalloc(n * 4 * (size_t)size_);
+			hvd_status_t st;
+
+			for (size_t i = 0; i < n; i++)
+				in[i] = (int32_t)gval(rank_, i);
+			memset(out, 0xee, n * 4 * (size_t)size_);
+			if (ip) {
+				memcpy(out + n * (size_t)rank_, in, n * 4);
+				st = hvd_allgather(HVD_IN_PLACE, out, n,
+						   HVD_INT32);
+			} else {
+				st = hvd_allgather(in, out, n, HVD_INT32);
+			}
+			check_status(st, "allgather");
+			for (int r = 0; st == HVD_OK && r < size_; r++)
+				for (size_t i = 0; i < n; i++)
+					if (out[(size_t)r * n + i] !=
+					    (int32_t)gval(r, i)) {
+						bad("allgather count %zu: "
+						    "rank %d's [%zu] wrong",
+						    n, r, i);
+						r = size_;
+						break;
+					}
+			free(in);
+			free(out);
+		}
+	}
+	report("allgather int32: counts 0 1 3 97 40000 300001, in and out of "
+	       "place");
+
+	/* allgatherv: uneven (some zero) counts, packed and with displs
+	 * in reverse rank order with gaps. */
+	for (int scale = 1; scale <= 20000; scale *= 100) {
+		size_t *counts_v = xmalloc((size_t)size_ * sizeof(size_t));
+		size_t *displs = xmalloc((size_t)size_ * sizeof(size_t));
+		size_t total = 0, span = 0;
+
+		for (int r = 0; r < size_; r++)
+			counts_v[r] = (size_t)((r * 3 + 1) % 5) * (size_t)scale;
+		for (int r = size_ - 1; r >= 0; r--) {
+			displs[r] = span;
+			span += counts_v[r] + 2;
+		}
+		for (int r = 0; r < size_; r++)
+			total += counts_v[r];
+		for (int with_displs = 0; with_displs < 2; with_displs++) {
+			size_t mine = counts_v[rank_];
+			double *in = xmalloc(mine * 8);
+			double *out = xmalloc(span * 8);
+			hvd_status_t st;
+
+			for (size_t i = 0; i < mine; i++)
+				in[i] = gval(rank_, i);
+			st = hvd_allgatherv(in, mine, out, counts_v,
+					    with_displs ? displs : NULL,
+					    HVD_FLOAT64);
+			check_status(st, "allgatherv");
+			for (int r = 0, pos = 0; st == HVD_OK && r < size_;
+			     r++) {
+				size_t base = with_displs ? displs[r]
+							  : (size_t)pos;
+
+				for (size_t i = 0; i < counts_v[r]; i++)
+					if (out[base + i] != gval(r, i)) {
+						bad("allgatherv scale %d "
+						    "displs %d: rank %d's "
+						    "[%zu] wrong",
+						    scale, with_displs, r, i);
+						break;
+					}
+				pos += (int)counts_v[r];
+			}
+			free(in);
+			free(out);
+		}
+		(void)total;
+		free(counts_v);
+		free(displs);
+	}
+	report("allgatherv float64: uneven counts (some 0) x 1 100 10000, "
+	       "packed and reversed displacements");
+}
+
+static void test_alltoall(void)
+{
+	size_t counts[] = {0, 1, 5, 10000};
+
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		size_t n = counts[c], all = n * (size_t)size_;
+
+		for (int ip = 0; ip < 2; ip++) {
+			int64_t *in = xmalloc(all * 8), *out = xmalloc(all * 8);
+			hvd_status_t st;
+
+			/* element i of the block for rank d */
+			for (int d = 0; d < size_; d++)
+				for (size_t i = 0; i < n; i++)
+					in[(size_t)d * n + i] =
+						(int64_t)rank_ * 1000000 +
+						d * 1000 + (int64_t)i;
+			if (ip) {
+				memcpy(out, in, all * 8);
+				st = hvd_alltoall(HVD_IN_PLACE, out, n,
+						  HVD_INT64);
+			} else {
+				st = hvd_alltoall(in, out, n, HVD_INT64);
+			}
+			check_status(st, "alltoall");
+			for (int s = 0; st == HVD_OK && s < size_; s++)
+				for (size_t i = 0; i < n; i++)
+					if (out[(size_t)s * n + i] !=
+					    (int64_t)s * 1000000 +
+						    rank_ * 1000 + (int64_t)i) {
+						bad("alltoall count %zu: from "
+						    "%d [%zu] wrong",
+						    n, s, i);
+						s = size_;
+						break;
+					}
+			free(in);
+			free(out);
+		}
+	}
+	report("alltoall int64: counts 0 1 5 10000, in and out of place");
+
+	/* alltoallv: rank s sends (s + d) % 3 * 7 elements to rank d. */
+	{
+		size_t *sc = xmalloc((size_t)size_ * 8), *rc = xmalloc(
+								 (size_t)size_ *
+								 8);
+		size_t st_ = 0, rt = 0;
+		uint8_t *in, *out;
+		hvd_status_t st;
+
+		for (int d = 0; d < size_; d++) {
+			sc[d] = (size_t)((rank_ + d) % 3) * 7;
+			rc[d] = (size_t)((d + rank_) % 3) * 7;
+			st_ += sc[d];
+			rt += rc[d];
+		}
+		in = xmalloc(st_);
+		out = xmalloc(rt);
+		for (int d = 0, pos = 0; d < size_; d++)
+			for (size_t i = 0; i < sc[d]; i++)
+				in[pos++] = (uint8_t)(rank_ * 16 + d + (int)i);
+		st = hvd_alltoallv(in, sc, NULL, out, rc, NULL, HVD_UINT8);
+		check_status(st, "alltoallv");
+		for (int s = 0, pos = 0; st == HVD_OK && s < size_; s++)
+			for (size_t i = 0; i < rc[s]; i++, pos++)
+				if (out[pos] !=
+				    (uint8_t)(s * 16 + rank_ + (int)i)) {
+					bad("alltoallv: from %d [%zu] wrong", s,
+					    i);
+					s = size_;
+					break;
+				}
+		free(in);
+		free(out);
+		free(sc);
+		free(rc);
+	}
+	report("alltoallv uint8: uneven counts (some 0)");
+}
+
+static void test_broadcast(void)
+{
+	size_t counts[] = {0, 1, 97, 300001};
+
+	for (int root = 0; root < size_; root++)
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]);
+		     c++) {
+			size_t n = counts[c];
+			float *buf = xmalloc(n * 4);
+			hvd_status_t st;
+
+			for (size_t i = 0; i < n; i++)
+				buf[i] = rank_ == root ? (float)gval(root, i)
+						       : -1.0f;
+			st = hvd_broadcast(buf, n, HVD_FLOAT32, root);
+			check_status(st, "broadcast");
+			for (size_t i = 0; st == HVD_OK && i < n; i++)
+				if (buf[i] != (float)gval(root, i)) {
+					bad("broadcast count %zu from %d: "
+					    "[%zu] wrong",
+					    n, root, i);
+					break;
+				}
+			free(buf);
+		}
+	report("broadcast float32 from every root: counts 0 1 97 300001");
+}
+
+static void test_barrier(void)
+{
+	struct timespec a, b;
+	double waited;
+	hvd_status_t st;
+
+	for (int i = 0; i < 5; i++)
+		check_status(hvd_barrier(), "barrier");
+	/* The last rank arrives 300 ms late: nobody may leave earlier. */
+	if (rank_ == size_ - 1)
+		usleep(300000);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	st = hvd_barrier();
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	check_status(st, "barrier");
+	waited = (double)(b.tv_sec - a.tv_sec) +
+		 (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+	if (size_ > 1 && rank_ != size_ - 1 && waited < 0.2)
+		bad("left the barrier after %.3f s although the last rank "
+		    "came 0.3 s late",
+		    waited);
+	report("barrier: 5 in a row, and nobody leaves before the last "
+	       "rank arrives");
+}
+
+/* ------------------------------------------------- ranks and errors */
+
+static void test_ranks(void)
+{
+	int info[4] = {hvd_rank(), hvd_local_rank(), hvd_node_id(),
+		       hvd_cross_rank()};
+	int *all = xmalloc((size_t)size_ * sizeof(info));
+	const char *ompi_lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+	const char *slurm_lr = getenv("SLURM_LOCALID");
+	hvd_status_t st;
+
+	if (hvd_local_rank() < 0 || hvd_local_rank() >= hvd_local_size())
+		bad("local rank %d of %d", hvd_local_rank(), hvd_local_size());
+	if (ompi_lr && atoi(ompi_lr) != hvd_local_rank())
+		bad("local rank %d, mpirun says %s", hvd_local_rank(), ompi_lr);
+	if (slurm_lr && atoi(slurm_lr) != hvd_local_rank())
+		bad("local rank %d, SLURM_LOCALID=%s", hvd_local_rank(),
+		    slurm_lr);
+	st = hvd_allgather(info, all, 4, HVD_INT32);
+	check_status(st, "allgather of rank info");
+	if (st == HVD_OK) {
+		int cross = 0, local = 0, csize = 0;
+
+		for (int r = 0; r < size_; r++) {
+			if (all[r * 4] != r)
+				bad("rank %d reported rank %d", r, all[r * 4]);
+			if (all[r * 4 + 2] == hvd_node_id())
+				local++;
+			if (all[r * 4 + 1] == hvd_local_rank()) {
+				csize++;
+				if (all[r * 4 + 2] < hvd_node_id())
+					cross++;
+			}
+		}
+		if (local != hvd_local_size())
+			bad("local size %d, but %d ranks share node %d",
+			    hvd_local_size(), local, hvd_node_id());
+		if (csize != hvd_cross_size() || cross != hvd_cross_rank())
+			bad("cross %d of %d, expected %d of %d",
+			    hvd_cross_rank(), hvd_cross_size(), cross, csize);
+	}
+	free(all);
+	report("ranks: rank/size, local and cross ranks consistent over all "
+	       "ranks (and with the launcher's variables)");
+}
+
+static void expect_status(hvd_status_t got, hvd_status_t want,
+			  const char *what)
+{
+	if (got != want)
+		bad("%s: got %s, expected %s (%s)", what, hvd_status_name(got),
+		    hvd_status_name(want), hvd_last_error());
+	else if (want != HVD_OK && strncmp(hvd_last_error(), "hvd: ", 5) &&
+		 !strstr(hvd_last_error(), "hvd: "))
+		bad("%s: message \"%s\" does not say hvd:", what,
+		    hvd_last_error());
+}
+
+static void test_errors(void)
+{
+	float a[4] = {0}, b[4 * 64];
+	size_t counts[64], one = 1;
+
+	for (int i = 0; i < 64; i++)
+		counts[i] = 1;
+	expect_status(hvd_allreduce(a, b, 4, HVD_DTYPE_COUNT, HVD_SUM),
+		      HVD_ERR_BAD_TYPE, "allreduce bad type");
+	expect_status(hvd_allreduce(a, b, 4, (hvd_dtype_t)-1, HVD_SUM),
+		      HVD_ERR_BAD_TYPE, "allreduce type -1");
+	expect_status(hvd_allreduce(a, b, 4, HVD_FLOAT32, HVD_OP_COUNT),
+		      HVD_ERR_BAD_OP, "allreduce bad op");
+	expect_status(hvd_allreduce(NULL, b, 4, HVD_FLOAT32, HVD_SUM),
+		      HVD_ERR_INVALID_ARG, "allreduce NULL sendbuf");
+	expect_status(hvd_allreduce(a, NULL, 4, HVD_FLOAT32, HVD_SUM),
+		      HVD_ERR_INVALID_ARG, "allreduce NULL recvbuf");
+	expect_status(hvd_allreduce(a, b, SIZE_MAX / 2, HVD_FLOAT32, HVD_SUM),
+		      HVD_ERR_INVALID_ARG, "allreduce count overflow");
+	expect_status(hvd_allgather(NULL, b, 1, HVD_FLOAT32),
+		      HVD_ERR_INVALID_ARG, "allgather NULL sendbuf");
+	expect_status(hvd_allgather(a, b, 1, (hvd_dtype_t)99),
+		      HVD_ERR_BAD_TYPE, "allgather bad type");
+	expect_status(hvd_allgatherv(a, 1, b, NULL, NULL, HVD_FLOAT32),
+		      HVD_ERR_INVALID_ARG, "allgatherv NULL recvcounts");
+	counts[rank_] = 2;
+	expect_status(hvd_allgatherv(a, 1, b, counts, NULL, HVD_FLOAT32),
+		      HVD_ERR_INVALID_ARG, "allgatherv sendcount mismatch");
+	counts[rank_] = 1;
+	expect_status(hvd_broadcast(a, 1, HVD_FLOAT32, -1), HVD_ERR_INVALID_ARG,
+		      "broadcast root -1");
+	expect_status(hvd_broadcast(a, 1, HVD_FLOAT32, size_),
+		      HVD_ERR_INVALID_ARG, "broadcast root = size");
+	expect_status(hvd_broadcast(NULL, 1, HVD_FLOAT32, 0),
+		      HVD_ERR_INVALID_ARG, "broadcast NULL");
+	expect_status(hvd_alltoall(NULL, b, 1, HVD_FLOAT32),
+		      HVD_ERR_INVALID_ARG, "alltoall NULL sendbuf");
+	expect_status(hvd_alltoallv(a, NULL, NULL, b, counts, NULL,
+				    HVD_FLOAT32),
+		      HVD_ERR_INVALID_ARG, "alltoallv NULL sendcounts");
+	expect_status(hvd_reducescatter(a, b, 4, HVD_FLOAT32, (hvd_op_t)42),
+		      HVD_ERR_BAD_OP, "reducescatter bad op");
+	expect_status(hvd_reducescatter(a, NULL, 64 * 4, HVD_FLOAT32, HVD_SUM),
+		      HVD_ERR_INVALID_ARG, "reducescatter NULL recvbuf");
+	/* NULL with count 0 is fine (and collective: everyone does it). */
+	expect_status(hvd_allreduce(NULL, NULL, 0, HVD_FLOAT32, HVD_SUM),
+		      HVD_OK, "allreduce NULL buffers, count 0");
+	expect_status(hvd_broadcast(NULL, 0, HVD_INT8, 0), HVD_OK,
+		      "broadcast NULL, count 0");
+	(void)one;
+	report("errors: bad type, bad op, NULL buffers, overflowing count, "
+	       "bad root, count mismatch, with messages");
+}
+
+/* --------------------------------------------------- failure modes */
+
+static int run_kill(int victim)
+{
+	size_t n = 1 << 16;
+	float *buf = xmalloc(n * 4);
+	struct timespec a, b;
+	hvd_status_t st = HVD_OK;
+	double took, limit;
+	int iter;
+
+	limit = getenv("HOROVOD_PEER_TIMEOUT")
+			? atof(getenv("HOROVOD_PEER_TIMEOUT"))
+			: 60.0;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (iter = 0; iter < 1000 && st == HVD_OK; iter++) {
+		for (size_t i = 0; i < n; i++)
+			buf[i] = 1.0f;
+		/* The victim dies inside its 4th allreduce: the others are
+		 * already waiting for its data. */
+		if (rank_ == victim && iter == 3) {
+			usleep(100000);
+			kill(getpid(), SIGKILL);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		st = hvd_allreduce(HVD_IN_PLACE, buf, n, HVD_FLOAT32, HVD_SUM);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	took = (double)(b.tv_sec - a.tv_sec) +
+	       (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+	printf("rank %d: iteration %d: %s after %.2f s: %s\n", rank_, iter - 1,
+	       hvd_status_name(st), took, hvd_last_error());
+	fflush(stdout);
+	free(buf);
+	/* Stay a while so that the other survivors find the victim, not
+	 * us, gone (the launcher stops us anyway). */
+	sleep(3);
+	if (st == HVD_ERR_PEER_FAILED && took <= limit + 5)
+		return 3; /* the expected outcome: a clean error */
+	return 4;
+}
+
+int main(int argc, char **argv)
+{
+	hvd_status_t st;
+	float x = 0;
+
+	/* Before hvd_init: statuses, not crashes. */
+	if (argc > 1 && strcmp(argv[1], "initfail") == 0) {
+		st = hvd_init();
+		printf("hvd_init: %s: %s\n", hvd_status_name(st),
+		       hvd_last_error());
+		return st == HVD_ERR_BOOTSTRAP &&
+				       strstr(hvd_last_error(), "HOROVOD_")
+			       ? 0
+			       : 1;
+	}
+	st = hvd_allreduce(&x, &x, 1, HVD_FLOAT32, HVD_SUM);
+	if (st != HVD_ERR_NOT_INITIALIZED || hvd_rank() != -1 ||
+	    hvd_is_initialized() || hvd_finalize() != HVD_ERR_NOT_INITIALIZED) {
+		printf("Bail out! before hvd_init: %s\n", hvd_status_name(st));
+		return 1;
+	}
+	st = hvd_init();
+	if (st != HVD_OK) {
+		printf("Bail out! hvd_init: %s: %s\n", hvd_status_name(st),
+		       hvd_last_error());
+		return 1;
+	}
+	rank_ = hvd_rank();
+	size_ = hvd_size();
+	if (argc > 2 && strcmp(argv[1], "kill") == 0)
+		return run_kill(atoi(argv[2]));
+
+	if (rank_ == 0) {
+		ok(1, "calls before hvd_init return HVD_ERR_NOT_INITIALIZED");
+		diag("%d ranks, %d per node on this node, %d nodes", size_,
+		     hvd_local_size(), size_ / hvd_local_size());
+	}
+	test_ranks();
+	test_errors();
+	test_barrier();
+	test_allreduce();
+	test_big();
+	test_reducescatter();
+	test_allgather();
+	test_alltoall();
+	test_broadcast();
+
+	st = hvd_finalize();
+	if (rank_ == 0) {
+		ok(st == HVD_OK, "hvd_finalize: %s", hvd_status_name(st));
+		ok(hvd_allreduce(&x, &x, 1, HVD_FLOAT32, HVD_SUM) ==
+				   HVD_ERR_NOT_INITIALIZED &&
+			   !hvd_is_initialized() && hvd_size() == -1,
+		   "calls after hvd_finalize return HVD_ERR_NOT_INITIALIZED");
+		return done_testing();
+	}
+	return 0;
+}

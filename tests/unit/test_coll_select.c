@@ -1,0 +1,123 @@
+/*
+ * test_coll_select.c - the collective tuning table and algorithm
+ * selection (runtime/coll_select.c), driven by a fake environment.
+ */
+#include "coll_impl.h"
+#include "tap.h"
+
+#include <string.h>
+
+static const char *env[32][2];
+static int nenv, nwarn;
+
+static const char *lookup(const char *name)
+{
+	for (int i = 0; i < nenv; i++)
+		if (strcmp(env[i][0], name) == 0)
+			return env[i][1];
+	return NULL;
+}
+
+static void warn(const char *msg)
+{
+	nwarn++;
+	diag("warning: %s", msg);
+}
+
+static void setenv_(const char *k, const char *v)
+{
+	env[nenv][0] = k;
+	env[nenv][1] = v;
+	nenv++;
+}
+
+static struct coll_place place(int size, int nodes, int uniform, int ls,
+			       int shm)
+{
+	struct coll_place p = {size, nodes, uniform, ls, shm};
+
+	return p;
+}
+
+int main(void)
+{
+	struct coll_tuning t;
+	struct coll_place one_node = place(4, 1, 1, 4, 1);
+	struct coll_place no_shm = place(4, 1, 1, 4, 0);
+	struct coll_place two_nodes = place(8, 2, 1, 4, 1);
+	struct coll_place uneven = place(5, 2, 0, 3, 1);
+	struct coll_place one_per_node = place(4, 4, 1, 1, 1);
+
+	plan(31);
+	coll_tuning_parse(&t, lookup, warn);
+	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
+	is_int(t.segment, 256 << 10, "default segment 256K");
+	is_int(t.window, 4, "default window 4");
+	is_int(t.shm, 1, "shm on by default");
+	is_int(t.hier, -1, "hierarchical: auto by default");
+	is_int(nwarn, 0, "no warnings for an empty environment");
+
+	/* allreduce */
+	is_int(coll_select(&t, CK_ALLREDUCE, 8, 2, &one_node), ALGO_SHM,
+	       "one node with shm: shm");
+	is_int(coll_select(&t, CK_ALLREDUCE, 8, 2, &no_shm), ALGO_RD,
+	       "no shm, 8 B: recursive doubling");
+	is_int(coll_select(&t, CK_ALLREDUCE, 64 << 10, 16384, &no_shm),
+	       ALGO_RD, "no shm, 64 KiB: still rd (threshold inclusive)");
+	is_int(coll_select(&t, CK_ALLREDUCE, (64 << 10) + 4, 16385, &no_shm),
+	       ALGO_RING, "no shm, above 64 KiB: ring");
+	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &two_nodes),
+	       ALGO_HIER, "two even nodes: hierarchical");
+	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &uneven),
+	       ALGO_RING, "uneven nodes: flat ring");
+	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &one_per_node),
+	       ALGO_RING, "one rank per node: flat ring");
+	is_int(coll_select(&t, CK_ALLREDUCE, 1 << 20, 3, &uneven), ALGO_RD,
+	       "fewer elements than ranks: rd whatever the bytes");
+
+	/* other collectives */
+	is_int(coll_select(&t, CK_BROADCAST, 100, 100, &two_nodes),
+	       ALGO_BINOMIAL, "small broadcast: binomial");
+	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &two_nodes),
+	       ALGO_CHAIN, "large broadcast: chain");
+	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &one_node),
+	       ALGO_SHM, "broadcast within a node: shm");
+	is_int(coll_select(&t, CK_ALLGATHER, 100, 100, &two_nodes),
+	       ALGO_DIRECT, "small allgather: direct");
+	is_int(coll_select(&t, CK_ALLGATHER, 1 << 20, 1 << 20, &two_nodes),
+	       ALGO_RING, "large allgather: ring");
+	is_int(coll_select(&t, CK_BARRIER, 0, 0, &two_nodes), ALGO_DISSEM,
+	       "barrier across nodes: dissemination");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &no_shm),
+	       ALGO_RING, "large reducescatter: ring");
+
+	/* overrides */
+	setenv_("HVD_ALLREDUCE_ALGO", "ring");
+	setenv_("HVD_ALLREDUCE_SMALL_MAX", "1K");
+	setenv_("HVD_RING_SEGMENT", "64K");
+	setenv_("HVD_BCAST_ALGO", "pairwise"); /* not a bcast algorithm */
+	setenv_("HVD_SHM", "maybe");           /* not a boolean */
+	setenv_("HOROVOD_HIERARCHICAL_ALLREDUCE", "0");
+	setenv_("HVD_ALLGATHER_SMALL_MAX", "12Q"); /* malformed */
+	nwarn = 0;
+	coll_tuning_parse(&t, lookup, warn);
+	is_int(t.algo[CK_ALLREDUCE], ALGO_RING, "HVD_ALLREDUCE_ALGO=ring");
+	is_int(t.allreduce_small_max, 1024, "HVD_ALLREDUCE_SMALL_MAX=1K");
+	is_int(t.segment, 64 << 10, "HVD_RING_SEGMENT=64K");
+	is_int(t.algo[CK_BROADCAST], ALGO_AUTO,
+	       "an algorithm of another collective is refused");
+	is_int(t.shm, 1, "malformed HVD_SHM keeps the default");
+	is_int(t.allgather_small_max, 64 << 10,
+	       "malformed size keeps the default");
+	is_int(nwarn, 3, "three warnings");
+	is_int(coll_select(&t, CK_ALLREDUCE, 8, 2, &no_shm), ALGO_RING,
+	       "forced ring even for 8 bytes");
+	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &two_nodes),
+	       ALGO_RING, "forced ring beats hierarchical");
+	nenv = 0;
+	setenv_("HVD_ALLREDUCE_ALGO", "shm");
+	coll_tuning_parse(&t, lookup, warn);
+	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &two_nodes),
+	       ALGO_HIER, "forced shm across nodes falls back to auto");
+	return done_testing();
+}

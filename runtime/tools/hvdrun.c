@@ -310,6 +310,28 @@ static char *resolve(const char *prog)
 	return NULL;
 }
 
+/*
+ * Open MPI 4.1 decides how it was launched before it looks at PMIx: with no
+ * sign of mpirun, Slurm or Flux it declares itself a singleton and ignores
+ * our server.  A daemon URI in the environment makes it take the
+ * "launched by mpirun" path, which uses PMIx for everything it needs; the
+ * daemon itself is never contacted in a normal run (nothing listens on
+ * 127.0.0.1:1, so a program that tries, e.g. MPI_Comm_spawn, fails).
+ */
+#define OMPI_DAEMON_VAR "OMPI_MCA_orte_local_daemon_uri"
+
+static char *ompi_daemon_uri(void)
+{
+	char *s = NULL;
+
+	if (getenv(OMPI_DAEMON_VAR))
+		return NULL;	/* the user's choice (or an outer mpirun) */
+	if (asprintf(&s, "%s=%lu.0;tcp://127.0.0.1:1", OMPI_DAEMON_VAR,
+		     ((unsigned long)getpid() & 0x7fff) << 16) < 0)
+		return NULL;
+	return s;
+}
+
 /* A rank's environment: ours minus any PMIx client settings inherited from
  * an outer launcher (srun, mpirun), which would make the rank connect to
  * that server instead of ours.  PMIX_MCA_* are user tuning: kept. */
@@ -320,7 +342,7 @@ static char **child_env(void)
 
 	while (environ[n])
 		n++;
-	env = calloc(n + 1, sizeof(*env));
+	env = calloc(n + 2, sizeof(*env));
 	if (!env)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
@@ -332,6 +354,7 @@ static char **child_env(void)
 			goto err;
 		k++;
 	}
+	env[k] = ompi_daemon_uri();
 	return env;
 err:
 	while (k)
@@ -651,6 +674,11 @@ out:
 		while (nrunning && waitpid(-1, NULL, 0) > 0)
 			nrunning--;
 	}
+	/* Ranks that died without PMIx_Finalize leave the PMIx thread a few
+	 * lost connections to clean up; tearing the server down under it
+	 * makes libevent print "Epoll MOD ... Bad file descriptor". */
+	if (failed)
+		usleep(100 * 1000);
 	hvdrun_pmix_fini(&server);
 	if (server.tmpdir[0])
 		nftw(server.tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

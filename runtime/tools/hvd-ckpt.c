@@ -21,13 +21,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static void usage(FILE *to)
 {
 	fprintf(to,
 		"usage: hvd-ckpt list DIR\n"
 		"       hvd-ckpt verify DIR [STEP]\n"
-		"       hvd-ckpt show DIR [STEP]\n"
+		"       hvd-ckpt show DIR [STEP] | show DIR/step-NNNNNNNN\n"
 		"       hvd-ckpt prune DIR K\n"
 		"DIR is a checkpoint directory (HOROVOD_CHECKPOINT_DIR).\n"
 		"Exit status: 0 all good, 1 damaged checkpoints found, "
@@ -208,6 +209,12 @@ static int cmd_show(const char *dir, long only)
 	size_t n;
 	long step = -1;
 
+	/* DIR may be one checkpoint (hvd-ckpt show DIR/step-00000100) */
+	ckpt_fmt(ckdir, sizeof(ckdir), "%s/%s", dir, CKPT_MANIFEST_NAME);
+	if (only < 0 && access(ckdir, F_OK) == 0) {
+		ckpt_fmt(ckdir, sizeof(ckdir), "%s", dir);
+		goto show;
+	}
 	if (ckpt_scan(dir, NULL, &e, &n) != HVD_OK) {
 		fprintf(stderr, "hvd-ckpt: %s\n", hvd_last_error());
 		return 2;
@@ -226,6 +233,7 @@ static int cmd_show(const char *dir, long only)
 	}
 	ckpt_dir_name(when, sizeof(when), step, NULL);
 	ckpt_fmt(ckdir, sizeof(ckdir), "%s/%s", dir, when);
+show:
 	if (ckpt_read_manifest(ckdir, &m) != HVD_OK) {
 		printf("%s: BAD: %s\n", ckdir, hvd_last_error());
 		return 1;

@@ -19,6 +19,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+
+#include "cuda/bench_cuda.h" /* -D cuda (GPU path) */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,6 +47,8 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static int use_cuda; /* -D cuda */
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -54,7 +58,7 @@ static void usage(FILE *f)
 		"[-r sum|prod|min|max|avg]\n"
 		"                 [-n ITERS] [-w WARMUP] [-c 0|1] "
 		"[--compare mpi,gloo,memcpy] [--csv FILE]\n"
-		"                 [--grads SPEC]\n"
+		"                 [--grads SPEC] [-D host|cuda]\n"
 		"Run under hvdrun, srun --mpi=pmix or mpirun (--compare mpi "
 		"needs mpirun).\n"
 		"Sizes take K/M/G suffixes (binary).  See hvd-bench(1).\n");
@@ -629,7 +633,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o,
 	int c, i;
 	char *end;
 
-	while ((c = getopt_long(argc, argv, "o:b:e:f:d:r:n:w:c:h", longopts,
+	while ((c = getopt_long(argc, argv, "o:b:e:f:d:r:n:w:c:D:h", longopts,
 				NULL)) != -1) {
 		switch (c) {
 		case 'o':
@@ -710,6 +714,15 @@ static int parse_args(int argc, char **argv, struct bench_opts *o,
 				return -1;
 			}
 			o->check = optarg[0] == '1';
+			break;
+		case 'D': /* GPU path hook: buffers in device memory */
+			if (strcmp(optarg, "host") && strcmp(optarg, "cuda")) {
+				fprintf(stderr, "hvd-bench: -D %s: expected host "
+						"or cuda\n",
+					optarg);
+				return -1;
+			}
+			use_cuda = !strcmp(optarg, "cuda");
 			break;
 		case 'C':
 			if (parse_compare(o, optarg))
@@ -872,6 +885,8 @@ int main(int argc, char **argv)
 	}
 	memset(send, 0, max_send);
 	memset(recv, 0, max_recv);
+	if (use_cuda && bench_cuda_setup(hvd_local_rank(), max_send, max_recv))
+		goto out;
 	if (o.rank == 0 && o.csv) {
 		csv = fopen(o.csv, "w");
 		if (!csv) {
@@ -900,8 +915,14 @@ int main(int argc, char **argv)
 				: o.coll == BENCH_BROADCAST ? 1.0
 							    : (double)(n - 1) / n;
 		double t;
+		/* -D cuda: the same case on the device mirrors (GPU hook) */
+		struct bench_case dc = c;
 
-		c.count = bytes / per;
+		if (use_cuda) {
+			dc.send = bench_cuda_send();
+			dc.recv = bench_cuda_recv();
+		}
+		c.count = dc.count = bytes / per;
 		next = (size_t)((double)bytes * o.factor);
 		if (next <= bytes)
 			next = bytes + 1;
@@ -915,11 +936,15 @@ int main(int argc, char **argv)
 			long bad;
 
 			fill_inputs(&c);
-			if (hvd_barrier() != HVD_OK || ours_once(&c) != HVD_OK) {
+			if (use_cuda && bench_cuda_upload(send, recv))
+				goto out;
+			if (hvd_barrier() != HVD_OK || ours_once(&dc) != HVD_OK) {
 				fprintf(stderr, "hvd-bench: %s: %s\n",
 					coll_names[o.coll], hvd_last_error());
 				goto out;
 			}
+			if (use_cuda && bench_cuda_download(recv))
+				goto out;
 			bad = count_wrong(&c);
 			if (hvd_allreduce(HVD_IN_PLACE, &bad, 1, HVD_INT64,
 					  HVD_SUM) != HVD_OK)
@@ -927,7 +952,7 @@ int main(int argc, char **argv)
 			r.wrong = bad;
 			wrong_total += bad;
 		}
-		t = measure(run_ours, &c, &o, 0);
+		t = measure(run_ours, &dc, &o, 0);
 		if (t < 0)
 			goto out;
 		r.time_us = t * 1e6;
@@ -975,6 +1000,8 @@ out:
 		fclose(csv);
 	free(send);
 	free(recv);
+	if (use_cuda)
+		bench_cuda_teardown();
 #ifdef HVD_HAVE_GLOO
 	if (have_gloo) {
 		bench_gloo_finalize();

@@ -4,7 +4,7 @@
 # rank (tests/runtime/pmix_client.c); plus command-line errors.
 . "$(dirname "$0")/hvdrun_lib.sh"
 
-plan 16
+plan 17
 
 for np in 1 2 3 4 8; do
 	timeout "$LIMIT" "$HVDRUN" -np $np "$CLIENT" >"$OUT/o" 2>"$OUT/e"
@@ -36,6 +36,12 @@ ok $([ "$n" -ge 2 ] && echo 0 || echo 1) "fence_nb upcall served ($n calls)"
 out=$(timeout "$LIMIT" "$HVDRUN" -np 3 sh -c 'echo "rank $PMIX_RANK"' |
 	sort | tr '\n' ,)
 is "$out" "rank 0,rank 1,rank 2," "non-PMIx program: 3 ranks, exit 0"
+
+# hvdrun inside hvdrun: the inner one must not inherit the outer job.
+timeout "$LIMIT" "$HVDRUN" -np 1 "$HVDRUN" -np 2 --tag-output "$CLIENT" \
+	>"$OUT/o" 2>"$OUT/e"
+is "$?:$(sort "$OUT/o" | tr '\n' ,)" "0:[0] rank 0/2: ok,[1] rank 1/2: ok," \
+	"hvdrun inside hvdrun serves its own job"
 
 # Arguments after the program belong to the program.
 out=$(timeout "$LIMIT" "$HVDRUN" -n 1 -- echo -np 5 --tag-output)

@@ -3,7 +3,7 @@
 # prefixes, no interleaved partial lines, nothing lost under volume.
 . "$(dirname "$0")/hvdrun_lib.sh"
 
-plan 9
+plan 10
 
 timeout "$LIMIT" "$HVDRUN" -np 4 --tag-output "$CLIENT" >"$OUT/o" 2>"$OUT/e"
 rc=$?
@@ -30,6 +30,12 @@ is "$(wc -l <"$OUT/o"):$bad" "6:0" \
 # Without --tag-output the bytes pass unchanged.
 timeout "$LIMIT" "$HVDRUN" -np 1 sh -c 'printf "a\nb"' >"$OUT/o"
 is "$(od -An -c "$OUT/o" | tr -d ' \n')" 'a\nb' "untagged output is verbatim"
+
+# Rank 0 reads hvdrun's stdin (not a terminal here); the others /dev/null.
+printf 'line1\nline2\n' | timeout "$LIMIT" "$HVDRUN" -np 2 --tag-output \
+	sh -c 'cat; echo "eof $PMIX_RANK"' >"$OUT/o" 2>"$OUT/e"
+is "$(sort "$OUT/o" | tr '\n' ,)" "[0] eof 0,[0] line1,[0] line2,[1] eof 1," \
+	"stdin goes to rank 0 only"
 
 # Volume: 4 ranks x 20000 lines of 80 bytes (6.4 MB) through pipes.
 timeout "$LIMIT" "$HVDRUN" -np 4 --tag-output "$CLIENT" --lines 20000 \

@@ -31,8 +31,8 @@ int cuda_is_device_ptr(const void *p) HVD_WEAK;
  * The first one on a communicator creates its NCCL communicator (collective
  * over the members; the unique id goes from member 0 over the host comm). */
 hvd_status_t cuda_coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
-				 void *recvbuf, size_t count,
-				 hvd_dtype_t dtype, hvd_op_t op) HVD_WEAK;
+				 void *recvbuf, size_t count, hvd_dtype_t dtype,
+				 hvd_op_t op) HVD_WEAK;
 hvd_status_t cuda_coll_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 				  size_t sendcount, void *recvbuf,
 				  const size_t *recvcounts,
@@ -48,8 +48,7 @@ hvd_status_t cuda_coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 				 hvd_dtype_t dtype) HVD_WEAK;
 hvd_status_t cuda_coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 				     void *recvbuf, size_t count,
-				     hvd_dtype_t dtype,
-				     hvd_op_t op) HVD_WEAK;
+				     hvd_dtype_t dtype, hvd_op_t op) HVD_WEAK;
 
 /* Engine: one fused allreduce of n device tensors of one type.  Inputs are
  * packed into the device fusion buffer by one batched copy kernel (with

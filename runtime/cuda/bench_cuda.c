@@ -45,20 +45,14 @@ int bench_cuda_setup(int local_rank, size_t send_bytes, size_t recv_bytes)
 	return 0;
 }
 
-void *bench_cuda_send(void)
-{
-	return d_send;
-}
+void *bench_cuda_send(void) { return d_send; }
 
-void *bench_cuda_recv(void)
-{
-	return d_recv;
-}
+void *bench_cuda_recv(void) { return d_recv; }
 
 int bench_cuda_upload(const void *send, const void *recv)
 {
-	cudaError_t err = cudaMemcpy(d_send, send, n_send,
-				     cudaMemcpyHostToDevice);
+	cudaError_t err =
+	    cudaMemcpy(d_send, send, n_send, cudaMemcpyHostToDevice);
 
 	if (err == cudaSuccess)
 		err = cudaMemcpy(d_recv, recv, n_recv, cudaMemcpyHostToDevice);
@@ -67,8 +61,8 @@ int bench_cuda_upload(const void *send, const void *recv)
 
 int bench_cuda_download(void *recv)
 {
-	cudaError_t err = cudaMemcpy(recv, d_recv, n_recv,
-				     cudaMemcpyDeviceToHost);
+	cudaError_t err =
+	    cudaMemcpy(recv, d_recv, n_recv, cudaMemcpyDeviceToHost);
 
 	return err == cudaSuccess ? 0 : fail("cudaMemcpy to the host", err);
 }

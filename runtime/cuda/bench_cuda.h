@@ -33,14 +33,8 @@ static inline int bench_cuda_setup(int local_rank, size_t send_bytes,
 			"(configure found no CUDA/NCCL; see doc/gpu.md)\n");
 	return -1;
 }
-static inline void *bench_cuda_send(void)
-{
-	return NULL;
-}
-static inline void *bench_cuda_recv(void)
-{
-	return NULL;
-}
+static inline void *bench_cuda_send(void) { return NULL; }
+static inline void *bench_cuda_recv(void) { return NULL; }
 static inline int bench_cuda_upload(const void *send, const void *recv)
 {
 	(void)send;
@@ -52,9 +46,7 @@ static inline int bench_cuda_download(void *recv)
 	(void)recv;
 	return -1;
 }
-static inline void bench_cuda_teardown(void)
-{
-}
+static inline void bench_cuda_teardown(void) {}
 #endif
 
 #endif /* HVD_BENCH_CUDA_H */

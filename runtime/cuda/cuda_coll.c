@@ -142,8 +142,8 @@ static hvd_status_t get(hvd_comm_t *comm, const void *buf, const char *what,
 	st = cuda_comm_create(&boot, &cc);
 	free(nodes);
 	if (st != HVD_OK)
-		return hvd_error_prefix(st, "%s: creating the NCCL communicator",
-					what);
+		return hvd_error_prefix(
+		    st, "%s: creating the NCCL communicator", what);
 	st = remember(comm, cc);
 	if (st != HVD_OK) {
 		cuda_comm_destroy(cc);
@@ -154,15 +154,15 @@ static hvd_status_t get(hvd_comm_t *comm, const void *buf, const char *what,
 }
 
 hvd_status_t cuda_coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
-				 void *recvbuf, size_t count,
-				 hvd_dtype_t dtype, hvd_op_t op)
+				 void *recvbuf, size_t count, hvd_dtype_t dtype,
+				 hvd_op_t op)
 {
 	struct cuda_comm *cc;
 	hvd_status_t st = get(comm, recvbuf, "allreduce", &cc);
 
-	return st != HVD_OK ? st
-			    : nccl_allreduce(cc, sendbuf, recvbuf, count,
-					     dtype, op);
+	return st != HVD_OK
+		   ? st
+		   : nccl_allreduce(cc, sendbuf, recvbuf, count, dtype, op);
 }
 
 hvd_status_t cuda_coll_allgatherv(hvd_comm_t *comm, const void *sendbuf,
@@ -184,8 +184,7 @@ hvd_status_t cuda_coll_broadcast(hvd_comm_t *comm, void *buf, size_t count,
 	struct cuda_comm *cc;
 	hvd_status_t st = get(comm, buf, "broadcast", &cc);
 
-	return st != HVD_OK ? st
-			    : nccl_broadcast(cc, buf, count, dtype, root);
+	return st != HVD_OK ? st : nccl_broadcast(cc, buf, count, dtype, root);
 }
 
 hvd_status_t cuda_coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
@@ -197,10 +196,10 @@ hvd_status_t cuda_coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 	struct cuda_comm *cc;
 	hvd_status_t st = get(comm, recvbuf, "alltoallv", &cc);
 
-	return st != HVD_OK ? st
-			    : nccl_alltoallv(cc, sendbuf, sendcounts, sdispls,
-					     recvbuf, recvcounts, rdispls,
-					     dtype);
+	return st != HVD_OK
+		   ? st
+		   : nccl_alltoallv(cc, sendbuf, sendcounts, sdispls, recvbuf,
+				    recvcounts, rdispls, dtype);
 }
 
 hvd_status_t cuda_coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
@@ -210,9 +209,9 @@ hvd_status_t cuda_coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 	struct cuda_comm *cc;
 	hvd_status_t st = get(comm, recvbuf, "reducescatter", &cc);
 
-	return st != HVD_OK ? st
-			    : nccl_reducescatter(cc, sendbuf, recvbuf, count,
-						 dtype, op);
+	return st != HVD_OK
+		   ? st
+		   : nccl_reducescatter(cc, sendbuf, recvbuf, count, dtype, op);
 }
 
 hvd_status_t cuda_fused_allreduce(hvd_comm_t *comm,
@@ -228,10 +227,10 @@ hvd_status_t cuda_fused_allreduce(hvd_comm_t *comm,
 		return HVD_OK;
 	st = get(comm, entries ? entries[0].recvbuf : NULL, "fused allreduce",
 		 &cc);
-	return st != HVD_OK ? st
-			    : nccl_fused_allreduce(cc, entries, n, dtype, op,
-						   prescale, postscale,
-						   compress_fp16);
+	return st != HVD_OK
+		   ? st
+		   : nccl_fused_allreduce(cc, entries, n, dtype, op, prescale,
+					  postscale, compress_fp16);
 }
 
 hvd_status_t cuda_comm_split(hvd_comm_t *parent, hvd_comm_t *child)

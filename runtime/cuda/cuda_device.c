@@ -50,8 +50,8 @@ hvd_status_t cuda_error_at(cudaError_t err, const char *what, const char *file,
 			 base_name(file), line);
 }
 
-hvd_status_t nccl_error_at(ncclResult_t res, const char *what,
-			   const char *file, int line)
+hvd_status_t nccl_error_at(ncclResult_t res, const char *what, const char *file,
+			   int line)
 {
 	const char *last = ncclGetLastError(NULL);
 
@@ -79,10 +79,10 @@ static void settings_load(void)
 	}
 	settings.num_streams = (int)streams;
 	settings.hierarchical =
-		hvd_env_bool("HOROVOD_HIERARCHICAL_ALLREDUCE", 0);
+	    hvd_env_bool("HOROVOD_HIERARCHICAL_ALLREDUCE", 0);
 	settings.nvtx = !hvd_env_bool("HOROVOD_DISABLE_NVTX_RANGES", 0);
 	settings.fusion_bytes =
-		hvd_env_size("HOROVOD_FUSION_THRESHOLD", 128UL << 20);
+	    hvd_env_size("HOROVOD_FUSION_THRESHOLD", 128UL << 20);
 	settings.timeout = hvd_env_double("HOROVOD_PEER_TIMEOUT", 60.0);
 	if (settings.timeout <= 0)
 		settings.timeout = 60.0;
@@ -92,8 +92,8 @@ static void settings_load(void)
 		"HOROVOD_DISABLE_NVTX_RANGES=%d HOROVOD_FUSION_THRESHOLD=%zu "
 		"HOROVOD_PEER_TIMEOUT=%g (NCCL %d.%d.%d)",
 		settings.num_streams, settings.hierarchical, !settings.nvtx,
-		settings.fusion_bytes, settings.timeout, NCCL_MAJOR,
-		NCCL_MINOR, NCCL_PATCH);
+		settings.fusion_bytes, settings.timeout, NCCL_MAJOR, NCCL_MINOR,
+		NCCL_PATCH);
 }
 
 const struct cuda_settings *cuda_settings(void)
@@ -138,13 +138,12 @@ static void devices_probe(void)
 	/* Driver entry points for the context checks; without them every
 	 * query goes straight to cudaPointerGetAttributes. */
 	if (cudaGetDriverEntryPointByVersion(
-		    "cuDevicePrimaryCtxGetState", (void **)&primary_state,
-		    12000, cudaEnableDefault, NULL) != cudaSuccess)
+		"cuDevicePrimaryCtxGetState", (void **)&primary_state, 12000,
+		cudaEnableDefault, NULL) != cudaSuccess)
 		primary_state = NULL;
-	if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent",
-					     (void **)&ctx_current, 12000,
-					     cudaEnableDefault,
-					     NULL) != cudaSuccess)
+	if (cudaGetDriverEntryPointByVersion(
+		"cuCtxGetCurrent", (void **)&ctx_current, 12000,
+		cudaEnableDefault, NULL) != cudaSuccess)
 		ctx_current = NULL;
 	(void)cudaGetLastError();
 }
@@ -275,8 +274,8 @@ hvd_status_t cuda_host_alloc(void **p, size_t bytes)
 		return hvd_error(HVD_ERR_CUDA,
 				 "page-locked host memory needs a GPU (%s)",
 				 why);
-	CUDACHECK_RET(cudaHostAlloc(p, bytes ? bytes : 1,
-				    cudaHostAllocPortable));
+	CUDACHECK_RET(
+	    cudaHostAlloc(p, bytes ? bytes : 1, cudaHostAllocPortable));
 	return HVD_OK;
 }
 
@@ -312,5 +311,5 @@ int cuda_ptr_device(const void *p)
 	enum cudaMemoryType t = pointer_kind(p, &dev);
 
 	return t == cudaMemoryTypeDevice || t == cudaMemoryTypeManaged ? dev
-									: -1;
+								       : -1;
 }

@@ -46,8 +46,8 @@ extern "C" {
  * statement form jumps to a label; the _RET form returns the status. */
 hvd_status_t cuda_error_at(cudaError_t err, const char *what, const char *file,
 			   int line);
-hvd_status_t nccl_error_at(ncclResult_t res, const char *what,
-			   const char *file, int line);
+hvd_status_t nccl_error_at(ncclResult_t res, const char *what, const char *file,
+			   int line);
 
 #define CUDACHECK_RET(call)                                                    \
 	do {                                                                   \
@@ -77,12 +77,12 @@ hvd_status_t nccl_error_at(ncclResult_t res, const char *what,
 /* Environment knobs of the GPU path, read once (cuda_settings()) and
  * logged at INFO. */
 struct cuda_settings {
-	int num_streams;      /* HOROVOD_NUM_NCCL_STREAMS (1)               */
-	int hierarchical;     /* HOROVOD_HIERARCHICAL_ALLREDUCE (0)         */
-	int nvtx;             /* !HOROVOD_DISABLE_NVTX_RANGES               */
-	size_t fusion_bytes;  /* HOROVOD_FUSION_THRESHOLD (128 MiB)         */
-	double timeout;       /* HOROVOD_PEER_TIMEOUT seconds (60): longest
-				 wait for an NCCL init or operation        */
+	int num_streams;     /* HOROVOD_NUM_NCCL_STREAMS (1)               */
+	int hierarchical;    /* HOROVOD_HIERARCHICAL_ALLREDUCE (0)         */
+	int nvtx;	     /* !HOROVOD_DISABLE_NVTX_RANGES               */
+	size_t fusion_bytes; /* HOROVOD_FUSION_THRESHOLD (128 MiB)         */
+	double timeout;	     /* HOROVOD_PEER_TIMEOUT seconds (60): longest
+				wait for an NCCL init or operation        */
 };
 const struct cuda_settings *cuda_settings(void);
 
@@ -109,8 +109,8 @@ cudaError_t cuda_kernel_scale(void *dst, const void *src, size_t n,
 /* Conversions with a scale folded in (factor 1.0 for a plain cast);
  * to_dtype / from_dtype is HVD_FLOAT16 or HVD_BFLOAT16. */
 cudaError_t cuda_kernel_cast_from_f32(void *dst, hvd_dtype_t to_dtype,
-				      const float *src, size_t n,
-				      double factor, cudaStream_t stream);
+				      const float *src, size_t n, double factor,
+				      cudaStream_t stream);
 cudaError_t cuda_kernel_cast_to_f32(float *dst, const void *src,
 				    hvd_dtype_t from_dtype, size_t n,
 				    double factor, cudaStream_t stream);
@@ -146,9 +146,8 @@ hvd_status_t cuda_comm_create(const struct cuda_boot *boot,
 /* Collective over all ranks of parent: ranks with the same color >= 0 get
  * a communicator, ordered by key; color < 0 gets *out = NULL.  node_of:
  * node of each rank of the new communicator (NULL: one node). */
-hvd_status_t cuda_comm_split_nccl(struct cuda_comm *parent, int color,
-				  int key, const int *node_of,
-				  struct cuda_comm **out);
+hvd_status_t cuda_comm_split_nccl(struct cuda_comm *parent, int color, int key,
+				  const int *node_of, struct cuda_comm **out);
 void cuda_comm_destroy(struct cuda_comm *cc);
 int cuda_comm_rank(const struct cuda_comm *cc);
 int cuda_comm_size(const struct cuda_comm *cc);
@@ -203,9 +202,8 @@ hvd_status_t nccl_allreduce(struct cuda_comm *cc, const void *sendbuf,
 			    void *recvbuf, size_t count, hvd_dtype_t dtype,
 			    hvd_op_t op);
 hvd_status_t nccl_allreduce_ex(struct cuda_comm *cc, const void *sendbuf,
-			       void *recvbuf, size_t count,
-			       hvd_dtype_t dtype, hvd_op_t op,
-			       double prescale, double postscale,
+			       void *recvbuf, size_t count, hvd_dtype_t dtype,
+			       hvd_op_t op, double prescale, double postscale,
 			       int compress_fp16);
 hvd_status_t nccl_allgatherv(struct cuda_comm *cc, const void *sendbuf,
 			     size_t sendcount, void *recvbuf,
@@ -218,8 +216,8 @@ hvd_status_t nccl_alltoallv(struct cuda_comm *cc, const void *sendbuf,
 			    void *recvbuf, const size_t *recvcounts,
 			    const size_t *rdispls, hvd_dtype_t dtype);
 hvd_status_t nccl_reducescatter(struct cuda_comm *cc, const void *sendbuf,
-				void *recvbuf, size_t count,
-				hvd_dtype_t dtype, hvd_op_t op);
+				void *recvbuf, size_t count, hvd_dtype_t dtype,
+				hvd_op_t op);
 /* Fused allreduce through the communicator's fusion buffer (the engine's
  * entry point is cuda_fused_allreduce() in device.h). */
 #ifndef HVD_CUDA_FUSION_ENTRY

@@ -34,8 +34,7 @@ static int blocks_for(size_t work)
 	int dev = 0, sms;
 	size_t blocks;
 
-	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 ||
-	    dev >= MAX_DEVICES)
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= MAX_DEVICES)
 		dev = 0;
 	sms = sm_count[dev];
 	if (sms <= 0) {
@@ -92,12 +91,11 @@ static cudaError_t launch_map(Tout *dst, const Tin *src, size_t n, Op op,
 		return cudaSuccess;
 	if (aligned(dst, sizeof(Tout) * E) && aligned(src, sizeof(Tin) * E))
 		pack_map<Tin, Tout, E, Op>
-			<<<blocks_for(n / E + 1), THREADS, 0, stream>>>(
-				dst, src, n, op);
+		    <<<blocks_for(n / E + 1), THREADS, 0, stream>>>(dst, src, n,
+								    op);
 	else
 		pack_map<Tin, Tout, 1, Op>
-			<<<blocks_for(n), THREADS, 0, stream>>>(dst, src, n,
-								 op);
+		    <<<blocks_for(n), THREADS, 0, stream>>>(dst, src, n, op);
 	return cudaGetLastError();
 }
 
@@ -136,33 +134,32 @@ extern "C" cudaError_t cuda_kernel_scale(void *dst, const void *src, size_t n,
 	switch (dtype) {
 	case HVD_UINT8:
 		return launch_map<uint8_t, uint8_t, 16>(
-			(uint8_t *)dst, (const uint8_t *)src, n,
-			ScaleInt<uint8_t>{factor}, stream);
+		    (uint8_t *)dst, (const uint8_t *)src, n,
+		    ScaleInt<uint8_t>{factor}, stream);
 	case HVD_INT8:
 		return launch_map<int8_t, int8_t, 16>(
-			(int8_t *)dst, (const int8_t *)src, n,
-			ScaleInt<int8_t>{factor}, stream);
+		    (int8_t *)dst, (const int8_t *)src, n,
+		    ScaleInt<int8_t>{factor}, stream);
 	case HVD_INT32:
 		return launch_map<int32_t, int32_t, 4>(
-			(int32_t *)dst, (const int32_t *)src, n,
-			ScaleInt<int32_t>{factor}, stream);
+		    (int32_t *)dst, (const int32_t *)src, n,
+		    ScaleInt<int32_t>{factor}, stream);
 	case HVD_INT64:
 		return launch_map<int64_t, int64_t, 2>(
-			(int64_t *)dst, (const int64_t *)src, n,
-			ScaleInt<int64_t>{factor}, stream);
+		    (int64_t *)dst, (const int64_t *)src, n,
+		    ScaleInt<int64_t>{factor}, stream);
 	case HVD_FLOAT16:
 		return launch_map<__half, __half, 8>(
-			(__half *)dst, (const __half *)src, n,
-			ScaleF16{(float)factor}, stream);
+		    (__half *)dst, (const __half *)src, n,
+		    ScaleF16{(float)factor}, stream);
 	case HVD_BFLOAT16:
 		return launch_map<__nv_bfloat16, __nv_bfloat16, 8>(
-			(__nv_bfloat16 *)dst, (const __nv_bfloat16 *)src, n,
-			ScaleBF16{(float)factor}, stream);
+		    (__nv_bfloat16 *)dst, (const __nv_bfloat16 *)src, n,
+		    ScaleBF16{(float)factor}, stream);
 	case HVD_FLOAT32:
-		return launch_map<float, float, 4>((float *)dst,
-						   (const float *)src, n,
-						   ScaleF32{(float)factor},
-						   stream);
+		return launch_map<float, float, 4>(
+		    (float *)dst, (const float *)src, n,
+		    ScaleF32{(float)factor}, stream);
 	case HVD_FLOAT64:
 		return launch_map<double, double, 2>((double *)dst,
 						     (const double *)src, n,
@@ -203,21 +200,18 @@ struct BF16ToF32 {
 	}
 };
 
-extern "C" cudaError_t cuda_kernel_cast_from_f32(void *dst,
-						 hvd_dtype_t to_dtype,
-						 const float *src, size_t n,
-						 double factor,
-						 cudaStream_t stream)
+extern "C" cudaError_t
+cuda_kernel_cast_from_f32(void *dst, hvd_dtype_t to_dtype, const float *src,
+			  size_t n, double factor, cudaStream_t stream)
 {
 	switch (to_dtype) {
 	case HVD_FLOAT16:
-		return launch_map<float, __half, 4>((__half *)dst, src, n,
-						    F32ToF16{(float)factor},
-						    stream);
+		return launch_map<float, __half, 4>(
+		    (__half *)dst, src, n, F32ToF16{(float)factor}, stream);
 	case HVD_BFLOAT16:
 		return launch_map<float, __nv_bfloat16, 4>(
-			(__nv_bfloat16 *)dst, src, n, F32ToBF16{(float)factor},
-			stream);
+		    (__nv_bfloat16 *)dst, src, n, F32ToBF16{(float)factor},
+		    stream);
 	default:
 		return cudaErrorInvalidValue;
 	}
@@ -230,13 +224,13 @@ extern "C" cudaError_t cuda_kernel_cast_to_f32(float *dst, const void *src,
 {
 	switch (from_dtype) {
 	case HVD_FLOAT16:
-		return launch_map<__half, float, 4>(dst, (const __half *)src,
-						    n, F16ToF32{(float)factor},
+		return launch_map<__half, float, 4>(dst, (const __half *)src, n,
+						    F16ToF32{(float)factor},
 						    stream);
 	case HVD_BFLOAT16:
 		return launch_map<__nv_bfloat16, float, 4>(
-			dst, (const __nv_bfloat16 *)src, n,
-			BF16ToF32{(float)factor}, stream);
+		    dst, (const __nv_bfloat16 *)src, n,
+		    BF16ToF32{(float)factor}, stream);
 	default:
 		return cudaErrorInvalidValue;
 	}

@@ -127,14 +127,16 @@ static hvd_status_t enq(struct cuda_op *op, ncclComm_t comm, ncclResult_t r,
 
 static hvd_status_t launched(cudaError_t err, const char *what)
 {
-	return err == cudaSuccess ? HVD_OK
-				  : cuda_error_at(err, what, __FILE__, __LINE__);
+	return err == cudaSuccess
+		   ? HVD_OK
+		   : cuda_error_at(err, what, __FILE__, __LINE__);
 }
 
 /* Hierarchical allreduce of recv in place (SUM/MIN/MAX/PROD). */
 static hvd_status_t hier_enqueue(struct cuda_op *op, void *recv, size_t count,
 				 ncclDataType_t t, size_t es, ncclRedOp_t nop,
-				 struct cuda_comm *local, struct cuda_comm *cross)
+				 struct cuda_comm *local,
+				 struct cuda_comm *cross)
 {
 	ncclComm_t lc = cuda_comm_nccl(local), xc = cuda_comm_nccl(cross);
 	int L = cuda_comm_size(local), lr = cuda_comm_rank(local);
@@ -146,12 +148,13 @@ static hvd_status_t hier_enqueue(struct cuda_op *op, void *recv, size_t count,
 	if (chunk) {
 		/* In place on every step: NCCL's in-place reduce-scatter
 		 * and allgather use this rank's slot of the full buffer. */
-		ENQ(op, lc, ncclReduceScatter(recv, mine, chunk, t, nop, lc,
-					      op->stream));
-		ENQ(op, xc, ncclAllReduce(mine, mine, chunk, t, nop, xc,
-					  op->stream));
-		ENQ(op, lc, ncclAllGather(mine, recv, chunk, t, lc,
-					  op->stream));
+		ENQ(op, lc,
+		    ncclReduceScatter(recv, mine, chunk, t, nop, lc,
+				      op->stream));
+		ENQ(op, xc,
+		    ncclAllReduce(mine, mine, chunk, t, nop, xc, op->stream));
+		ENQ(op, lc,
+		    ncclAllGather(mine, recv, chunk, t, lc, op->stream));
 	}
 	if (rem)
 		ENQ(op, op->nccl,
@@ -203,10 +206,10 @@ static hvd_status_t allreduce_enqueue(struct cuda_op *op, const void *send,
 		CUDA_ENQ(cuda_kernel_cast_from_f32(half, HVD_FLOAT16, send,
 						   count, pre, op->stream));
 		ENQ(op, op->nccl,
-		    ncclAllReduce(half, half, count, ncclFloat16, nop,
-				  op->nccl, op->stream));
-		CUDA_ENQ(cuda_kernel_cast_to_f32(recv, half, HVD_FLOAT16,
-						 count, post, op->stream));
+		    ncclAllReduce(half, half, count, ncclFloat16, nop, op->nccl,
+				  op->stream));
+		CUDA_ENQ(cuda_kernel_cast_to_f32(recv, half, HVD_FLOAT16, count,
+						 post, op->stream));
 		return HVD_OK;
 	}
 	if (pre != 1.0) {
@@ -234,9 +237,8 @@ static hvd_status_t allreduce_enqueue(struct cuda_op *op, const void *send,
 }
 
 hvd_status_t nccl_allreduce_ex(struct cuda_comm *cc, const void *sendbuf,
-			       void *recvbuf, size_t count,
-			       hvd_dtype_t dtype, hvd_op_t op,
-			       double prescale, double postscale,
+			       void *recvbuf, size_t count, hvd_dtype_t dtype,
+			       hvd_op_t op, double prescale, double postscale,
 			       int compress_fp16)
 {
 	struct cuda_op o;
@@ -253,8 +255,8 @@ hvd_status_t nccl_allreduce_ex(struct cuda_comm *cc, const void *sendbuf,
 	st = cuda_op_begin(cc, "hvd allreduce", &o);
 	if (st != HVD_OK)
 		return st;
-	st = allreduce_enqueue(&o, sendbuf, recvbuf, count, dtype, op,
-			       prescale, postscale, compress_fp16);
+	st = allreduce_enqueue(&o, sendbuf, recvbuf, count, dtype, op, prescale,
+			       postscale, compress_fp16);
 	return cuda_op_end(&o, st);
 }
 
@@ -388,15 +390,13 @@ hvd_status_t nccl_allgatherv(struct cuda_comm *cc, const void *sendbuf,
 
 		for (int q = 0; q < n && r == ncclSuccess; q++)
 			if (recvcounts[q])
-				GROUP_CALL(r, ncclBroadcast(
-						      q == me ? sendbuf
-							      : AT(recvbuf,
-								   displs[q],
-								   es),
-						      AT(recvbuf, displs[q],
-							 es),
-						      recvcounts[q], t, q,
-						      o.nccl, o.stream));
+				GROUP_CALL(
+				    r,
+				    ncclBroadcast(
+					q == me ? sendbuf
+						: AT(recvbuf, displs[q], es),
+					AT(recvbuf, displs[q], es),
+					recvcounts[q], t, q, o.nccl, o.stream));
 		GROUP_CALL(r, ncclGroupEnd());
 		st = enq(&o, o.nccl, r, "ncclBroadcast (allgatherv group)",
 			 __LINE__);
@@ -465,8 +465,7 @@ hvd_status_t nccl_alltoallv(struct cuda_comm *cc, const void *sendbuf,
 		return st;
 	t = (ncclDataType_t)nccl_dtype(dtype);
 	if (!sendcounts || !recvcounts)
-		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "alltoallv: NULL counts");
+		return hvd_error(HVD_ERR_INVALID_ARG, "alltoallv: NULL counts");
 	sd = packed_displs(sendcounts, n, &stotal);
 	rd = packed_displs(recvcounts, n, &rtotal);
 	if (!sd || !rd) {
@@ -488,9 +487,9 @@ hvd_status_t nccl_alltoallv(struct cuda_comm *cc, const void *sendbuf,
 
 		st = cuda_comm_scratch(cc, 1, stotal * es, &copy);
 		if (st == HVD_OK && stotal) {
-			cudaError_t e = cudaMemcpyAsync(
-				copy, recvbuf, stotal * es,
-				cudaMemcpyDeviceToDevice, o.stream);
+			cudaError_t e =
+			    cudaMemcpyAsync(copy, recvbuf, stotal * es,
+					    cudaMemcpyDeviceToDevice, o.stream);
 
 			if (e != cudaSuccess)
 				st = cuda_error_at(e, "cudaMemcpyAsync",
@@ -525,8 +524,8 @@ out:
 }
 
 hvd_status_t nccl_reducescatter(struct cuda_comm *cc, const void *sendbuf,
-				void *recvbuf, size_t count,
-				hvd_dtype_t dtype, hvd_op_t op)
+				void *recvbuf, size_t count, hvd_dtype_t dtype,
+				hvd_op_t op)
 {
 	size_t es = hvd_dtype_size(dtype);
 	int n = cuda_comm_size(cc);
@@ -551,9 +550,9 @@ hvd_status_t nccl_reducescatter(struct cuda_comm *cc, const void *sendbuf,
 
 		st = cuda_comm_scratch(cc, 1, count * es, &copy);
 		if (st == HVD_OK) {
-			cudaError_t e = cudaMemcpyAsync(
-				copy, recvbuf, count * es,
-				cudaMemcpyDeviceToDevice, o.stream);
+			cudaError_t e =
+			    cudaMemcpyAsync(copy, recvbuf, count * es,
+					    cudaMemcpyDeviceToDevice, o.stream);
 
 			if (e != cudaSuccess)
 				st = cuda_error_at(e, "cudaMemcpyAsync",

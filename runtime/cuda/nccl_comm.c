@@ -51,25 +51,13 @@ struct cuda_comm {
 	struct cuda_comm *local, *cross;
 };
 
-int cuda_comm_rank(const struct cuda_comm *cc)
-{
-	return cc->rank;
-}
+int cuda_comm_rank(const struct cuda_comm *cc) { return cc->rank; }
 
-int cuda_comm_size(const struct cuda_comm *cc)
-{
-	return cc->size;
-}
+int cuda_comm_size(const struct cuda_comm *cc) { return cc->size; }
 
-int cuda_comm_device(const struct cuda_comm *cc)
-{
-	return cc->device;
-}
+int cuda_comm_device(const struct cuda_comm *cc) { return cc->device; }
 
-ncclComm_t cuda_comm_nccl(const struct cuda_comm *cc)
-{
-	return cc->nccl[0];
-}
+ncclComm_t cuda_comm_nccl(const struct cuda_comm *cc) { return cc->nccl[0]; }
 
 static void pause_briefly(unsigned long spins)
 {
@@ -203,9 +191,9 @@ static hvd_status_t split_streams(struct cuda_comm *cc)
 	hvd_status_t st = HVD_OK;
 
 	for (int i = 1; i < cc->nstreams; i++) {
-		NCCLCHECK(ncclCommSplit(cc->nccl[0], 0, cc->rank,
-					&cc->nccl[i], &cfg),
-			  st, err);
+		NCCLCHECK(
+		    ncclCommSplit(cc->nccl[0], 0, cc->rank, &cc->nccl[i], &cfg),
+		    st, err);
 		st = cuda_nccl_ready(cc, cc->nccl[0], "ncclCommSplit (stream)");
 		if (st == HVD_OK && cc->nccl[i])
 			st = cuda_nccl_ready(cc, cc->nccl[i],
@@ -338,9 +326,8 @@ err_child:
 	return st;
 }
 
-hvd_status_t cuda_comm_split_nccl(struct cuda_comm *parent, int color,
-				  int key, const int *node_of,
-				  struct cuda_comm **out)
+hvd_status_t cuda_comm_split_nccl(struct cuda_comm *parent, int color, int key,
+				  const int *node_of, struct cuda_comm **out)
 {
 	return split(parent, color, key, node_of, cuda_settings()->num_streams,
 		     out);
@@ -367,8 +354,8 @@ void cuda_comm_destroy(struct cuda_comm *cc)
 			continue;
 		r = ncclCommFinalize(cc->nccl[i]);
 		if ((r != ncclSuccess && r != ncclInProgress) ||
-		    nccl_wait_ready(cc->nccl[i], timeout,
-				    "ncclCommFinalize") != HVD_OK) {
+		    nccl_wait_ready(cc->nccl[i], timeout, "ncclCommFinalize") !=
+			HVD_OK) {
 			cc->failed = 1;
 			break;
 		}
@@ -571,8 +558,8 @@ hvd_status_t cuda_op_end(struct cuda_op *op, hvd_status_t st)
 	 * the event must go in after it. */
 	for (int i = 0; i < 3 && st == HVD_OK; i++)
 		if (comms[i])
-			st = nccl_wait_ready(comms[i],
-					     cuda_settings()->timeout, op->name);
+			st = nccl_wait_ready(comms[i], cuda_settings()->timeout,
+					     op->name);
 	if (st == HVD_OK)
 		st = wait_event(op);
 	cuda_range_pop();

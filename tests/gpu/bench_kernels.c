@@ -37,16 +37,16 @@ static const struct {
 	const char *name;
 	int in_es, out_es; /* bytes per element read / written */
 } kinds[K_COUNT] = {
-	[K_MEMCPY] = {"cudaMemcpy D2D", 4, 4},
-	[K_SCALE_F32] = {"scale float32", 4, 4},
-	[K_SCALE_F16] = {"scale float16", 2, 2},
-	[K_SCALE_BF16] = {"scale bfloat16", 2, 2},
-	[K_SCALE_F64] = {"scale float64", 8, 8},
-	[K_F32_TO_F16] = {"cast f32->f16", 4, 2},
-	[K_F16_TO_F32] = {"cast f16->f32", 2, 4},
-	[K_F32_TO_BF16] = {"cast f32->bf16", 4, 2},
-	[K_BF16_TO_F32] = {"cast bf16->f32", 2, 4},
-	[K_BATCHED_COPY] = {"batched copy x64", 4, 4},
+    [K_MEMCPY] = {"cudaMemcpy D2D", 4, 4},
+    [K_SCALE_F32] = {"scale float32", 4, 4},
+    [K_SCALE_F16] = {"scale float16", 2, 2},
+    [K_SCALE_BF16] = {"scale bfloat16", 2, 2},
+    [K_SCALE_F64] = {"scale float64", 8, 8},
+    [K_F32_TO_F16] = {"cast f32->f16", 4, 2},
+    [K_F16_TO_F32] = {"cast f16->f32", 2, 4},
+    [K_F32_TO_BF16] = {"cast f32->bf16", 4, 2},
+    [K_BF16_TO_F32] = {"cast bf16->f32", 2, 4},
+    [K_BATCHED_COPY] = {"batched copy x64", 4, 4},
 };
 
 #define NB 64
@@ -73,8 +73,8 @@ static cudaError_t launch(enum kind k, void *dst, void *src, size_t n,
 		return cuda_kernel_cast_to_f32(dst, src, HVD_FLOAT16, n, 1.0,
 					       0);
 	case K_F32_TO_BF16:
-		return cuda_kernel_cast_from_f32(dst, HVD_BFLOAT16, src, n,
-						 1.0, 0);
+		return cuda_kernel_cast_from_f32(dst, HVD_BFLOAT16, src, n, 1.0,
+						 0);
 	case K_BF16_TO_F32:
 		return cuda_kernel_cast_to_f32(dst, src, HVD_BFLOAT16, n, 1.0,
 					       0);
@@ -93,8 +93,8 @@ static cudaError_t launch(enum kind k, void *dst, void *src, size_t n,
 }
 
 /* Seconds per call, best of a few timed batches. */
-static double time_it(enum kind k, void *dst, void *src, size_t n,
-		      int iters, cudaEvent_t a, cudaEvent_t b)
+static double time_it(enum kind k, void *dst, void *src, size_t n, int iters,
+		      cudaEvent_t a, cudaEvent_t b)
 {
 	struct cuda_copy c[NB];
 	double best = 1e30;
@@ -164,10 +164,10 @@ int main(int argc, char **argv)
 		int iters = mib >= 64 ? 10 : 50;
 
 		for (int k = 0; k < K_COUNT; k++) {
-			double t = time_it((enum kind)k, dst, src, n, iters, a,
-					   b);
-			double bytes = (double)n * (kinds[k].in_es +
-						    kinds[k].out_es);
+			double t =
+			    time_it((enum kind)k, dst, src, n, iters, a, b);
+			double bytes =
+			    (double)n * (kinds[k].in_es + kinds[k].out_es);
 			double bw = bytes / t / 1e9;
 			int last = mib * 16 > max_mib;
 			const char *verdict = "";
@@ -181,9 +181,8 @@ int main(int argc, char **argv)
 				verdict = "  ok";
 			}
 			printf("  %-18s %12zu %12.1f %10.1f %10.1f %8.2f%s\n",
-			       kinds[k].name, n, bytes / 1048576.0, t * 1e6,
-			       bw, memcpy_bw > 0 ? bw / memcpy_bw : 0.0,
-			       verdict);
+			       kinds[k].name, n, bytes / 1048576.0, t * 1e6, bw,
+			       memcpy_bw > 0 ? bw / memcpy_bw : 0.0, verdict);
 		}
 	}
 	err = cudaGetLastError();

@@ -78,10 +78,7 @@ static inline uint16_t ref_f2bf(float f)
 	return (uint16_t)(x >> 16);
 }
 
-static inline float ref_bf2f(uint16_t b)
-{
-	return u2f((uint32_t)b << 16);
-}
+static inline float ref_bf2f(uint16_t b) { return u2f((uint32_t)b << 16); }
 
 static inline int same_f32(float a, float b)
 {
@@ -91,7 +88,8 @@ static inline int same_f32(float a, float b)
 static inline int same_h(uint16_t a, uint16_t b, int bf)
 {
 	uint16_t exp = bf ? 0x7f80 : 0x7c00, man = bf ? 0x7f : 0x3ff;
-	int na = (a & exp) == exp && (a & man), nb = (b & exp) == exp && (b & man);
+	int na = (a & exp) == exp && (a & man),
+	    nb = (b & exp) == exp && (b & man);
 
 	return (na && nb) || a == b;
 }

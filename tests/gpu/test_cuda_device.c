@@ -25,10 +25,9 @@ static int primary_active(void)
 	unsigned int flags;
 	int active = -1;
 
-	if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState",
-					     (void **)&state, 12000,
-					     cudaEnableDefault,
-					     NULL) != cudaSuccess ||
+	if (cudaGetDriverEntryPointByVersion(
+		"cuDevicePrimaryCtxGetState", (void **)&state, 12000,
+		cudaEnableDefault, NULL) != cudaSuccess ||
 	    !state)
 		return -1;
 	if (state(0, &flags, &active) != CUDA_SUCCESS)
@@ -53,7 +52,7 @@ static void gpu_tests(void)
 
 	if (cudaMalloc((void **)&dev, sizeof(src)) != cudaSuccess ||
 	    cudaMallocManaged((void **)&managed, 64, cudaMemAttachGlobal) !=
-		    cudaSuccess ||
+		cudaSuccess ||
 	    cudaMallocHost((void **)&pinned, 64) != cudaSuccess) {
 		skip(GPU_TESTS - 2, "allocation failed");
 		return;
@@ -113,22 +112,21 @@ int main(void)
 	} else {
 		skip(2, "the no-GPU fast path needs a machine without a GPU");
 	}
-	ok(cuda_memcpy_to_host(heap, &n, sizeof(n)) ==
-		   HVD_ERR_INVALID_ARG,
+	ok(cuda_memcpy_to_host(heap, &n, sizeof(n)) == HVD_ERR_INVALID_ARG,
 	   "staging refuses host memory as the device side");
 
 	st = cuda_error_at(cudaErrorMemoryAllocation, "cudaMalloc(&p, n)",
 			   "runtime/cuda/x.c", 42);
 	is_int(st, HVD_ERR_CUDA, "CUDA failures are HVD_ERR_CUDA");
 	ok(strstr(hvd_last_error(), "cudaMalloc(&p, n)") &&
-		   strstr(hvd_last_error(), "cudaErrorMemoryAllocation") &&
-		   strstr(hvd_last_error(), "x.c:42"),
+	       strstr(hvd_last_error(), "cudaErrorMemoryAllocation") &&
+	       strstr(hvd_last_error(), "x.c:42"),
 	   "message names call, error and place: %s", hvd_last_error());
 	st = nccl_error_at(ncclUnhandledCudaError, "ncclAllReduce(...)",
 			   "runtime/cuda/y.c", 7);
 	is_int(st, HVD_ERR_NCCL, "NCCL failures are HVD_ERR_NCCL");
 	ok(strstr(hvd_last_error(), "ncclAllReduce") &&
-		   strstr(hvd_last_error(), "y.c:7"),
+	       strstr(hvd_last_error(), "y.c:7"),
 	   "message names call and place: %s", hvd_last_error());
 
 	for (int t = 0; t < HVD_DTYPE_COUNT; t++)
@@ -145,8 +143,7 @@ int main(void)
 
 		snprintf(reason, sizeof(reason), "no CUDA device (%s)", why);
 		skip(GPU_TESTS, reason);
-	}
-	else
+	} else
 		gpu_tests();
 	free(heap);
 	return done_testing();

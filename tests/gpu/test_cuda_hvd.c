@@ -26,8 +26,8 @@ static int rank_, size_;
 static void all_ok(int good, const char *what)
 {
 	int32_t g = good ? 1 : 0;
-	hvd_status_t st = hvd_allreduce(HVD_IN_PLACE, &g, 1, HVD_INT32,
-					HVD_MIN);
+	hvd_status_t st =
+	    hvd_allreduce(HVD_IN_PLACE, &g, 1, HVD_INT32, HVD_MIN);
 
 	if (!good)
 		printf("# rank %d: FAIL %s [%s]\n", rank_, what,
@@ -164,8 +164,8 @@ static void blocking(void)
 static void engine(void)
 {
 	enum { NT = 8 };
-	static const size_t counts[NT] = {1, 1000, 65536, 3, 250000, 17,
-					  4096, 100};
+	static const size_t counts[NT] = {1,	  1000, 65536, 3,
+					  250000, 17,	4096,  100};
 	hvd_handle_t hs[NT + 1];
 	float *d[NT], host[64];
 	hvd_opts_t o;
@@ -185,9 +185,9 @@ static void engine(void)
 	}
 	for (int i = 0; i < 64; i++)
 		host[i] = value(rank_, (size_t)i);
-	good &= hvd_allreduce_async("gpu.host.mixed", HVD_IN_PLACE, host, 64,
-				    HVD_FLOAT32, HVD_SUM, NULL,
-				    &hs[NT]) == HVD_OK;
+	good &=
+	    hvd_allreduce_async("gpu.host.mixed", HVD_IN_PLACE, host, 64,
+				HVD_FLOAT32, HVD_SUM, NULL, &hs[NT]) == HVD_OK;
 	for (int k = 0; k <= NT; k++)
 		good &= hvd_wait(hs[k]) == HVD_OK;
 	for (int k = 0; k < NT; k++) {
@@ -261,8 +261,7 @@ static void engine(void)
 		d[0] = dev_f32(mine, rank_, 0);
 		cudaMalloc((void **)&out, total * 4);
 		good = hvd_allgather_async("gpu.ag", d[0], out, mine,
-					   HVD_FLOAT32, NULL,
-					   &hs[0]) == HVD_OK;
+					   HVD_FLOAT32, NULL, &hs[0]) == HVD_OK;
 		good &= hvd_wait(hs[0]) == HVD_OK;
 		h = host_copy(out, total);
 		bad = 0;
@@ -277,9 +276,9 @@ static void engine(void)
 		       "engine: device allgather of uneven counts");
 		cudaFree(out);
 
-		good = hvd_broadcast_async("gpu.bcast", d[2], counts[2],
-					   HVD_FLOAT32, 0, NULL,
-					   &hs[0]) == HVD_OK;
+		good =
+		    hvd_broadcast_async("gpu.bcast", d[2], counts[2],
+					HVD_FLOAT32, 0, NULL, &hs[0]) == HVD_OK;
 		good &= hvd_wait(hs[0]) == HVD_OK;
 		all_ok(good, "engine: device broadcast");
 	}

@@ -25,27 +25,27 @@ static void ref_scale(void *dst, const void *src, size_t i, hvd_dtype_t t,
 	switch (t) {
 	case HVD_UINT8:
 		((uint8_t *)dst)[i] =
-			(uint8_t)((double)((const uint8_t *)src)[i] * f);
+		    (uint8_t)((double)((const uint8_t *)src)[i] * f);
 		break;
 	case HVD_INT8:
 		((int8_t *)dst)[i] =
-			(int8_t)((double)((const int8_t *)src)[i] * f);
+		    (int8_t)((double)((const int8_t *)src)[i] * f);
 		break;
 	case HVD_INT32:
 		((int32_t *)dst)[i] =
-			(int32_t)((double)((const int32_t *)src)[i] * f);
+		    (int32_t)((double)((const int32_t *)src)[i] * f);
 		break;
 	case HVD_INT64:
 		((int64_t *)dst)[i] =
-			(int64_t)((double)((const int64_t *)src)[i] * f);
+		    (int64_t)((double)((const int64_t *)src)[i] * f);
 		break;
 	case HVD_FLOAT16:
-		((uint16_t *)dst)[i] = ref_f2h(
-			ref_h2f(((const uint16_t *)src)[i]) * (float)f);
+		((uint16_t *)dst)[i] =
+		    ref_f2h(ref_h2f(((const uint16_t *)src)[i]) * (float)f);
 		break;
 	case HVD_BFLOAT16:
-		((uint16_t *)dst)[i] = ref_f2bf(
-			ref_bf2f(((const uint16_t *)src)[i]) * (float)f);
+		((uint16_t *)dst)[i] =
+		    ref_f2bf(ref_bf2f(((const uint16_t *)src)[i]) * (float)f);
 		break;
 	case HVD_FLOAT32:
 		((float *)dst)[i] = ((const float *)src)[i] * (float)f;
@@ -78,8 +78,8 @@ static void fill(void *buf, size_t n, hvd_dtype_t t, unsigned seed)
 			((int32_t *)buf)[i] = r % 2000001 - 1000000;
 			break;
 		case HVD_INT64:
-			((int64_t *)buf)[i] = (int64_t)(r % 2000001 - 1000000) *
-					      1000003LL;
+			((int64_t *)buf)[i] =
+			    (int64_t)(r % 2000001 - 1000000) * 1000003LL;
 			break;
 		case HVD_FLOAT16:
 			((uint16_t *)buf)[i] = ref_f2h(v);
@@ -132,13 +132,14 @@ static void check_scale(hvd_dtype_t t, double f, size_t off, int in_place)
 	for (size_t i = 0; i < n; i++)
 		if (memcmp(h_out + i * es, h_ref + i * es, es) &&
 		    !(t == HVD_FLOAT32 &&
-		      same_f32(((float *)h_out)[i], ((float *)h_ref)[i])) &&
+		      same_f32(((float *)(void *)h_out)[i],
+			       ((float *)(void *)h_ref)[i])) &&
 		    !bad++)
 			first = i;
 	ok(err == cudaSuccess && bad == 0,
-	   "scale %s x%g (%s, %s): %zu of %zu differ%s%s", hvd_dtype_name(t),
-	   f, off ? "misaligned" : "aligned", in_place ? "in place" : "out",
-	   bad, n, err ? ": " : "", err ? cudaGetErrorString(err) : "");
+	   "scale %s x%g (%s, %s): %zu of %zu differ%s%s", hvd_dtype_name(t), f,
+	   off ? "misaligned" : "aligned", in_place ? "in place" : "out", bad,
+	   n, err ? ": " : "", err ? cudaGetErrorString(err) : "");
 	if (bad)
 		diag("  first difference at element %zu", first);
 	free(h_src);
@@ -148,11 +149,10 @@ static void check_scale(hvd_dtype_t t, double f, size_t off, int in_place)
 	cudaFree(d_dst);
 }
 
-static const float specials[] = {0.0f,      -0.0f,     1.0f,     -2.5f,
-				 65504.0f,  65519.0f,  65520.0f, 1e6f,
-				 -1e6f,     6.1e-5f,   5.96e-8f, 2.98e-8f,
-				 1e-9f,     3.3895e38f, INFINITY, -INFINITY,
-				 NAN,       0.1f,      1.0f / 3, 1e-40f};
+static const float specials[] = {
+    0.0f,     -0.0f,	 1.0f,	  -2.5f,    65504.0f, 65519.0f, 65520.0f,
+    1e6f,     -1e6f,	 6.1e-5f, 5.96e-8f, 2.98e-8f, 1e-9f,	3.3895e38f,
+    INFINITY, -INFINITY, NAN,	  0.1f,	    1.0f / 3, 1e-40f};
 
 static void check_casts(hvd_dtype_t t, double f)
 {
@@ -169,10 +169,11 @@ static void check_casts(hvd_dtype_t t, double f)
 	for (size_t i = 0; i < n; i++) {
 		int e = rand() % 60 - 30;
 
-		h_src[i] = i < ns ? specials[i]
-				  : ldexpf((float)(rand() % 200001 - 100000) /
-						   100000.0f,
-					   e);
+		h_src[i] =
+		    i < ns
+			? specials[i]
+			: ldexpf((float)(rand() % 200001 - 100000) / 100000.0f,
+				 e);
 	}
 	cudaMemcpy(d_src, h_src, n * 4, cudaMemcpyHostToDevice);
 	err = cuda_kernel_cast_from_f32(d_half, t, d_src, n, f, 0);
@@ -253,8 +254,8 @@ static void check_batched_copy(void)
 	for (size_t i = 0; i < bytes; i++)
 		bad += h_dst[i] != h_ref[i];
 	ok(err == cudaSuccess && bad == 0,
-	   "batched copy of %d entries, every alignment: %zu bytes differ",
-	   NC, bad);
+	   "batched copy of %d entries, every alignment: %zu bytes differ", NC,
+	   bad);
 	cudaFree(d_src);
 	cudaFree(d_dst);
 

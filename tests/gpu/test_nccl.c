@@ -199,13 +199,15 @@ static double reduced(size_t i, hvd_dtype_t t, hvd_op_t op)
 /* Tolerance: exact for integers; the rounding of the type otherwise. */
 static int close_to(double got, double want, hvd_dtype_t t)
 {
-	double tol = t == HVD_FLOAT16 ? 1e-3 : t == HVD_BFLOAT16 ? 8e-3
-			: t == HVD_FLOAT32 ? 1e-6 : 1e-12;
+	double tol = t == HVD_FLOAT16	 ? 1e-3
+		     : t == HVD_BFLOAT16 ? 8e-3
+		     : t == HVD_FLOAT32	 ? 1e-6
+					 : 1e-12;
 
 	if (is_int_type(t))
 		return got == want;
-	return got == want || (got - want) * (got - want) <=
-				      tol * tol * (1 + want * want);
+	return got == want ||
+	       (got - want) * (got - want) <= tol * tol * (1 + want * want);
 }
 
 /* --------------------------------------------------------- device io */
@@ -277,8 +279,8 @@ static void t_allreduce_ex(struct cuda_comm *cc, hvd_op_t op, double pre,
 
 		if (op == HVD_SUM || op == HVD_AVERAGE)
 			want *= pre;
-		bad += !close_to(o[i], want,
-				 compress ? HVD_FLOAT16 : HVD_FLOAT32);
+		bad +=
+		    !close_to(o[i], want, compress ? HVD_FLOAT16 : HVD_FLOAT32);
 	}
 	CHECK(st == HVD_OK && bad == 0,
 	      "allreduce float32 %s pre %g post %g%s: %s, %zu wrong",
@@ -318,8 +320,8 @@ static void t_fused(struct cuda_comm *cc, hvd_dtype_t t, double pre,
 		down(h[k], e[k].recvbuf, counts[k] * es);
 		for (size_t i = 0; st == HVD_OK && i < counts[k]; i++) {
 			/* (integer types are only fused with factors 1) */
-			double want = reduced(i + (size_t)k, t, HVD_SUM) * pre *
-				      post;
+			double want =
+			    reduced(i + (size_t)k, t, HVD_SUM) * pre * post;
 
 			bad += !close_to(load(h[k], i, t), want,
 					 compress ? HVD_FLOAT16 : t);
@@ -365,8 +367,8 @@ static void t_allgatherv(struct cuda_comm *cc, hvd_dtype_t t, int even,
 	down(o, dr, total * es);
 	for (int r = 0; st == HVD_OK && r < size_; r++)
 		for (size_t i = 0; i < counts[r]; i++)
-			bad += load(o, displs[r] + i, t) !=
-			       input(r, i, HVD_SUM);
+			bad +=
+			    load(o, displs[r] + i, t) != input(r, i, HVD_SUM);
 	CHECK(st == HVD_OK && bad == 0, "allgatherv %s %s%s: %s, %zu wrong",
 	      hvd_dtype_name(t), even ? "even" : "uneven",
 	      in_place ? " in place" : "", hvd_status_name(st), bad);
@@ -469,8 +471,8 @@ static void t_reducescatter(struct cuda_comm *cc, hvd_dtype_t t, hvd_op_t op,
 	for (size_t i = 0; i < count; i++)
 		store(h, i, t, input(rank_, i, op));
 	up(in_place ? dr : ds, h, count * es);
-	st = nccl_reducescatter(cc, in_place ? HVD_IN_PLACE : ds, dr, count,
-				t, op);
+	st = nccl_reducescatter(cc, in_place ? HVD_IN_PLACE : ds, dr, count, t,
+				op);
 	down(o, dr, mine * es);
 	for (size_t i = 0; st == HVD_OK && i < mine; i++)
 		bad += !close_to(load(o, i, t), reduced(off + i, t, op), t);
@@ -522,13 +524,12 @@ static void everything(struct cuda_comm *cc)
 	t_reducescatter(cc, HVD_FLOAT32, HVD_SUM, 1, 0);
 
 	CHECK(nccl_broadcast(cc, NULL, 4, HVD_FLOAT32, size_) ==
-		      HVD_ERR_INVALID_ARG,
+		  HVD_ERR_INVALID_ARG,
 	      "broadcast from a root outside the communicator is refused");
-	CHECK(nccl_allreduce(cc, NULL, NULL, 0, HVD_FLOAT32, HVD_SUM) ==
-		      HVD_OK,
+	CHECK(nccl_allreduce(cc, NULL, NULL, 0, HVD_FLOAT32, HVD_SUM) == HVD_OK,
 	      "allreduce of 0 elements");
 	CHECK(nccl_allreduce(cc, NULL, NULL, 4, HVD_DTYPE_COUNT, HVD_SUM) ==
-		      HVD_ERR_BAD_TYPE,
+		  HVD_ERR_BAD_TYPE,
 	      "allreduce of a bad type is refused");
 }
 
@@ -694,8 +695,9 @@ static int probe(char *why, size_t len)
 	waitpid(p, &s, 0);
 	if (sscanf(buf, "%d", &n) != 1)
 		n = 0;
-	snprintf(why, len, "%s", strchr(buf, ' ') ? strchr(buf, ' ') + 1
-						   : "device probe failed");
+	snprintf(why, len, "%s",
+		 strchr(buf, ' ') ? strchr(buf, ' ') + 1
+				  : "device probe failed");
 	return n;
 }
 

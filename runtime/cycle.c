@@ -524,7 +524,8 @@ static int execute(struct engine *e, struct resp_list *l, struct item *items)
 				ops[i] = NULL;
 		}
 	}
-	st = fusion_plan_build(sorted.v, sorted.n, e->fusion_threshold, &plan);
+	st = fusion_plan_build(sorted.v, sorted.n, e->fusion_threshold,
+			       e->fusion_direct, &plan);
 	if (st != HVD_OK) {
 		cycle_fail_all(e, st, hvd_last_error());
 		stop = 1;

@@ -283,9 +283,11 @@ struct fusion_plan {
 };
 /* Groups fusible allreduces (same dtype, op, pset, flags, scale factors)
  * up to threshold bytes, keeping the order of each bucket's first member.
- * Responses that are not allreduces get a bucket of their own. */
+ * Responses that are not allreduces, and host allreduces of direct bytes
+ * or more (direct > 0), get a bucket of their own. */
 hvd_status_t fusion_plan_build(const struct eng_resp *r, int n,
-			       size_t threshold, struct fusion_plan *plan);
+			       size_t threshold, size_t direct,
+			       struct fusion_plan *plan);
 void fusion_plan_free(struct fusion_plan *plan);
 /* Two allreduce responses can share one collective. */
 int fusion_compatible(const struct eng_params *a, const struct eng_params *b);
@@ -392,6 +394,7 @@ void engine_complete(struct hvd_handle *h, hvd_status_t st, const char *msg);
 struct engine {
 	/* configuration (identical on all ranks: rank 0's values) */
 	size_t fusion_threshold;
+	size_t fusion_direct; /* HOROVOD_FUSION_DIRECT_BYTES */
 	double cycle_ms;
 	int cache_capacity;
 	double stall_warn, stall_shutdown;

@@ -54,7 +54,7 @@ static void *engine_main(void *arg)
 
 /* The knobs every rank must share: rank 0's values win. */
 struct shared_knobs {
-	uint64_t fusion;
+	uint64_t fusion, direct;
 	double cycle_ms;
 	int64_t cache;
 	double stall_warn, stall_shutdown;
@@ -66,6 +66,7 @@ static hvd_status_t agree(struct engine *e, uint64_t my_hash)
 {
 	struct shared_knobs k = {
 		.fusion = e->fusion_threshold,
+		.direct = e->fusion_direct,
 		.cycle_ms = e->cycle_ms,
 		.cache = e->cache_capacity,
 		.stall_warn = e->stall_warn,
@@ -88,6 +89,7 @@ static hvd_status_t agree(struct engine *e, uint64_t my_hash)
 			"THRESHOLD, HOROVOD_CYCLE_TIME, HOROVOD_CACHE_CAPACITY,"
 			" HOROVOD_STALL_*): using rank 0's");
 	e->fusion_threshold = k.fusion;
+	e->fusion_direct = k.direct;
 	e->cycle_ms = k.cycle_ms;
 	e->cache_capacity = (int)k.cache;
 	e->stall_warn = k.stall_warn;
@@ -228,6 +230,8 @@ hvd_status_t engine_start(void)
 	e->size = w->size;
 	e->fusion_threshold =
 		hvd_env_size("HOROVOD_FUSION_THRESHOLD", 128u << 20);
+	e->fusion_direct =
+		hvd_env_size("HOROVOD_FUSION_DIRECT_BYTES", 64u << 10);
 	e->cycle_ms = hvd_env_double("HOROVOD_CYCLE_TIME", 1.0);
 	if (e->cycle_ms < 0)
 		e->cycle_ms = 0;
@@ -311,10 +315,12 @@ hvd_status_t engine_start(void)
 	}
 	e->thread_started = 1;
 	hvd_log(HVD_LOG_INFO,
-		"engine: HOROVOD_FUSION_THRESHOLD=%zu HOROVOD_CYCLE_TIME=%g "
+		"engine: HOROVOD_FUSION_THRESHOLD=%zu "
+		"HOROVOD_FUSION_DIRECT_BYTES=%zu HOROVOD_CYCLE_TIME=%g "
 		"HOROVOD_CACHE_CAPACITY=%d HOROVOD_STALL_CHECK_TIME_SECONDS=%g"
 		" HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=%g",
-		e->fusion_threshold, e->cycle_ms, e->cache_capacity,
+		e->fusion_threshold, e->fusion_direct, e->cycle_ms,
+		e->cache_capacity,
 		e->stall_warn, e->stall_shutdown);
 	return HVD_OK;
 err_free:

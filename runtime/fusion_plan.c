@@ -6,7 +6,15 @@
  * (device, fp16 compression) and scale factors while the bucket stays
  * within HOROVOD_FUSION_THRESHOLD bytes (counted as exchanged: float16 when
  * compressing); everything else, and an allreduce as large as the
- * threshold, runs alone.  Buckets run in the order of their first member,
+ * threshold, runs alone.
+ *
+ * Host allreduces of at least HOROVOD_FUSION_DIRECT_BYTES (default 64 KiB;
+ * 0 fuses everything, as Horovod does) also run alone, in the caller's
+ * buffers: on host memory the two copies through the fusion buffer cost
+ * more than one more collective's latency from about that size on (copies
+ * run at a few GB/s, a small collective takes tens of microseconds), so
+ * fusion is for the many small tensors.  Device tensors always fuse (the
+ * GPU path packs them with one kernel).  Buckets run in the order of their first member,
  * so every rank, given the same list, runs the same collectives in the
  * same order.  Looking past incompatible responses (instead of cutting at
  * the first one) keeps mixed-precision models, whose gradient types
@@ -45,7 +53,8 @@ void fusion_plan_free(struct fusion_plan *plan)
 }
 
 hvd_status_t fusion_plan_build(const struct eng_resp *r, int n,
-			       size_t threshold, struct fusion_plan *plan)
+			       size_t threshold, size_t direct,
+			       struct fusion_plan *plan)
 {
 	int *cap = NULL;
 
@@ -61,14 +70,20 @@ hvd_status_t fusion_plan_build(const struct eng_resp *r, int n,
 		struct fusion_bucket *b = NULL;
 
 		if (r[i].p.kind == EK_ALLREDUCE && threshold > 0 &&
-		    bytes < threshold) {
+		    bytes < threshold &&
+		    (!direct || bytes < direct || (r[i].p.flags & EF_DEVICE))) {
 			for (int j = 0; j < plan->n; j++) {
 				struct fusion_bucket *c = &plan->b[j];
 
-				if (fusion_compatible(&r[c->idx[0]].p,
-						      &r[i].p) &&
+				const struct eng_params *h =
+					&r[c->idx[0]].p;
+				size_t hb = wire_bytes(h);
+
+				if (fusion_compatible(h, &r[i].p) &&
 				    c->bytes + bytes <= threshold &&
-				    wire_bytes(&r[c->idx[0]].p) < threshold) {
+				    hb < threshold &&
+				    (!direct || hb < direct ||
+				     (h->flags & EF_DEVICE))) {
 					b = c;
 					break;
 				}

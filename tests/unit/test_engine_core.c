@@ -346,17 +346,20 @@ static void test_fusion_plan(void)
 	r[1].p.dtype = HVD_FLOAT64;       /* interleaved type */
 	r[3].p.kind = EK_BROADCAST;
 	r[4].p.prescale = 2.0;
-	fusion_plan_build(r, 6, 1000, &p);
+	fusion_plan_build(r, 6, 1000, 0, &p);
 	ok(p.n == 5 && p.b[0].n == 2 && p.b[0].idx[1] == 2,
 	   "fusion: float32 0 and 2 fuse past the float64 in between");
 	ok(p.b[p.n - 1].n == 1 && p.b[p.n - 1].idx[0] == 5,
 	   "fusion: the threshold (1000 B) starts a new bucket");
 	fusion_plan_free(&p);
-	fusion_plan_build(r, 6, 0, &p);
+	fusion_plan_build(r, 6, 0, 0, &p);
 	is_int(p.n, 6, "fusion: threshold 0 disables fusion");
 	fusion_plan_free(&p);
+	fusion_plan_build(r, 6, 1 << 20, 400, &p);
+	is_int(p.n, 6, "fusion: host tensors of the direct size run alone");
+	fusion_plan_free(&p);
 	r[0].p.flags = EF_DEVICE;
-	fusion_plan_build(r, 6, 1 << 20, &p);
+	fusion_plan_build(r, 6, 1 << 20, 0, &p);
 	ok(p.b[0].n == 1, "fusion: host and device never share a bucket");
 	fusion_plan_free(&p);
 }

@@ -45,7 +45,7 @@ like "$out" '--mpi=pmix.*MpiDefault=pmix' "message says --mpi=pmix or MpiDefault
 ok "$([[ -e $wd/ran2 ]] && echo 1 || echo 0)" "the task never started"
 
 # --- checkpoint directory: created by the task's user, mode 0700.
-out=$(run_timeout 60 srun --horovod=ckpt-dir="$wd/ck/%j",ckpt-every=5 -N1 -n1 \
+out=$(run_timeout 60 srun -Q --horovod=ckpt-dir="$wd/ck/%j",ckpt-every=5 -N1 -n1 \
 	bash -c 'echo "$HOROVOD_CHECKPOINT_DIR"' 2>&1)
 is "$(stat -c '%a %U' "$out" 2>&1)" "700 $(id -un)" "ckpt dir $out created, 0700, by the job's user"
 out=$(run_timeout 60 srun --horovod=ckpt-dir=/proc/none/x -N1 -n1 true 2>&1)

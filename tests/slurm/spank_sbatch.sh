@@ -2,11 +2,11 @@
 # shellcheck disable=SC2016 # the single-quoted $VARs are for the tasks
 # #SBATCH --horovod applies to every srun of the script; an srun's own
 # --horovod replaces it (whole, not key by key); the batch script itself
-# gets no rank variables.
+# gets no rank variables.  salloc --horovod reaches the sruns of its shell.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
 slurm_has_horovod || skip_all "srun has no --horovod (plugin not in plugstack.conf)"
-plan 5
+plan 6
 wd=$(slurm_workdir)
 cat >"$wd/job.sh" <<'JOB'
 #!/bin/bash
@@ -20,6 +20,11 @@ srun --horovod=cycle-ms=3 bash -c 'echo "override $HOROVOD_RANK ${HOROVOD_FUSION
 unset SLURM_SPANK__SLURM_SPANK_OPTION_horovod_horovod
 srun bash -c 'echo "unset ${HOROVOD_RANK-unset}"'
 JOB
+out=$(run_timeout "$HVD_TEST_TIMEOUT" salloc -Q -N2 --horovod=fusion-mb=4 \
+	bash -c 'srun -Q -N2 -n2 bash -c "echo \$HOROVOD_RANK \$HOROVOD_FUSION_THRESHOLD"' 2>&1 | sort)
+is "$out" "0 4194304
+1 4194304" "salloc --horovod=fusion-mb=4 applies to srun inside salloc"
+
 id=$(run_timeout 60 sbatch --parsable -D "$wd" -o "$wd/out-%j.txt" "$wd/job.sh" 2>&1)
 if [[ ! $id =~ ^[0-9]+ ]]; then
 	ok 1 "sbatch accepted the job"

@@ -104,14 +104,24 @@ const struct cuda_settings *cuda_settings(void)
 
 /* ----------------------------------------------------------- devices */
 
-typedef CUresult (*primary_state_fn)(CUdevice, unsigned int *, int *);
-typedef CUresult (*ctx_current_fn)(CUcontext *);
+/* Driver entry points (found at run time: libhvd links no libcuda). */
+static CUresult (*primary_state)(CUdevice, unsigned int *, int *);
+static CUresult (*primary_retain)(CUcontext *, CUdevice);
+static CUresult (*primary_release)(CUdevice);
+static CUresult (*ctx_current)(CUcontext *);
+static CUresult (*ctx_push)(CUcontext);
+static CUresult (*ctx_pop)(CUcontext *);
 
 static int dev_count = -1;
 static char dev_why[256];
-static primary_state_fn primary_state;
-static ctx_current_fn ctx_current;
 static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
+
+static void entry(const char *name, void **fn)
+{
+	if (cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault,
+					     NULL) != cudaSuccess)
+		*fn = NULL;
+}
 
 static void devices_probe(void)
 {
@@ -135,16 +145,15 @@ static void devices_probe(void)
 	dev_count = n;
 	snprintf(dev_why, sizeof(dev_why), "%d CUDA device%s", n,
 		 n == 1 ? "" : "s");
-	/* Driver entry points for the context checks; without them every
-	 * query goes straight to cudaPointerGetAttributes. */
-	if (cudaGetDriverEntryPointByVersion(
-		"cuDevicePrimaryCtxGetState", (void **)&primary_state, 12000,
-		cudaEnableDefault, NULL) != cudaSuccess)
+	/* Without them every query goes straight to the runtime. */
+	entry("cuDevicePrimaryCtxGetState", (void **)&primary_state);
+	entry("cuDevicePrimaryCtxRetain", (void **)&primary_retain);
+	entry("cuDevicePrimaryCtxRelease", (void **)&primary_release);
+	entry("cuCtxGetCurrent", (void **)&ctx_current);
+	entry("cuCtxPushCurrent", (void **)&ctx_push);
+	entry("cuCtxPopCurrent", (void **)&ctx_pop);
+	if (!primary_retain || !primary_release || !ctx_push || !ctx_pop)
 		primary_state = NULL;
-	if (cudaGetDriverEntryPointByVersion(
-		"cuCtxGetCurrent", (void **)&ctx_current, 12000,
-		cudaEnableDefault, NULL) != cudaSuccess)
-		ctx_current = NULL;
 	(void)cudaGetLastError();
 }
 
@@ -168,47 +177,77 @@ static int primary_active(int dev)
 	return active;
 }
 
-/* A device on which a pointer query creates no context: the current one
- * when it has a context, else the first with an active primary context;
- * -1 when there is none (then no device memory exists yet). */
-static int query_device(int *current)
+int cuda_context_active(int dev)
+{
+	return cuda_device_count(NULL) > 0 && primary_active(dev);
+}
+
+/* Where a runtime call about device memory can run without creating a
+ * context.  direct: on the calling thread as it is (it has a context, or
+ * its current device's primary context is active).  Else dev is a device
+ * whose primary context is active, to be pushed for the call (cudaSetDevice
+ * would create one on the device restored afterwards).  -1: no context
+ * anywhere, so no device memory exists yet. */
+static int usable_device(int *direct)
 {
 	CUcontext ctx = NULL;
-	int n = cuda_device_count(NULL);
+	int cur = 0, n = cuda_device_count(NULL);
 
-	if (cudaGetDevice(current) != cudaSuccess) {
+	*direct = 0;
+	if (cudaGetDevice(&cur) != cudaSuccess) {
 		(void)cudaGetLastError();
 		return -1;
 	}
-	if (ctx_current && ctx_current(&ctx) == CUDA_SUCCESS && ctx)
-		return *current;
-	if (primary_active(*current))
-		return *current;
+	if ((ctx_current && ctx_current(&ctx) == CUDA_SUCCESS && ctx) ||
+	    primary_active(cur)) {
+		*direct = 1;
+		return cur;
+	}
 	for (int d = 0; d < n; d++)
-		if (d != *current && primary_active(d))
+		if (d != cur && primary_active(d))
 			return d;
 	return -1;
+}
+
+/* Make dev's (active) primary context current on this thread until
+ * ctx_leave(); returns 0 on success. */
+static int ctx_enter(int dev)
+{
+	CUcontext ctx;
+
+	if (!primary_retain ||
+	    primary_retain(&ctx, (CUdevice)dev) != CUDA_SUCCESS)
+		return -1;
+	if (ctx_push(ctx) != CUDA_SUCCESS) {
+		primary_release((CUdevice)dev);
+		return -1;
+	}
+	return 0;
+}
+
+static void ctx_leave(int dev)
+{
+	CUcontext ctx;
+
+	(void)ctx_pop(&ctx);
+	(void)primary_release((CUdevice)dev);
 }
 
 /* Memory type of p (cudaMemoryTypeUnregistered for host memory). */
 static enum cudaMemoryType pointer_kind(const void *p, int *device)
 {
 	struct cudaPointerAttributes attr;
-	int cur = 0, dev;
+	int dev, direct;
 	cudaError_t err;
 
 	if (!p || p == HVD_IN_PLACE || cuda_device_count(NULL) == 0)
 		return cudaMemoryTypeUnregistered;
-	dev = query_device(&cur);
-	if (dev < 0)
+	dev = usable_device(&direct);
+	if (dev < 0 || (!direct && ctx_enter(dev)))
 		return cudaMemoryTypeUnregistered;
-	if (dev != cur && cudaSetDevice(dev) != cudaSuccess) {
-		(void)cudaGetLastError();
-		return cudaMemoryTypeUnregistered;
-	}
 	err = cudaPointerGetAttributes(&attr, p);
-	if (dev != cur)
-		(void)cudaSetDevice(cur);
+	if (!direct)
+		ctx_leave(dev);
 	if (err != cudaSuccess) {
 		/* Older drivers report plain host memory as an error. */
 		(void)cudaGetLastError();
@@ -228,10 +267,13 @@ int cuda_is_device_ptr(const void *p)
 
 /* ----------------------------------------------------------- staging */
 
+/* A blocking copy in the context of the device that owns dev_ptr (its
+ * primary context pushed, so that the caller's current device and
+ * contexts are left exactly as they were). */
 static hvd_status_t staging_copy(void *dst, const void *src, size_t bytes,
 				 const void *dev_ptr, const char *what)
 {
-	int dev = -1, cur = 0;
+	int dev = -1, cur = -1, pushed = 0;
 	hvd_status_t st = HVD_OK;
 	enum cudaMemoryType t;
 
@@ -244,11 +286,17 @@ static hvd_status_t staging_copy(void *dst, const void *src, size_t bytes,
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "%s: %p is not device memory", what, dev_ptr);
 	CUDACHECK_RET(cudaGetDevice(&cur));
-	if (dev != cur)
-		CUDACHECK_RET(cudaSetDevice(dev));
+	if (dev >= 0 && dev != cur) {
+		if (ctx_enter(dev) == 0)
+			pushed = 1;
+		else
+			CUDACHECK_RET(cudaSetDevice(dev));
+	}
 	CUDACHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), st, out);
 out:
-	if (dev != cur)
+	if (pushed)
+		ctx_leave(dev);
+	else if (dev >= 0 && dev != cur)
 		(void)cudaSetDevice(cur);
 	return st;
 }

@@ -90,6 +90,10 @@ const struct cuda_settings *cuda_settings(void);
  * is cached, with its message in *why (may be NULL) for skip lines. */
 int cuda_device_count(const char **why);
 
+/* Whether dev's primary context is active (switching back to a device
+ * without one would create it: ~500 MB of that GPU). */
+int cuda_context_active(int dev);
+
 /* Device of a device (or managed) pointer, -1 for host memory. */
 int cuda_ptr_device(const void *p);
 

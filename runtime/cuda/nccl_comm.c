@@ -483,7 +483,8 @@ hvd_status_t cuda_op_begin(struct cuda_comm *cc, const char *name,
 				 "%s: the GPU communicator was aborted after "
 				 "an earlier failure: %s",
 				 name, cc->failure);
-	/* The caller's current device is restored at the end. */
+	/* The caller's current device is restored at the end (when that
+	 * creates no context there). */
 	if (cudaGetDevice(&op->prev_device) != cudaSuccess)
 		op->prev_device = -1;
 	if (op->prev_device != cc->device)
@@ -565,7 +566,8 @@ hvd_status_t cuda_op_end(struct cuda_op *op, hvd_status_t st)
 	cuda_range_pop();
 	if (st != HVD_OK)
 		cuda_comm_abort(cc, hvd_last_error());
-	if (op->prev_device >= 0 && op->prev_device != cc->device)
+	if (op->prev_device >= 0 && op->prev_device != cc->device &&
+	    cuda_context_active(op->prev_device))
 		(void)cudaSetDevice(op->prev_device);
 	return st;
 }

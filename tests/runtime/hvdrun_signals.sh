@@ -5,14 +5,17 @@
 
 plan 8
 
-# wait_lines FILE N: wait (up to 30 s) until FILE has N lines matching $2.
+# wait_lines FILE PATTERN N: wait (up to 30 s) until FILE has N lines
+# matching PATTERN.
 wait_lines() {
 	i=0
-	while [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -lt "$3" ] &&
-	      [ $i -lt 300 ]; do
+	while [ $i -lt 300 ]; do
+		n=$(grep -c -- "$2" "$1" 2>/dev/null)
+		[ "${n:-0}" -ge "$3" ] && return 0
 		sleep 0.1
 		i=$((i + 1))
 	done
+	echo "# timed out waiting for $3 lines matching '$2' in $1"
 }
 
 for sig in TERM INT; do

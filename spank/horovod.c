@@ -20,8 +20,12 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 		return horovod_alloc_init(sp, ac, av);
 	case S_CTX_REMOTE:
 		return horovod_stepd_init(sp, ac, av);
+	case S_CTX_SLURMD:
+		/* Only to log a bad plugstack line when slurmd starts; jobs
+		 * are stopped by the other contexts, slurmd keeps running. */
+		horovod_args_check(ac, av);
+		return 0;
 	default:
-		/* slurmd and job scripts: nothing to do. */
 		return 0;
 	}
 }

@@ -107,11 +107,10 @@ static int opt_cb(int val, const char *arg, int remote)
 	return 0;
 }
 
-int horovod_args_init(spank_t sp, int ac, char **av)
+int horovod_args_check(int ac, char **av)
 {
 	struct horovod_args *a = &horovod_args;
 	char err[512];
-	spank_err_t rc;
 
 	memset(a, 0, sizeof(*a));
 	hvdcfg_init(&a->cfg);
@@ -126,6 +125,16 @@ int horovod_args_init(spank_t sp, int ac, char **av)
 			    line);
 		return -1;
 	}
+	return 0;
+}
+
+int horovod_args_init(spank_t sp, int ac, char **av)
+{
+	struct horovod_args *a = &horovod_args;
+	spank_err_t rc;
+
+	if (horovod_args_check(ac, av))
+		return -1;
 	a->opt = a->cfg.defaults;
 	rc = spank_option_register(sp, &horovod_option);
 	if (rc != ESPANK_SUCCESS) {

@@ -22,6 +22,9 @@ struct horovod_args {
 
 extern struct horovod_args horovod_args;
 
+/* Parse the plugstack arguments and log what is wrong with them; 0 or -1. */
+int horovod_args_check(int ac, char **av);
+
 /* Parse the plugstack arguments and register --horovod (from init). */
 int horovod_args_init(spank_t sp, int ac, char **av);
 

@@ -159,7 +159,12 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *src,
 	} else if (who && PMIX_CHECK_NSPACE(who->nspace, myproc.nspace) &&
 		   who->rank != myproc.rank &&
 		   who->rank < (pmix_rank_t)world_size) {
-		if (have_code)
+		if (src && src->rank != who->rank &&
+		    PMIX_CHECK_NSPACE(src->nspace, myproc.nspace))
+			snprintf(why, sizeof(why),
+				 "rank %u saw its process gone (PMIx event)",
+				 src->rank);
+		else if (have_code)
 			snprintf(why, sizeof(why),
 				 "PMIx reports it terminated (%s, exit code "
 				 "%d)",

@@ -320,6 +320,10 @@ hvd_status_t coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
 		a = ALGO_AUTO;
 	if (a == ALGO_HIER && !hier_ready(comm))
 		a = ALGO_AUTO;
+	if (hvd_log_enabled(HVD_LOG_TRACE))
+		hvd_log(HVD_LOG_TRACE, "allreduce ctx %u: %zu x %s: %s",
+			comm->ctx, count, hvd_dtype_name(dt),
+			coll_algo_name(a));
 	switch (a) {
 	case ALGO_SHM:
 		st = shm_allreduce(comm->shm, src, recvbuf, count, dt, rop);

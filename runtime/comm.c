@@ -154,7 +154,8 @@ static hvd_status_t agree_ctx(hvd_comm_t *comm, int nids, uint32_t *first)
 	       !atomic_compare_exchange_weak(&next_ctx, &cur,
 					     agreed + (uint32_t)nids))
 		;
-	if (agreed + (uint32_t)nids > (1u << TP_CTX_BITS))
+	/* The last id is the transport's failure-notice channel. */
+	if (agreed + (uint32_t)nids >= (1u << TP_CTX_BITS) - 1)
 		return hvd_error(HVD_ERR_UNSUPPORTED,
 				 "hvd: out of communicator ids (%u created)",
 				 agreed);

@@ -54,6 +54,8 @@ struct peer {
 	pid_t pid;
 	int local;           /* on this node: pid checks apply       */
 	atomic_int failed;
+	atomic_int announce; /* to tell the other ranks (watch())  */
+	int32_t msg[2];      /* {failed rank, reporter}: send buffer */
 	char why[200];
 };
 
@@ -66,6 +68,19 @@ static int npeers = -1, my_rank = -1;
 static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int launcher_failed;
 static double peer_timeout = 60.0;
+
+/* In-band failure notices: every rank keeps one receive posted on a
+ * context id no communicator gets; a rank that sees a peer die tells all
+ * the others, because PMIx servers (Slurm's among them) do not always
+ * deliver process-termination events to clients, and a survivor that
+ * only waits on a live peer stuck behind the dead one would otherwise
+ * wait for the timeout, or blame the wrong rank. */
+#define ABORT_CTX 0xffffu
+static int32_t abort_in[2];
+static struct tp_req *abort_req;
+static pthread_mutex_t abort_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void post_abort_recv(void);
 static int yield_always;
 
 #define UCS_MSG(s) ucs_status_string(s)
@@ -164,6 +179,7 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
 	for (int r = 0; r < w->size; r++) {
 		atomic_init(&peers[r].ep, NULL);
 		atomic_init(&peers[r].failed, 0);
+		atomic_init(&peers[r].announce, 0);
 		/* Take ownership of the address buffer. */
 		peers[r].addr = bp[r].addr;
 		bp[r].addr = NULL;
@@ -177,12 +193,13 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
 	 * runs.  HVD_POLL_YIELD=1 forces it. */
 	yield_always = hvd_env_bool("HVD_POLL_YIELD",
 				    ncpu > 0 && w->local_size > ncpu);
+	post_abort_recv();
 	return HVD_OK;
 }
 
 /* ------------------------------------------------------- failures */
 
-void transport_mark_failed(int rank, const char *why)
+static void mark_failed(int rank, const char *why, int announce)
 {
 	if (rank < 0) {
 		atomic_store(&launcher_failed, 1);
@@ -194,7 +211,14 @@ void transport_mark_failed(int rank, const char *why)
 		return;
 	snprintf(peers[rank].why, sizeof(peers[rank].why), "%s", why);
 	atomic_store(&peers[rank].failed, 1);
+	if (announce)
+		atomic_store(&peers[rank].announce, 1);
 	hvd_log(HVD_LOG_DEBUG, "rank %d failed: %s", rank, why);
+}
+
+void transport_mark_failed(int rank, const char *why)
+{
+	mark_failed(rank, why, 1);
 }
 
 const char *transport_fail_reason(int rank)
@@ -213,6 +237,15 @@ int transport_comm_failed(const hvd_comm_t *comm)
 					 memory_order_relaxed))
 			return w;
 	}
+	return -1;
+}
+
+static int any_failed(void)
+{
+	for (int w = 0; peers && w < npeers; w++)
+		if (atomic_load_explicit(&peers[w].failed,
+					 memory_order_relaxed))
+			return w;
 	return -1;
 }
 
@@ -506,6 +539,75 @@ static hvd_status_t op_result(struct xfer *x, struct tp_op *op)
 	return HVD_OK;
 }
 
+static void post_abort_recv(void)
+{
+	ucp_request_param_t prm;
+	void *r;
+
+	memset(&prm, 0, sizeof(prm));
+	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+			   UCP_OP_ATTR_FIELD_DATATYPE |
+			   UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+	prm.cb.recv = recv_cb;
+	prm.datatype = ucp_dt_make_contig(1);
+	r = ucp_tag_recv_nbx(worker, abort_in, sizeof(abort_in),
+			     (uint64_t)ABORT_CTX << 48, (uint64_t)0xffff << 48,
+			     &prm);
+	abort_req = UCS_PTR_IS_ERR(r) ? NULL : r;
+}
+
+/* Take in notices from other ranks, send ours. */
+static void poll_abort(void)
+{
+	if (pthread_mutex_trylock(&abort_lock))
+		return;
+	while (abort_req && atomic_load(&abort_req->done)) {
+		int ok = abort_req->status == UCS_OK &&
+			 abort_req->length == sizeof(abort_in);
+		char why[200];
+
+		atomic_store(&abort_req->done, 0);
+		ucp_request_free(abort_req);
+		abort_req = NULL;
+		if (ok && abort_in[0] >= 0 && abort_in[0] < npeers &&
+		    abort_in[1] >= 0 && abort_in[1] < npeers) {
+			snprintf(why, sizeof(why), "rank %d reports it gone",
+				 (int)abort_in[1]);
+			mark_failed(abort_in[0], why, 0);
+		}
+		post_abort_recv();
+	}
+	for (int f = 0; f < npeers; f++) {
+		if (!atomic_load(&peers[f].announce))
+			continue;
+		atomic_store(&peers[f].announce, 0);
+		peers[f].msg[0] = f;
+		peers[f].msg[1] = my_rank;
+		for (int w = 0; w < npeers; w++) {
+			hvd_status_t st = HVD_OK;
+			ucp_request_param_t prm;
+			ucp_ep_h ep;
+			void *r;
+
+			if (w == my_rank || atomic_load(&peers[w].failed))
+				continue;
+			ep = get_ep(w, &st);
+			if (!ep)
+				continue;
+			memset(&prm, 0, sizeof(prm));
+			r = ucp_tag_send_nbx(ep, peers[f].msg,
+					     sizeof(peers[f].msg),
+					     (uint64_t)ABORT_CTX << 48 |
+						     (uint64_t)my_rank,
+					     &prm);
+			/* Fire and forget: msg stays valid until the end. */
+			if (r && !UCS_PTR_IS_ERR(r))
+				ucp_request_free(r);
+		}
+	}
+	pthread_mutex_unlock(&abort_lock);
+}
+
 /* Periodic checks while waiting: failed members, dead local pids, and
  * the progress timeout.  Returns an error status or HVD_OK. */
 static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
@@ -514,7 +616,14 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 
 	x->next_check = now + 0.05;
 	check_local_pids(x->comm);
+	poll_abort();
 	f = transport_comm_failed(x->comm);
+	/* A rank outside this communicator counts too: the hierarchical
+	 * algorithms wait on live peers that wait on the dead one, and
+	 * without elasticity a failure anywhere ends the job's
+	 * collectives. */
+	if (f < 0)
+		f = any_failed();
 	if (f >= 0)
 		return peer_error(x, f, "%s", transport_fail_reason(f));
 	if (atomic_load(&launcher_failed))
@@ -529,7 +638,7 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 			 "no progress from it for %.0f s "
 			 "(HOROVOD_PEER_TIMEOUT)",
 			 peer_timeout);
-		transport_mark_failed(w, why);
+		mark_failed(w, why, 0);
 		return peer_error(x, w, "%s", why);
 	}
 	return HVD_OK;
@@ -657,6 +766,14 @@ void transport_finalize(int fence)
 
 	if (!worker)
 		return;
+	pthread_mutex_lock(&abort_lock);
+	if (abort_req) {
+		ucp_request_cancel(worker, abort_req);
+		atomic_store(&abort_req->done, 0);
+		ucp_request_free(abort_req);
+		abort_req = NULL;
+	}
+	pthread_mutex_unlock(&abort_lock);
 	if (peers)
 		reqs = calloc((size_t)npeers, sizeof(*reqs));
 	for (int r = 0; peers && r < npeers; r++) {

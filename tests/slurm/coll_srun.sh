@@ -1,0 +1,61 @@
+#!/bin/bash
+# coll_srun.sh - the collectives under srun --mpi=pmix on two nodes of the
+# mini-cluster: coll_check with 2 ranks per node (hierarchical allreduce:
+# shared memory within a node, UCX between them), the same with the flat
+# UCX algorithms only, an uneven 2+1 placement, and a rank killed on one
+# node while the others (on both nodes) must name it.
+. "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
+
+CHECK=$top_builddir/tests/runtime/coll_check
+if [[ ! -x $CHECK ]]; then
+	skip_all "$CHECK not built"
+fi
+case $CHECK in
+/tmp/*) skip_all "the build tree is under /tmp, which the nodes do not share" ;;
+esac
+
+plan 6
+slurm_workdir >/dev/null
+err=$hvdt_workdir/stderr
+
+# check_run NAME OUTPUT: rank 0's TAP complete and without failures
+check_run() {
+	local name=$1 out=$2 planned passed
+	planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' <<<"$out")
+	passed=$(grep -c '^ok ' <<<"$out")
+	if [[ -n $planned && $passed == "$planned" ]] &&
+		! grep -q '^not ok' <<<"$out"; then
+		ok 0 "$name: $passed/$planned checks passed"
+	else
+		ok 1 "$name: ${passed}/${planned:-?} checks passed"
+		diag "$(grep -v '^ok ' <<<"$out" | head -n 30)"
+	fi
+}
+
+out=$(HOROVOD_LOG_LEVEL=trace run_timeout "$HVD_TEST_TIMEOUT" \
+	srun --mpi=pmix -N2 -n4 --ntasks-per-node=2 "$CHECK" 2>"$err")
+check_run "srun -N2 -n4: coll_check" "$out"
+hier=$(grep -c 'allreduce ctx 1: .*: hier$' "$err")
+nodes=$(grep -c 'info: rank [0-3] of 4, node [01] of 2 .*local [01] of 2, cross [01] of 2' \
+	"$err")
+ok $(( hier > 0 && nodes == 4 ? 0 : 1 )) \
+	"4 ranks saw 2 nodes x 2 ($nodes did); allreduce ran hierarchical ($hier calls on rank 0..3)"
+
+out=$(HVD_SHM=0 HOROVOD_HIERARCHICAL_ALLREDUCE=0 run_timeout \
+	"$HVD_TEST_TIMEOUT" srun --mpi=pmix -N2 -n4 --ntasks-per-node=2 \
+	"$CHECK" 2>&1)
+check_run "srun -N2 -n4, UCX only (HVD_SHM=0)" "$out"
+
+out=$(run_timeout "$HVD_TEST_TIMEOUT" srun --mpi=pmix -N2 -n3 \
+	--distribution=block "$CHECK" 2>&1)
+check_run "srun -N2 -n3 (uneven nodes: flat algorithms)" "$out"
+
+# Rank 1 (node 1) dies inside an allreduce; ranks 0, 2 and 3 name it.
+start=$(date +%s)
+out=$(HOROVOD_PEER_TIMEOUT=10 run_timeout 90 srun --mpi=pmix -N2 -n4 \
+	--ntasks-per-node=2 "$CHECK" kill 1 2>/dev/null)
+took=$(($(date +%s) - start))
+named=$(grep -c 'HVD_ERR_PEER_FAILED after .*rank 1 failed' <<<"$out")
+is "$named" 3 "killed rank 1: the 3 survivors on both nodes name it" ||
+	diag "$out"
+ok $(( took < 60 ? 0 : 1 )) "the step ended in ${took}s"

@@ -337,6 +337,30 @@ out:
 	return st;
 }
 
+/* Copy bytes from src to dst on op's stream (through scratch when they
+ * overlap); *moved = dst. */
+static hvd_status_t move_block(struct cuda_op *op, void *dst, const void *src,
+			       size_t bytes, const void **moved)
+{
+	const char *d = dst, *s = src;
+	hvd_status_t st = HVD_OK;
+	void *tmp;
+
+	if (bytes && d < s + bytes && s < d + bytes) {
+		st = cuda_comm_scratch(op->cc, 1, bytes, &tmp);
+		if (st != HVD_OK)
+			return st;
+		CUDA_ENQ(cudaMemcpyAsync(tmp, src, bytes,
+					 cudaMemcpyDeviceToDevice, op->stream));
+		src = tmp;
+	}
+	if (bytes)
+		CUDA_ENQ(cudaMemcpyAsync(dst, src, bytes,
+					 cudaMemcpyDeviceToDevice, op->stream));
+	*moved = dst;
+	return st;
+}
+
 hvd_status_t nccl_allgatherv(struct cuda_comm *cc, const void *sendbuf,
 			     size_t sendcount, void *recvbuf,
 			     const size_t *recvcounts, const size_t *displs,
@@ -355,10 +379,10 @@ hvd_status_t nccl_allgatherv(struct cuda_comm *cc, const void *sendbuf,
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "allgatherv: NULL recvcounts");
 	if (recvcounts[me] != sendcount)
-		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "allgatherv: rank %d sends %zu elements but "
-				 "recvcounts[%d] is %zu",
-				 me, sendcount, me, recvcounts[me]);
+		return hvd_error(HVD_ERR_MISMATCH,
+				 "hvd: allgatherv: this rank sends %zu "
+				 "elements but recvcounts[%d] is %zu",
+				 sendcount, me, recvcounts[me]);
 	if (!displs) {
 		packed = malloc((size_t)n * sizeof(size_t));
 		if (!packed)
@@ -369,17 +393,31 @@ hvd_status_t nccl_allgatherv(struct cuda_comm *cc, const void *sendbuf,
 		}
 		displs = packed;
 	}
-	for (int r = 0; r < n; r++)
+	total = 0;
+	for (int r = 0; r < n; r++) {
 		if (recvcounts[r] != recvcounts[0] ||
 		    displs[r] != (size_t)r * recvcounts[0])
 			even = 0;
-	/* In place (MPI style): this rank's block is already in recvbuf. */
-	if (!sendbuf || sendbuf == HVD_IN_PLACE || sendbuf == recvbuf)
-		sendbuf = AT(recvbuf, displs[me], es);
+		if (displs[r] + recvcounts[r] > total)
+			total = displs[r] + recvcounts[r];
+	}
 	st = cuda_op_begin(cc, "hvd allgather", &o);
 	if (st != HVD_OK)
 		goto out;
-	if (even) {
+	/* As on the host path: HVD_IN_PLACE means this rank's block is
+	 * already in its slot; a send buffer inside recvbuf elsewhere (e.g.
+	 * sendbuf == recvbuf) is moved into the slot first, since NCCL would
+	 * read it while peers' blocks land on it. */
+	if (!sendbuf || sendbuf == HVD_IN_PLACE)
+		sendbuf = AT(recvbuf, displs[me], es);
+	else if (sendbuf != AT(recvbuf, displs[me], es) &&
+		 (const char *)sendbuf < AT(recvbuf, total, es) &&
+		 (const char *)sendbuf + sendcount * es > (const char *)recvbuf)
+		st = move_block(&o, AT(recvbuf, displs[me], es), sendbuf,
+				sendcount * es, &sendbuf);
+	if (st != HVD_OK) {
+		/* (the move failed: skip the collective) */
+	} else if (even) {
 		if (recvcounts[0])
 			st = enq(&o, o.nccl,
 				 ncclAllGather(sendbuf, recvbuf, recvcounts[0],
@@ -466,6 +504,12 @@ hvd_status_t nccl_alltoallv(struct cuda_comm *cc, const void *sendbuf,
 	t = (ncclDataType_t)nccl_dtype(dtype);
 	if (!sendcounts || !recvcounts)
 		return hvd_error(HVD_ERR_INVALID_ARG, "alltoallv: NULL counts");
+	if (sendcounts[cuda_comm_rank(cc)] != recvcounts[cuda_comm_rank(cc)])
+		return hvd_error(HVD_ERR_MISMATCH,
+				 "hvd: alltoallv: this rank sends itself %zu "
+				 "elements but expects %zu",
+				 sendcounts[cuda_comm_rank(cc)],
+				 recvcounts[cuda_comm_rank(cc)]);
 	sd = packed_displs(sendcounts, n, &stotal);
 	rd = packed_displs(recvcounts, n, &rtotal);
 	if (!sd || !rd) {

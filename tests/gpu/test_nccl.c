@@ -338,6 +338,9 @@ static void t_fused(struct cuda_comm *cc, hvd_dtype_t t, double pre,
 	      compress ? " fp16-compressed" : "", hvd_status_name(st), bad);
 }
 
+/* in_place: 0 separate send buffer, 1 HVD_IN_PLACE (block already in
+ * its slot), 2 sendbuf == recvbuf (block at the start, moved by the
+ * library, as on the host path). */
 static void t_allgatherv(struct cuda_comm *cc, hvd_dtype_t t, int even,
 			 int in_place)
 {
@@ -358,12 +361,18 @@ static void t_allgatherv(struct cuda_comm *cc, hvd_dtype_t t, int even,
 	dr = dev(total * es);
 	for (size_t i = 0; i < counts[rank_]; i++)
 		store(h, i, t, input(rank_, i, HVD_SUM));
-	if (in_place)
+	if (in_place == 1)
 		up(dr + displs[rank_] * es, h, counts[rank_] * es);
+	else if (in_place == 2)
+		up(dr, h, counts[rank_] * es);
 	else
 		up(ds, h, counts[rank_] * es);
-	st = nccl_allgatherv(cc, in_place ? HVD_IN_PLACE : ds, counts[rank_],
-			     dr, counts, even ? NULL : displs, t);
+	st =
+	    nccl_allgatherv(cc,
+			    in_place == 1   ? HVD_IN_PLACE
+			    : in_place == 2 ? (const void *)dr
+					    : (const void *)ds,
+			    counts[rank_], dr, counts, even ? NULL : displs, t);
 	down(o, dr, total * es);
 	for (int r = 0; st == HVD_OK && r < size_; r++)
 		for (size_t i = 0; i < counts[r]; i++)
@@ -371,7 +380,10 @@ static void t_allgatherv(struct cuda_comm *cc, hvd_dtype_t t, int even,
 			    load(o, displs[r] + i, t) != input(r, i, HVD_SUM);
 	CHECK(st == HVD_OK && bad == 0, "allgatherv %s %s%s: %s, %zu wrong",
 	      hvd_dtype_name(t), even ? "even" : "uneven",
-	      in_place ? " in place" : "", hvd_status_name(st), bad);
+	      in_place == 1   ? " in place"
+	      : in_place == 2 ? " from the start of recvbuf"
+			      : "",
+	      hvd_status_name(st), bad);
 	free(counts);
 	free(displs);
 	free(h);
@@ -513,6 +525,8 @@ static void everything(struct cuda_comm *cc)
 	t_allgatherv(cc, HVD_INT64, 0, 0);
 	t_allgatherv(cc, HVD_FLOAT32, 0, 1);
 	t_allgatherv(cc, HVD_FLOAT16, 1, 1);
+	t_allgatherv(cc, HVD_INT32, 1, 2);
+	t_allgatherv(cc, HVD_FLOAT64, 0, 2);
 	t_broadcast(cc, HVD_UINT8, 0);
 	t_alltoallv(cc, HVD_BFLOAT16, 0, 0);
 	t_alltoallv(cc, HVD_INT32, 1, 1);

@@ -196,6 +196,7 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 		   hvd_env_bool("HOROVOD_CHECKPOINT_ASYNC", 0);
 	c->last_step = -1;
 	c->restored_step = -1;
+	c->prune_step = -1;
 	pthread_mutex_init(&c->mu, NULL);
 	copy_token(c->job, sizeof(c->job), getenv("SLURM_JOB_ID"));
 	if (!c->job[0])
@@ -629,7 +630,14 @@ static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
 		goto err_free;
 	ckpt_test_point(c, "latest", w->step);
 	/* a failed prune is a warning (logged), not a failed checkpoint */
-	ckpt_prune(c->dir, c->keep, c->restored_step, NULL, NULL);
+	/* protect what was just written even when older runs left higher
+	 * steps behind (a fresh start in a used directory).  Async: deleting
+	 * old checkpoints (seconds for big ones) is left to the next writer
+	 * thread or to close, off the training loop. */
+	if (c->async)
+		c->prune_step = w->step;
+	else
+		ckpt_prune(c->dir, c->keep, w->step, NULL, NULL);
 	hvd_error_clear();
 	st = HVD_OK;
 err_free:
@@ -710,6 +718,11 @@ static void *writer_main(void *arg)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (c->prune_step >= 0) {
+		/* rank 0 only: the previous commit's retention */
+		ckpt_prune(c->dir, c->keep, c->prune_step, NULL, NULL);
+		c->prune_step = -1;
+	}
 	write_local(c, &c->w, 1);
 	__atomic_store_n(&c->thread_done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -886,6 +899,8 @@ hvd_status_t hvd_ckpt_close(hvd_ckpt_t *c)
 	if (!c)
 		return HVD_OK;
 	st = finish_async(c);
+	if (c->prune_step >= 0)
+		ckpt_prune(c->dir, c->keep, c->prune_step, NULL, NULL);
 	if (hook_ckpt == c) {
 		hook_ckpt = NULL;
 		ckpt_write_hook = NULL;

@@ -64,6 +64,7 @@ struct hvd_ckpt {
 
 	long last_step;         /* last committed or restored; -1     */
 	long restored_step;     /* protected from retention; -1       */
+	long prune_step;        /* async: retention to run, or -1     */
 
 	/* staging (async, device buffers) */
 	unsigned char *stage_repl, *stage_rank;

@@ -1,7 +1,9 @@
 /*
  * ckpt-bench.c - checkpoint write speed against dd, in the same run.
  *
- *	hvdrun -np 2 ckpt-bench [--size 1G] [--dir /var/tmp/ckpt-bench] [--reps 3]
+ *	hvdrun -np 2 ckpt-bench [--size 1G] [--dir /var/tmp] [--reps 3]
+ *
+ * Works in DIR/hvd-ckpt-bench (emptied before and removed after).
  *
  * State of SIZE bytes in all (SIZE/N per rank, per-rank buffers).  Prints:
  *   dd    `dd if=/dev/zero of=DIR/dd.bin bs=16M conv=fsync` of the same
@@ -54,7 +56,7 @@ static size_t parse_size(const char *s)
 
 static double run_dd(const char *dir, size_t bytes)
 {
-	char of[4200], count[64];
+	char of[8500], count[64];
 	double t0 = now();
 	pid_t pid;
 	int status;
@@ -79,14 +81,15 @@ static double run_dd(const char *dir, size_t bytes)
 
 int main(int argc, char **argv)
 {
-	const char *dir = "/var/tmp/ckpt-bench";
+	const char *dir = "/var/tmp";
 	size_t total = (size_t)1 << 30, mine;
 	int reps = 3, rank, size;
 	double best_dd = 1e30, best_sync = 1e30, best_async = 1e30;
 	unsigned char *buf;
 	hvd_ckpt_config_t cfg = { 0 };
 	hvd_ckpt_t *ck;
-	long step = 0;
+	long step = 0, restored;
+	char path[4200];
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "--size") == 0)
@@ -112,6 +115,18 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < mine; i++)
 		buf[i] = (unsigned char)(i * 2654435761u >> 13) ^ (unsigned char)rank;
 	unsetenv("HOROVOD_CHECKPOINT_EVERY");
+	/* a directory of its own, emptied first: older checkpoints of higher
+	 * steps would count as the newest */
+	snprintf(path, sizeof(path), "%s/hvd-ckpt-bench", dir);
+	dir = path;
+	if (rank == 0) {
+		char cmd[4300];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "ckpt-bench: cannot clean %s\n", dir);
+	}
+	hvd_barrier();
 	if (rank == 0)
 		printf("ckpt-bench: %d ranks, %.0f MiB of state (%.0f MiB per "
 		       "rank), %s, best of %d\n", size, total / 1048576.0,
@@ -127,8 +142,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ckpt-bench: %s\n", hvd_last_error());
 			return 1;
 		}
+		/* what a training program does first; in async mode it
+		 * also prepares the staging memory */
+		if (hvd_ckpt_restore(ck, &restored) != HVD_OK) {
+			fprintf(stderr, "ckpt-bench: restore: %s\n",
+				hvd_last_error());
+			return 1;
+		}
 		for (int r = 0; r < reps; r++) {
-			double t, blocked = 0, t_end;
+			double t, blocked = 0, t_end, staged;
 			int stop;
 
 			if (!async) {
@@ -147,6 +169,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			blocked = now() - t;
+			staged = blocked;
 			if (!async) {
 				blocked = max_all(blocked);
 				if (blocked < best_sync)
@@ -154,9 +177,10 @@ int main(int argc, char **argv)
 				continue;
 			}
 			/* training steps of 20 ms until the write is
-			 * committed (every = 0: step() only polls) */
-			t_end = now() + 1.5 * best_sync + 0.5;
-			while (now() < t_end) {
+			 * committed (every = 0: step() only polls); the
+			 * same number on every rank, as step() is collective */
+			t_end = max_all(1.5 * best_sync + 0.5) / 0.02;
+			for (long k = 0; k < (long)t_end; k++) {
 				struct timespec ts = { 0, 20000000L };
 
 				nanosleep(&ts, NULL);
@@ -167,6 +191,10 @@ int main(int argc, char **argv)
 			t = now();
 			hvd_ckpt_wait(ck);
 			blocked += now() - t;
+			if (getenv("CKPT_BENCH_VERBOSE"))
+				fprintf(stderr, "rank %d: save %.3f s, steps "
+					"and wait %.3f s\n", rank, staged,
+					blocked - staged);
 			blocked = max_all(blocked);
 			if (blocked < best_async)
 				best_async = blocked;
@@ -182,6 +210,13 @@ int main(int argc, char **argv)
 		printf("async blocked   %8.3f s  %5.1f%% of the synchronous "
 		       "write (target <= 10%%)\n", best_async,
 		       100 * best_async / best_sync);
+	}
+	if (rank == 0) {
+		char cmd[4300];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "ckpt-bench: cannot clean %s\n", dir);
 	}
 	free(buf);
 	hvd_finalize();

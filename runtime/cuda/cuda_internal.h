@@ -106,7 +106,7 @@ void cuda_range_pop(void);
 /* All launches are asynchronous on stream and return a launch error (a
  * CUDA status) at once.  n is in elements. */
 /* dst[i] = (dtype)(src[i] * factor); dst may equal src.  fp16/bf16 scale
- * in float32; integers are rounded toward zero (as reduce_scale). */
+ * in float32; integers round toward zero and saturate (as reduce_scale). */
 cudaError_t cuda_kernel_scale(void *dst, const void *src, size_t n,
 			      hvd_dtype_t dtype, double factor,
 			      cudaStream_t stream);

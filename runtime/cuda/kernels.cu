@@ -13,7 +13,7 @@
  *
  * Arithmetic matches the host reference (reduce_scale in comm.h): float16
  * and bfloat16 scale in float32 with round-to-nearest-even on the way
- * back, integers multiply in double and round toward zero.
+ * back, integers multiply in double, round toward zero and saturate.
  */
 #include "config.h"
 
@@ -122,9 +122,16 @@ struct ScaleBF16 {
 		return __float2bfloat16_rn(__bfloat162float(x) * f);
 	}
 };
+/* Integers as reduce_scale on the host: multiply in double, truncate
+ * toward zero, saturate at the type's range. */
 template <typename T> struct ScaleInt {
-	double f;
-	__device__ T operator()(T x) const { return (T)((double)x * f); }
+	double f, lo, hi;
+	__device__ T operator()(T x) const
+	{
+		double v = trunc((double)x * f);
+
+		return v <= lo ? (T)lo : v >= hi ? (T)hi : (T)v;
+	}
 };
 
 extern "C" cudaError_t cuda_kernel_scale(void *dst, const void *src, size_t n,
@@ -135,19 +142,21 @@ extern "C" cudaError_t cuda_kernel_scale(void *dst, const void *src, size_t n,
 	case HVD_UINT8:
 		return launch_map<uint8_t, uint8_t, 16>(
 		    (uint8_t *)dst, (const uint8_t *)src, n,
-		    ScaleInt<uint8_t>{factor}, stream);
+		    ScaleInt<uint8_t>{factor, 0, UINT8_MAX}, stream);
 	case HVD_INT8:
 		return launch_map<int8_t, int8_t, 16>(
 		    (int8_t *)dst, (const int8_t *)src, n,
-		    ScaleInt<int8_t>{factor}, stream);
+		    ScaleInt<int8_t>{factor, INT8_MIN, INT8_MAX}, stream);
 	case HVD_INT32:
 		return launch_map<int32_t, int32_t, 4>(
 		    (int32_t *)dst, (const int32_t *)src, n,
-		    ScaleInt<int32_t>{factor}, stream);
+		    ScaleInt<int32_t>{factor, INT32_MIN, INT32_MAX}, stream);
 	case HVD_INT64:
 		return launch_map<int64_t, int64_t, 2>(
 		    (int64_t *)dst, (const int64_t *)src, n,
-		    ScaleInt<int64_t>{factor}, stream);
+		    ScaleInt<int64_t>{factor, (double)INT64_MIN,
+				      (double)INT64_MAX},
+		    stream);
 	case HVD_FLOAT16:
 		return launch_map<__half, __half, 8>(
 		    (__half *)dst, (const __half *)src, n,

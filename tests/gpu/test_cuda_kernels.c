@@ -19,25 +19,35 @@
 #define N 1000003 /* odd: exercises the scalar tail after the packs */
 
 /* Reference scale of element i of type t (fp16/bf16 in float32). */
+#define SAT(T, LO, HI, x, f)                                                   \
+	do {                                                                   \
+		double v_ = trunc((double)(x) * (f));                          \
+		*(T *)out = v_ <= (double)(LO)	 ? (T)(LO)                     \
+			    : v_ >= (double)(HI) ? (T)(HI)                     \
+						 : (T)v_;                      \
+	} while (0)
+
+/* Reference scale of element i of type t: reduce_scale's rules (fp16/bf16
+ * in float32, integers truncated and saturated). */
 static void ref_scale(void *dst, const void *src, size_t i, hvd_dtype_t t,
 		      double f)
 {
+	void *out = (char *)dst + i * hvd_dtype_size(t);
+
 	switch (t) {
 	case HVD_UINT8:
-		((uint8_t *)dst)[i] =
-		    (uint8_t)((double)((const uint8_t *)src)[i] * f);
+		SAT(uint8_t, 0, UINT8_MAX, ((const uint8_t *)src)[i], f);
 		break;
 	case HVD_INT8:
-		((int8_t *)dst)[i] =
-		    (int8_t)((double)((const int8_t *)src)[i] * f);
+		SAT(int8_t, INT8_MIN, INT8_MAX, ((const int8_t *)src)[i], f);
 		break;
 	case HVD_INT32:
-		((int32_t *)dst)[i] =
-		    (int32_t)((double)((const int32_t *)src)[i] * f);
+		SAT(int32_t, INT32_MIN, INT32_MAX, ((const int32_t *)src)[i],
+		    f);
 		break;
 	case HVD_INT64:
-		((int64_t *)dst)[i] =
-		    (int64_t)((double)((const int64_t *)src)[i] * f);
+		SAT(int64_t, INT64_MIN, INT64_MAX, ((const int64_t *)src)[i],
+		    f);
 		break;
 	case HVD_FLOAT16:
 		((uint16_t *)dst)[i] =
@@ -300,6 +310,11 @@ int main(void)
 				    k == 1);
 	check_scale(HVD_FLOAT32, 1.0 / 3, 0, 1);
 	check_scale(HVD_FLOAT16, -0.25, 1, 0);
+	/* saturation at the type's range, as reduce_scale */
+	check_scale(HVD_INT8, 10.0, 0, 0);
+	check_scale(HVD_UINT8, -1.0, 1, 1);
+	check_scale(HVD_UINT8, 9.0, 0, 0);
+	check_scale(HVD_INT32, 5000.0, 0, 1);
 	is_int(cuda_kernel_scale(NULL, NULL, 10, HVD_DTYPE_COUNT, 1.0, 0),
 	       cudaErrorInvalidValue, "scale refuses a bad type");
 	is_int(cuda_kernel_scale(NULL, NULL, 0, HVD_FLOAT32, 2.0, 0),

@@ -719,8 +719,10 @@ static void *writer_main(void *arg)
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	if (c->prune_step >= 0) {
-		/* rank 0 only: the previous commit's retention */
-		ckpt_prune(c->dir, c->keep, c->prune_step, NULL, NULL);
+		/* rank 0 only: the previous commit's retention; this run's
+		 * partial directories are the write starting now on the
+		 * other ranks: keep them */
+		ckpt_prune(c->dir, c->keep, c->prune_step, c->tag, NULL);
 		c->prune_step = -1;
 	}
 	write_local(c, &c->w, 1);

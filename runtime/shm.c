@@ -462,7 +462,7 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 	g->spin = spin < 0 ? 0 : (unsigned)spin;
 
 	if (local_rank == 0) {
-		size_t chunk = hvd_env_size("HOROVOD_SHM_CHUNK", 256 << 10);
+		size_t chunk = hvd_env_size("HOROVOD_SHM_CHUNK", 1 << 20);
 		long nbuf = hvd_env_long("HOROVOD_SHM_NBUF", 4);
 		size_t small = hvd_env_size("HOROVOD_SHM_SMALL", 32 << 10);
 

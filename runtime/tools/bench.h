@@ -35,6 +35,7 @@ struct bench_opts {
 	int cmp_mpi, cmp_gloo, cmp_memcpy;
 	const char *csv; /* NULL: no CSV file                         */
 	double target_s; /* seconds per measurement when iters == 0   */
+	int median;      /* time per call: median (1) or mean (0)     */
 	int rank, size;
 };
 
@@ -52,17 +53,18 @@ struct bench_case {
 	int rank, size;
 };
 
-/* Runs iters calls of the case and stores the seconds they took on this
- * rank; nonzero (with a message on stderr) on failure. */
+/* Runs iters calls of the case and stores the seconds each took on this
+ * rank in times[0..iters-1]; nonzero (with a message on stderr) on
+ * failure. */
 typedef int (*bench_run_fn)(const struct bench_case *c, int iters,
-			    double *secs);
+			    double *times);
 
 /* OpenMPI (bench_mpi.c, when HVD_HAVE_MPI).  init calls MPI_Init and
  * checks that MPI's ranks match libhvd's; supported() says whether MPI has
  * the type (no float16/bfloat16 in OpenMPI 4.1). */
 int bench_mpi_init(int *argc, char ***argv, int rank, int size);
 int bench_mpi_supported(const struct bench_case *c);
-int bench_mpi_run(const struct bench_case *c, int iters, double *secs);
+int bench_mpi_run(const struct bench_case *c, int iters, double *times);
 void bench_mpi_finalize(void);
 
 /* Gloo (bench_gloo.cc, when HVD_HAVE_GLOO): a TCP device on loopback,
@@ -70,7 +72,7 @@ void bench_mpi_finalize(void);
  * Only allreduce (AllreduceRingChunked) is compared. */
 int bench_gloo_init(int rank, int size, const char *dir);
 int bench_gloo_supported(const struct bench_case *c);
-int bench_gloo_run(const struct bench_case *c, int iters, double *secs);
+int bench_gloo_run(const struct bench_case *c, int iters, double *times);
 void bench_gloo_finalize(void);
 
 /* --grads SPEC: the engine's gradient-set benchmark, linked in when

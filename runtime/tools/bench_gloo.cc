@@ -40,10 +40,10 @@ const gloo::ReductionFunction<T> *reduction(hvd_op_t op)
 	}
 }
 
-/* Seconds for iters runs; setting the algorithm up (buffer registration
+/* Seconds of each run; setting the algorithm up (buffer registration
  * with the peers) stays outside the timed loop. */
 template <typename T>
-double run_typed(const struct bench_case *c, int iters)
+void run_typed(const struct bench_case *c, int iters, double *times)
 {
 	std::vector<T *> ptrs{static_cast<T *>(c->recv)};
 	gloo::AllreduceRingChunked<T> algo(context, ptrs,
@@ -51,11 +51,12 @@ double run_typed(const struct bench_case *c, int iters)
 					   reduction<T>(c->op));
 	auto t0 = std::chrono::steady_clock::now();
 
-	for (int i = 0; i < iters; i++)
+	for (int i = 0; i < iters; i++) {
 		algo.run();
-	return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-					     t0)
-		.count();
+		auto t1 = std::chrono::steady_clock::now();
+		times[i] = std::chrono::duration<double>(t1 - t0).count();
+		t0 = t1;
+	}
 }
 
 } // namespace
@@ -90,30 +91,30 @@ extern "C" int bench_gloo_supported(const struct bench_case *c)
 }
 
 extern "C" int bench_gloo_run(const struct bench_case *c, int iters,
-			      double *secs)
+			      double *times)
 {
 	try {
 		switch (c->dtype) {
 		case HVD_UINT8:
-			*secs = run_typed<uint8_t>(c, iters);
+			run_typed<uint8_t>(c, iters, times);
 			break;
 		case HVD_INT8:
-			*secs = run_typed<int8_t>(c, iters);
+			run_typed<int8_t>(c, iters, times);
 			break;
 		case HVD_INT32:
-			*secs = run_typed<int32_t>(c, iters);
+			run_typed<int32_t>(c, iters, times);
 			break;
 		case HVD_INT64:
-			*secs = run_typed<int64_t>(c, iters);
+			run_typed<int64_t>(c, iters, times);
 			break;
 		case HVD_FLOAT16:
-			*secs = run_typed<gloo::float16>(c, iters);
+			run_typed<gloo::float16>(c, iters, times);
 			break;
 		case HVD_FLOAT64:
-			*secs = run_typed<double>(c, iters);
+			run_typed<double>(c, iters, times);
 			break;
 		default:
-			*secs = run_typed<float>(c, iters);
+			run_typed<float>(c, iters, times);
 			break;
 		}
 	} catch (const std::exception &e) {

@@ -82,12 +82,12 @@ int bench_mpi_supported(const struct bench_case *c)
 	return mpi_type(c->dtype) != MPI_DATATYPE_NULL;
 }
 
-int bench_mpi_run(const struct bench_case *c, int iters, double *secs)
+int bench_mpi_run(const struct bench_case *c, int iters, double *times)
 {
 	MPI_Datatype t = mpi_type(c->dtype);
 	MPI_Op op = mpi_op(c->op);
 	int cnt = (int)c->count, rc = MPI_SUCCESS;
-	double t0;
+	double t0, t1;
 
 	if (c->coll == BENCH_REDUCESCATTER)
 		for (int r = 0; r < c->size; r++)
@@ -115,8 +115,10 @@ int bench_mpi_run(const struct bench_case *c, int iters, double *secs)
 						t, op, MPI_COMM_WORLD);
 			break;
 		}
+		t1 = MPI_Wtime();
+		times[i] = t1 - t0;
+		t0 = t1;
 	}
-	*secs = MPI_Wtime() - t0;
 	if (rc != MPI_SUCCESS) {
 		fprintf(stderr, "hvd-bench: MPI collective failed (%d)\n", rc);
 		return -1;

@@ -4,9 +4,12 @@
  * (see hvd-bench(1)).
  *
  * For each size: optional check of one result (-c 1), warm-up, then the
- * timed loop.  The time of a size is the per-iteration average of the
- * timed loop, taken as the maximum over the ranks (the slowest rank
- * decides when a collective is done).  Without -n the iteration count is
+ * timed loop, each call timed on its own.  The time of a size is the
+ * median call time of the timed loop (HVD_BENCH_TIME=mean: the mean),
+ * taken as the maximum over the ranks (the slowest rank decides when a
+ * collective is done).  The median by default because the machines this
+ * runs on are shared: a call during which another job took the CPU says
+ * nothing about the collective, and every peer is measured the same way.  Without -n the iteration count is
  * chosen so that one measurement takes about 0.3 s, from the slowest
  * rank's warm-up time, so that all ranks agree on it.  Peers get the same
  * treatment; libhvd's own collectives carry the agreement, which is fair
@@ -395,9 +398,9 @@ static int ours_once(const struct bench_case *c)
 	}
 }
 
-static int run_ours(const struct bench_case *c, int iters, double *secs)
+static int run_ours(const struct bench_case *c, int iters, double *times)
 {
-	double t0 = now();
+	double t0 = now(), t1;
 
 	for (int i = 0; i < iters; i++) {
 		hvd_status_t st = ours_once(c);
@@ -408,22 +411,26 @@ static int run_ours(const struct bench_case *c, int iters, double *secs)
 				hvd_status_name(st), hvd_last_error());
 			return -1;
 		}
+		t1 = now();
+		times[i] = t1 - t0;
+		t0 = t1;
 	}
-	*secs = now() - t0;
 	return 0;
 }
 
-static int run_memcpy(const struct bench_case *c, int iters, double *secs)
+static int run_memcpy(const struct bench_case *c, int iters, double *times)
 {
 	size_t bytes = c->count * hvd_dtype_size(c->dtype);
-	double t0 = now();
+	double t0 = now(), t1;
 
 	for (int i = 0; i < iters; i++) {
 		memcpy(c->recv, c->send, bytes);
 		/* keep the copy from being optimised away */
 		__asm__ __volatile__("" : : "r"(c->recv) : "memory");
+		t1 = now();
+		times[i] = t1 - t0;
+		t0 = t1;
 	}
-	*secs = now() - t0;
 	return 0;
 }
 
@@ -440,32 +447,66 @@ static int agree_max(double *v)
 	return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Seconds per call of times[0..n-1]: median or mean. */
+static double per_call(double *times, int n, int median)
+{
+	double sum = 0;
+
+	if (median) {
+		qsort(times, (size_t)n, sizeof(*times), cmp_double);
+		return n % 2 ? times[n / 2]
+			     : (times[n / 2 - 1] + times[n / 2]) / 2;
+	}
+	for (int i = 0; i < n; i++)
+		sum += times[i];
+	return sum / n;
+}
+
 /* Seconds per call, max over ranks; negative on failure.  local: only
  * rank 0 runs (memcpy), the others wait. */
 static double measure(bench_run_fn fn, const struct bench_case *c,
 		      const struct bench_opts *o, int local)
 {
-	double t = 0, per;
+	static double *times;
+	static int cap;
+	double t = 0;
 	int warm = o->warmup, iters = o->iters, run = !local || c->rank == 0;
+	int need = iters > warm ? iters : warm;
 
+	if (need < 1000000 && iters <= 0)
+		need = 1000000;
+	if (need > cap) {
+		free(times);
+		times = malloc(sizeof(*times) * (size_t)need);
+		cap = times ? need : 0;
+		if (!times) {
+			fprintf(stderr, "hvd-bench: out of memory\n");
+			return -1;
+		}
+	}
 	if (hvd_barrier() != HVD_OK)
 		return -1;
-	if (run && fn(c, 1, &t))
+	if (run && fn(c, 1, times))
 		return -1;
+	t = run ? times[0] : 0;
 	if (agree_max(&t))
 		return -1;
 	/* a slow peer at a big size: do not spend seconds warming it */
 	if (warm > 1 && t * (warm - 1) < 2.0) {
 		if (hvd_barrier() != HVD_OK)
 			return -1;
-		if (run && fn(c, warm - 1, &per))
+		if (run && fn(c, warm - 1, times))
 			return -1;
-		per /= warm - 1;
-		if (!run)
-			per = 0;
-		if (agree_max(&per))
+		t = run ? per_call(times, warm - 1, 0) : 0;
+		if (agree_max(&t))
 			return -1;
-		t = per;
 	}
 	if (iters <= 0) {
 		double want = o->target_s / (t > 1e-9 ? t : 1e-9);
@@ -474,10 +515,9 @@ static double measure(bench_run_fn fn, const struct bench_case *c,
 	}
 	if (hvd_barrier() != HVD_OK)
 		return -1;
-	t = 0;
-	if (run && fn(c, iters, &t))
+	if (run && fn(c, iters, times))
 		return -1;
-	t /= iters;
+	t = run ? per_call(times, iters, o->median) : 0;
 	if (agree_max(&t))
 		return -1;
 	return t;
@@ -495,9 +535,9 @@ struct row {
 static void print_header(const struct bench_opts *o, FILE *csv)
 {
 	printf("# hvd-bench: %s, %d ranks, %s, %s; time = max over ranks of "
-	       "the average per call\n",
+	       "the %s time per call\n",
 	       coll_names[o->coll], o->size, hvd_dtype_name(o->dtype),
-	       hvd_op_name(o->op));
+	       hvd_op_name(o->op), o->median ? "median" : "mean");
 	printf("#%11s %12s %9s %6s %10s %8s %8s %7s", "size(B)", "count",
 	       "type", "redop", "time_us", "algbw", "busbw", "#wrong");
 	if (o->cmp_mpi)
@@ -814,6 +854,7 @@ int main(int argc, char **argv)
 		.warmup = 5,
 		.check = 1,
 		.target_s = 0.3,
+		.median = 1,
 	};
 	const char *grads = NULL;
 	char gloo_dir[256] = "";
@@ -828,6 +869,17 @@ int main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &o, &grads))
 		return 2;
+	if (getenv("HVD_BENCH_TIME")) {
+		const char *m = getenv("HVD_BENCH_TIME");
+
+		if (strcmp(m, "mean") && strcmp(m, "median")) {
+			fprintf(stderr, "hvd-bench: HVD_BENCH_TIME=%s: expected "
+					"mean or median\n",
+				m);
+			return 2;
+		}
+		o.median = strcmp(m, "median") == 0;
+	}
 	st = hvd_init();
 	if (st != HVD_OK) {
 		fprintf(stderr,

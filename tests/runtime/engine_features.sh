@@ -8,7 +8,7 @@
 
 have_launcher || { echo "1..0 # SKIP no hvdrun or mpirun"; exit 0; }
 PROG=$TESTS_BIN/engine_features
-plan 16
+plan 17
 
 mode() {	# mode DESCRIPTION NP MODE [ARGS]: the program's TAP must pass
 	desc=$1
@@ -83,6 +83,35 @@ grep -q "HOROVOD_PROCESS_SETS differs between ranks" "$TMP/out" && [ $rc -eq 0 ]
 st=$?
 ok $st "HOROVOD_PROCESS_SETS differing between ranks fails hvd_init"
 [ $st -eq 0 ] || diag_file "$TMP/out"
+
+# Autotune: rank 0 sweeps fusion threshold and cycle time while a small
+# gradient set (a --grads size file) trains; every rank must use its
+# choices (results stay exact) and the CSV log gets one line per candidate.
+BENCH=$top_builddir/runtime/hvd-bench
+if [ -x "$BENCH" ]; then
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+		echo "layer$i.weight $((i * 1000))"
+		echo "layer$i.bias $i"
+	done > "$TMP/grads.txt"
+	ENGINE_ENV="HOROVOD_AUTOTUNE=1 HOROVOD_AUTOTUNE_LOG=$TMP/autotune.csv HOROVOD_AUTOTUNE_WARMUP_SAMPLES=0 HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=1"
+	engine_run 2 "$BENCH" --grads "$TMP/grads.txt" -n 100 -w 2 \
+		> "$TMP/out" 2>&1
+	rc=$?
+	ENGINE_ENV=
+	grep -q "every tensor checked" "$TMP/out" && [ $rc -eq 0 ]
+	st=$?
+	ok $st "autotune on 2 ranks: results stay exact while values change"
+	[ $st -eq 0 ] || diag_file "$TMP/out"
+	head -n 1 "$TMP/autotune.csv" 2>/dev/null |
+		grep -q '^cycle_time_ms,tensor_fusion_threshold,score$' &&
+		[ "$(wc -l < "$TMP/autotune.csv")" -ge 8 ]
+	st=$?
+	ok $st "HOROVOD_AUTOTUNE_LOG has a header and a line per candidate"
+	[ $st -eq 0 ] || diag_file "$TMP/autotune.csv"
+else
+	skip "hvd-bench not built"
+	skip "hvd-bench not built"
+fi
 
 mode "4-byte latency with a warm cache, 2 ranks" 2 latency
 grep '^# 4-byte' "$TMP/out"

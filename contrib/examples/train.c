@@ -425,6 +425,9 @@ int main(int argc, char **argv)
 			       first_acc, accuracy(w));
 		printf("train: weights checksum %016llx\n",
 		       (unsigned long long)checksum(w, sizeof(w)));
+		printf("train: checkpoints in %s (hvd-ckpt list %s)\n",
+		       cfg.dir ? cfg.dir : getenv("HOROVOD_CHECKPOINT_DIR"),
+		       cfg.dir ? cfg.dir : getenv("HOROVOD_CHECKPOINT_DIR"));
 		fflush(stdout);
 	}
 	status = stop ? HVD_CKPT_EXIT_STATUS : 0;

@@ -7,6 +7,7 @@
  *
  *	ckpt_prog DIR STEPS EVERY [--keep K] [--async] [--bytes N]
  *	          [--compute-ms MS] [--times] [--expect-error]
+ *	          [--replicated-only]
  *
  * Prints "restored STEP ok" (or "restored STEP BAD"), one line per step
  * with --times ("step S blocked SECONDS"), "done STEP" at the end, or
@@ -83,7 +84,7 @@ int main(int argc, char **argv)
 	long steps, step = 0, every;
 	size_t bytes = 1 << 16;
 	double compute_ms = 0;
-	int times = 0, expect_error = 0, stop = 0, size = 1;
+	int times = 0, expect_error = 0, stop = 0, size = 1, repl_only = 0;
 	hvd_status_t st;
 
 	if (argc < 4) {
@@ -101,6 +102,8 @@ int main(int argc, char **argv)
 			times = 1;
 		else if (strcmp(argv[i], "--expect-error") == 0)
 			expect_error = 1;
+		else if (strcmp(argv[i], "--replicated-only") == 0)
+			repl_only = 1;
 		else if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc)
 			cfg.keep = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--bytes") == 0 && i + 1 < argc)
@@ -136,7 +139,7 @@ int main(int argc, char **argv)
 	}
 	/* half replicated, half per rank */
 	nrepl = bytes / 2 / sizeof(uint64_t);
-	nmine = bytes / 2 / sizeof(uint64_t);
+	nmine = repl_only ? 0 : bytes / 2 / sizeof(uint64_t);
 	repl = calloc(nrepl + 1, sizeof(uint64_t));
 	mine = calloc(nmine + 1, sizeof(uint64_t));
 	if (hvd_ckpt_open(&cfg, &ck) != HVD_OK) {
@@ -146,14 +149,15 @@ int main(int argc, char **argv)
 	}
 	hvd_ckpt_register(ck, "repl", repl, nrepl * sizeof(uint64_t),
 			  HVD_CKPT_REPLICATED);
-	hvd_ckpt_register(ck, "mine", mine, nmine * sizeof(uint64_t),
-			  HVD_CKPT_PER_RANK);
+	if (nmine)
+		hvd_ckpt_register(ck, "mine", mine, nmine * sizeof(uint64_t),
+				  HVD_CKPT_PER_RANK);
 	fill(0x7777);
 	st = hvd_ckpt_restore(ck, &step);
 	if (st != HVD_OK) {
-		fprintf(stderr, "ckpt_prog: [%d] restore: %s\n", rank,
-			hvd_last_error());
-		return 1;
+		fprintf(stderr, "ckpt_prog: [%d] restore: %s: %s\n", rank,
+			hvd_status_name(st), hvd_last_error());
+		return expect_error ? 3 : 1;
 	}
 	if (rank == 0 || !check(step)) {
 		printf("restored %ld %s (rank %d of %d)\n", step,

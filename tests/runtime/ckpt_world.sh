@@ -1,0 +1,25 @@
+#!/bin/bash
+# ckpt_world.sh - a checkpoint written by 2 ranks: replicated state restores
+# on 1 and on 3 ranks; per-rank state on another number of ranks is a clear
+# error (and on the same number it restores).
+. "$(dirname "$0")/ckpt_lib.sh"
+
+NP=$(ckpt_np)
+[ "$NP" -ge 2 ] || skip_all "needs 2 ranks (libhvd collectives and a launcher)"
+plan 7
+run 2 "$PROG" "$W/repl" 10 5 --replicated-only >"$W/o1" 2>&1
+ok $? "2 ranks write replicated state"
+out=$(run 1 "$PROG" "$W/repl" 10 5 --replicated-only 2>&1)
+like "$out" "^restored 10 ok \(rank 0 of 1\)" "it restores on 1 rank"
+out=$(run 3 "$PROG" "$W/repl" 10 5 --replicated-only 2>&1)
+like "$out" "^restored 10 ok \(rank 0 of 3\)" "and on 3 ranks"
+
+run 2 "$PROG" "$W/mixed" 10 5 >"$W/o2" 2>&1
+ok $? "2 ranks write replicated and per-rank state"
+out=$(run 1 "$PROG" "$W/mixed" 10 5 --expect-error 2>&1)
+is "$?" 3 "per-rank state on 1 rank: restore fails"
+like "$out" "HVD_ERR_MISMATCH: .*written by 2 ranks, this run has 1: its per-rank state \(\"mine\"" \
+	"with a message saying why"
+out=$(run 2 "$PROG" "$W/mixed" 10 5 2>&1)
+like "$out" "^restored 10 ok \(rank 0 of 2\)" "on 2 ranks it restores"
+done_testing

@@ -192,6 +192,12 @@ ncclComm_t cuda_comm_nccl(const struct cuda_comm *cc);
  * valid until the next call with the same slot (0 or 1). */
 hvd_status_t cuda_comm_scratch(struct cuda_comm *cc, int slot, size_t bytes,
 			       void **p);
+/* Layout for the hierarchical allreduce (pure): nodes numbered in order
+ * of first appearance in node_of[size]; *node and *local_rank of rank.
+ * 1 when it applies (2+ nodes, the same number 2+ of ranks on each), 0
+ * when not, -1 out of memory. */
+int cuda_hier_layout(const int *node_of, int size, int rank, int *node,
+		     int *local_rank, int *nodes, int *local_size);
 /* Local (same node) and cross (same local rank) communicators for the
  * hierarchical allreduce; created on first use (collective), *local NULL
  * when the layout does not allow it (uneven nodes). */

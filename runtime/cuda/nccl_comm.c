@@ -401,12 +401,53 @@ hvd_status_t cuda_comm_scratch(struct cuda_comm *cc, int slot, size_t bytes,
 	return HVD_OK;
 }
 
+int cuda_hier_layout(const int *node_of, int size, int rank, int *node,
+		     int *local_rank, int *nodes, int *local_size)
+{
+	int *count = calloc((size_t)size, sizeof(int));
+	int *index = malloc((size_t)size * sizeof(int));
+	int n_nodes = 0, ls = -1;
+
+	if (!count || !index) {
+		free(count);
+		free(index);
+		return -1;
+	}
+	*node = -1;
+	*local_rank = 0;
+	for (int r = 0; r < size; r++) {
+		int n = -1;
+
+		for (int q = 0; q < r && n < 0; q++)
+			if (node_of[q] == node_of[r])
+				n = index[q];
+		if (n < 0)
+			n = n_nodes++;
+		index[r] = n;
+		if (r == rank) {
+			*node = n;
+			*local_rank = count[n];
+		}
+		count[n]++;
+	}
+	for (int n = 0; n < n_nodes; n++) {
+		if (ls < 0)
+			ls = count[n];
+		if (count[n] != ls)
+			ls = 0;
+	}
+	free(count);
+	free(index);
+	*nodes = n_nodes;
+	*local_size = ls;
+	return n_nodes >= 2 && ls >= 2;
+}
+
 hvd_status_t cuda_comm_hier(struct cuda_comm *cc, struct cuda_comm **local,
 			    struct cuda_comm **cross)
 {
-	int nodes = 0, my_node = -1, my_local = 0, local_size = -1;
-	int *count = NULL, *index = NULL;
-	hvd_status_t st = HVD_OK;
+	int my_node, my_local, nodes, local_size, ok;
+	hvd_status_t st;
 
 	*local = *cross = NULL;
 	if (cc->hier < 0)
@@ -416,38 +457,13 @@ hvd_status_t cuda_comm_hier(struct cuda_comm *cc, struct cuda_comm **local,
 		*cross = cc->cross;
 		return HVD_OK;
 	}
-	/* Nodes in order of first appearance; every rank computes the same
-	 * answer from the same node_of, so all take the same branch. */
-	count = calloc((size_t)cc->size, sizeof(int));
-	index = malloc((size_t)cc->size * sizeof(int));
-	if (!count || !index) {
-		st = hvd_error(HVD_ERR_NO_MEMORY, "hierarchical allreduce");
-		goto out;
-	}
-	for (int r = 0; r < cc->size; r++) {
-		int n = -1;
-
-		for (int q = 0; q < r; q++)
-			if (cc->node_of[q] == cc->node_of[r]) {
-				n = index[q];
-				break;
-			}
-		if (n < 0)
-			n = nodes++;
-		index[r] = n;
-		if (r == cc->rank) {
-			my_node = n;
-			my_local = count[n];
-		}
-		count[n]++;
-	}
-	for (int n = 0; n < nodes; n++) {
-		if (local_size < 0)
-			local_size = count[n];
-		if (count[n] != local_size)
-			local_size = 0;
-	}
-	if (nodes < 2 || local_size < 2) {
+	/* Every rank computes the same answer from the same node_of, so all
+	 * take the same branch (the splits are collective). */
+	ok = cuda_hier_layout(cc->node_of, cc->size, cc->rank, &my_node,
+			      &my_local, &nodes, &local_size);
+	if (ok < 0)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hierarchical allreduce");
+	if (!ok) {
 		/* One node, one rank per node, or uneven nodes: the flat
 		 * allreduce is what NCCL would do anyway. */
 		hvd_log(HVD_LOG_INFO,
@@ -455,20 +471,17 @@ hvd_status_t cuda_comm_hier(struct cuda_comm *cc, struct cuda_comm **local,
 			"per node: using the flat allreduce",
 			nodes, local_size > 0 ? "even" : "uneven");
 		cc->hier = -1;
-		goto out;
+		return HVD_OK;
 	}
 	st = split(cc, my_node, cc->rank, NULL, 1, &cc->local);
 	if (st == HVD_OK)
 		st = split(cc, my_local, cc->rank, NULL, 1, &cc->cross);
 	if (st != HVD_OK)
-		goto out;
+		return st;
 	cc->hier = 1;
 	*local = cc->local;
 	*cross = cc->cross;
-out:
-	free(count);
-	free(index);
-	return st;
+	return HVD_OK;
 }
 
 /* ---------------------------------------------------------- operations */

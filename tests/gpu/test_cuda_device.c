@@ -135,6 +135,31 @@ int main(void)
 	is_int(nccl_dtype(HVD_DTYPE_COUNT), -1, "bad type has no NCCL type");
 	is_int(nccl_redop(HVD_AVERAGE), ncclAvg, "average is ncclAvg");
 	is_int(nccl_redop(HVD_OP_COUNT), -1, "bad op has no NCCL op");
+	{
+		/* hierarchical layout: node index, local rank, applies? */
+		static const int n4[] = {0, 0, 1, 1}, nx[] = {0, 1, 0, 1},
+				 n1[] = {3, 3, 3}, n2[] = {0, 1},
+				 nu[] = {0, 0, 1}, n6[] = {5, 5, 7, 7, 9, 9};
+		int node, lr, nodes, ls;
+
+		ok(cuda_hier_layout(n4, 4, 3, &node, &lr, &nodes, &ls) == 1 &&
+		       node == 1 && lr == 1 && nodes == 2 && ls == 2,
+		   "hierarchical: 2 nodes x 2, rank 3 is node 1 local 1");
+		ok(cuda_hier_layout(nx, 4, 2, &node, &lr, &nodes, &ls) == 1 &&
+		       node == 0 && lr == 1,
+		   "hierarchical: interleaved ranks, rank 2 is node 0 "
+		   "local 1");
+		ok(cuda_hier_layout(n6, 6, 4, &node, &lr, &nodes, &ls) == 1 &&
+		       node == 2 && lr == 0 && nodes == 3,
+		   "hierarchical: 3 nodes, rank 4 is node 2 local 0");
+		ok(cuda_hier_layout(n1, 3, 0, &node, &lr, &nodes, &ls) == 0,
+		   "hierarchical: one node stays flat");
+		ok(cuda_hier_layout(n2, 2, 1, &node, &lr, &nodes, &ls) == 0,
+		   "hierarchical: one rank per node stays flat");
+		ok(cuda_hier_layout(nu, 3, 0, &node, &lr, &nodes, &ls) == 0 &&
+		       ls == 0,
+		   "hierarchical: uneven nodes stay flat");
+	}
 	ok(cuda_settings()->num_streams >= 1, "settings load (%d stream(s))",
 	   cuda_settings()->num_streams);
 

@@ -84,6 +84,7 @@ void cycle_fail_all(struct engine *e, hvd_status_t st, const char *msg)
 
 	while (e->npending)
 		finish(e, e->pending[e->npending - 1], st, msg);
+	e->join_op = NULL;
 	pthread_mutex_lock(&e->lock);
 	e->dead = 1;
 	e->dead_status = st;
@@ -133,6 +134,7 @@ static void apply_commands(struct engine *e, int *stop)
 		if (e->tl_cmd == 1)
 			e->tl = e->tl_new;
 		memset(&e->tl_new, 0, sizeof(e->tl_new));
+		e->tl_new.fd = -1;
 		e->tl_cmd = 0;
 		pthread_cond_broadcast(&e->done_cond);
 	}

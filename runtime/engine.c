@@ -86,8 +86,21 @@ void engine_complete(struct hvd_handle *h, hvd_status_t st, const char *msg)
 }
 
 /* Spinning first: a warm-cache op completes in tens of microseconds, less
- * than a futex sleep and wake-up costs on a busy host. */
-#define WAIT_SPIN_NS 200000ULL
+ * than a futex sleep and wake-up costs on a busy host.  Only a couple of
+ * threads spin at a time: with many waiters (8 threads of a backward
+ * pass) spinning would only steal the engine thread's CPU. */
+#define WAIT_SPIN_NS 100000ULL
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+#define MAX_SPINNERS 2
+static int nspinners;
 
 static void wait_done(struct hvd_handle *h)
 {
@@ -96,17 +109,21 @@ static void wait_done(struct hvd_handle *h)
 
 	if (__atomic_load_n(&h->done, __ATOMIC_ACQUIRE))
 		return;
-	t0 = hvd_now_ns();
-	while (!__atomic_load_n(&h->done, __ATOMIC_ACQUIRE)) {
-		if (++i < 64) {
-			__builtin_ia32_pause();
-			continue;
+	if (__atomic_add_fetch(&nspinners, 1, __ATOMIC_RELAXED) <=
+	    MAX_SPINNERS) {
+		t0 = hvd_now_ns();
+		while (!__atomic_load_n(&h->done, __ATOMIC_ACQUIRE)) {
+			if (++i < 64) {
+				cpu_relax();
+				continue;
+			}
+			i = 0;
+			if (hvd_now_ns() - t0 > WAIT_SPIN_NS)
+				break;
+			sched_yield();
 		}
-		i = 0;
-		if (hvd_now_ns() - t0 > WAIT_SPIN_NS)
-			break;
-		sched_yield();
 	}
+	__atomic_sub_fetch(&nspinners, 1, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&h->done, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&done_mu);

@@ -18,6 +18,7 @@
  * a probe child counts the devices.
  *
  *   test_nccl [--ranks N]   (default: all phases the GPUs allow)
+ *   test_nccl --one         1 rank in this process, no fork
  */
 #include "config.h"
 
@@ -615,6 +616,15 @@ static int worker(enum phase ph, int rank, int size)
 	return fails;
 }
 
+static void remove_dir(void)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		diag("could not remove %s", dir);
+}
+
 /* Run size workers of a phase; one TAP line per rank. */
 static void run_phase(enum phase ph, int size, const char *name)
 {
@@ -674,13 +684,7 @@ static void run_phase(enum phase ph, int size, const char *name)
 							   : "checks failed")
 				: "killed or crashed");
 	}
-	{
-		char cmd[300];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (system(cmd) != 0)
-			diag("could not remove %s", dir);
-	}
+	remove_dir();
 }
 
 /* Device count from a child, so the parent stays CUDA-free. */
@@ -724,6 +728,21 @@ int main(int argc, char **argv)
 		n = atoi(argv[2]) < n ? atoi(argv[2]) : n;
 	if (n <= 0)
 		skip_all("no CUDA device (%s)", why);
+	if (argc == 2 && !strcmp(argv[1], "--one")) {
+		/* One rank in this very process (for profilers that do not
+		 * follow fork, e.g. the NVTX check under nsys). */
+		int f;
+
+		snprintf(dir, sizeof(dir), "%s/hvd-nccl-test.XXXXXX",
+			 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+		if (!mkdtemp(dir))
+			skip_all("mkdtemp: %s", strerror(errno));
+		plan(1);
+		f = worker(P_ONE, 0, 1);
+		ok(f == 0, "1 rank in process (%d failed)", f);
+		remove_dir();
+		return done_testing();
+	}
 	many = n > 8 ? 8 : n;
 	diag("%d GPU(s): %s", n, why);
 	run_phase(P_ONE, 1, "1 rank, 2 streams");

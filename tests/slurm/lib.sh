@@ -18,6 +18,8 @@
 # TAP helpers: plan, ok, is, like, run_ok, diag, skip, bail_out.
 # Slurm helpers: run_timeout, slurm_workdir, job_state, wait_job,
 # slurm_has_horovod.  Helpers use the prefix hvdt_ for their own globals.
+# lib.sh sets an EXIT trap (hvdt_at_exit: plan check, work directory
+# cleanup); a test that needs its own calls hvdt_at_exit from it.
 
 if [[ -z ${top_srcdir:-} ]]; then
 	top_srcdir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

@@ -118,9 +118,16 @@ static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
 
 static void entry(const char *name, void **fn)
 {
+#if CUDART_VERSION >= 12050
 	if (cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault,
 					     NULL) != cudaSuccess)
 		*fn = NULL;
+#else
+	/* (CUDA 12.0-12.4: the unversioned lookup, deprecated later) */
+	if (cudaGetDriverEntryPoint(name, fn, cudaEnableDefault, NULL) !=
+	    cudaSuccess)
+		*fn = NULL;
+#endif
 }
 
 static void devices_probe(void)

@@ -25,11 +25,19 @@ static int primary_active(void)
 	unsigned int flags;
 	int active = -1;
 
+#if CUDART_VERSION >= 12050
 	if (cudaGetDriverEntryPointByVersion(
 		"cuDevicePrimaryCtxGetState", (void **)&state, 12000,
 		cudaEnableDefault, NULL) != cudaSuccess ||
 	    !state)
 		return -1;
+#else
+	if (cudaGetDriverEntryPoint("cuDevicePrimaryCtxGetState",
+				    (void **)&state, cudaEnableDefault,
+				    NULL) != cudaSuccess ||
+	    !state)
+		return -1;
+#endif
 	if (state(0, &flags, &active) != CUDA_SUCCESS)
 		return -1;
 	return active;

@@ -81,6 +81,7 @@ hvd_status_t ckpt_write_file(const char *path, const struct ckpt_part *parts,
 {
 	XXH3_state_t *xs;
 	hvd_status_t st = HVD_OK;
+	uint64_t offset = 0;
 	int fd;
 
 	xs = XXH3_createState();
@@ -105,6 +106,13 @@ hvd_status_t ckpt_write_file(const char *path, const struct ckpt_part *parts,
 
 			XXH3_64bits_update(xs, p, chunk);
 			st = write_all(fd, p, chunk, path);
+			/* start writing this chunk to disk now, while the next
+			 * one is copied: the final fsync then has little left
+			 * to do (unsupported on some file systems: harmless) */
+			if (st == HVD_OK)
+				sync_file_range(fd, (off64_t)(offset), chunk,
+						SYNC_FILE_RANGE_WRITE);
+			offset += chunk;
 			p += chunk;
 			left -= chunk;
 			done += chunk;

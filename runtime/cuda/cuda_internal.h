@@ -35,7 +35,7 @@
 /* ncclCommSplit, nonblocking communicators, ncclCommFinalize,
  * ncclGetLastError, ncclAvg and bfloat16 are all there from 2.18 on. */
 #if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
-#error "the GPU path needs NCCL 2.18 or newer (configure --with-nccl=DIR, or --without-cuda)"
+#error "GPU path: NCCL >= 2.18 needed (--with-nccl=DIR or --without-cuda)"
 #endif
 
 #ifdef __cplusplus

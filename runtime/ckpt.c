@@ -736,7 +736,9 @@ static hvd_status_t finish_async(hvd_ckpt_t *c)
 
 	if (!c->in_flight)
 		return HVD_OK;
-	pthread_join(c->thread, NULL);
+	if (c->thread_started)
+		pthread_join(c->thread, NULL);
+	c->thread_started = 0;
 	c->in_flight = 0;
 	st = commit(c, &c->w);
 	free(c->w.meta);
@@ -772,7 +774,7 @@ static hvd_status_t begin_write(hvd_ckpt_t *c, struct ckpt_write *w,
 static hvd_status_t save(hvd_ckpt_t *c, long step)
 {
 	struct ckpt_write w;
-	hvd_status_t st;
+	hvd_status_t st, prev;
 	double t0 = hvd_now();
 	int err;
 
@@ -783,40 +785,36 @@ static hvd_status_t save(hvd_ckpt_t *c, long step)
 	st = ckpt_freeze(c);
 	if (st != HVD_OK)
 		return st;
-	st = finish_async(c);
-	if (st != HVD_OK)
-		return st;
+	/* the previous write's failure is reported, and this one is still
+	 * written (every rank saw the same failure: they stay in step) */
+	prev = finish_async(c);
+	if (prev != HVD_OK)
+		hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
 	if (c->async) {
 		st = begin_write(c, &c->w, step);
 		if (st == HVD_OK)
 			st = stage(c);
+		if (st == HVD_OK) {
+			c->thread_done = 0;
+			err = pthread_create(&c->thread, NULL, writer_main, c);
+			if (err)
+				st = hvd_error(HVD_ERR_INTERNAL, "checkpoint: "
+					       "cannot start the writer thread: "
+					       "%s", strerror(err));
+		}
+		c->thread_started = st == HVD_OK;
 		if (st != HVD_OK) {
-			/* every rank must still take part in the commit's
-			 * agreement: run it with this rank's failure */
+			/* the other ranks' writes are under way: this rank's
+			 * failure joins the agreement at the commit, as if its
+			 * writer had failed (collectives stay in step) */
 			c->w.status = st;
 			ckpt_fmt(c->w.error, sizeof(c->w.error), "%s",
 				 hvd_last_error());
-			st = commit(c, &c->w);
-			free(c->w.meta);
-			c->w.meta = NULL;
-			return st;
-		}
-		c->thread_done = 0;
-		err = pthread_create(&c->thread, NULL, writer_main, c);
-		if (err) {
-			c->w.status = hvd_error(HVD_ERR_INTERNAL, "checkpoint: "
-						"cannot start the writer thread: "
-						"%s", strerror(err));
-			ckpt_fmt(c->w.error, sizeof(c->w.error), "%s",
-				 hvd_last_error());
-			st = commit(c, &c->w);
-			free(c->w.meta);
-			c->w.meta = NULL;
-			return st;
+			c->thread_done = 1;
 		}
 		c->in_flight = 1;
 		c->last_blocked = hvd_now() - t0;
-		return HVD_OK;
+		return prev;
 	}
 	st = begin_write(c, &w, step);
 	if (st == HVD_OK && c->has_device)
@@ -830,7 +828,7 @@ static hvd_status_t save(hvd_ckpt_t *c, long step)
 	st = commit(c, &w);
 	free(w.meta);
 	c->last_blocked = hvd_now() - t0;
-	return st;
+	return st != HVD_OK ? st : prev;
 }
 
 hvd_status_t hvd_ckpt_save(hvd_ckpt_t *c, long step)

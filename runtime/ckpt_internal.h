@@ -71,6 +71,7 @@ struct hvd_ckpt {
 	int stage_pinned;
 	/* the write in flight (async) */
 	int in_flight;
+	int thread_started;     /* in flight without a thread: failed  */
 	pthread_t thread;
 	struct ckpt_write w;
 	volatile int thread_done;

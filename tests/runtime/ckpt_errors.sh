@@ -7,7 +7,7 @@
 . "$(dirname "$0")/ckpt_lib.sh"
 
 NP=$(ckpt_np)
-plan 10
+plan 12
 chmod 755 "$W"
 
 # --- full file system
@@ -30,9 +30,14 @@ if mount -t tmpfs -o size=${size_k}k hvd-ckpt-test "$mnt" 2>"$W/mount.err"; then
 	[ $? -ne 0 ] && diag_file "$W/v"
 	out=$(run "$NP" "$PROG" "$mnt/ck" 5 5 --bytes $BYTES 2>&1)
 	like "$out" "^restored 5 ok" "and it restores"
+	run "$NP" "$PROG" "$mnt/ck" 10 5 --bytes $BYTES --async \
+		--expect-error >"$W/o5" 2>"$W/e5"
+	is $? 3 "async: the failed background write is reported"
+	"$HVD_CKPT" verify "$mnt/ck" >"$W/v5" 2>&1
+	ok $? "async: previous checkpoint intact" || diag_file "$W/v5"
 	umount "$mnt"
 else
-	for i in 1 2 3 4 5; do
+	for i in 1 2 3 4 5 6 7; do
 		echo "ok $((tap_n += 1)) # SKIP cannot mount a tmpfs: $(head -1 "$W/mount.err")"
 	done
 fi

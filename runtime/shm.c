@@ -75,6 +75,7 @@
 #define SHM_LINE 128
 #define SHM_INLINE 48 /* inline payload in the 64-byte small flag line */
 #define SHM_MAX_SEGMENT (256ul << 20)
+#define SHM_PREFETCH 4096 /* bytes of the next small buffer to reclaim */
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
@@ -157,6 +158,15 @@ static inline void cpu_relax(void)
 	__builtin_ia32_pause();
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static inline void prefetch_w(const void *p)
+{
+#if defined(__x86_64__)
+	__asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1, 3);
 #endif
 }
 
@@ -580,6 +590,20 @@ static hvd_status_t small_exchange(shm_group_t *g, const void *src,
 		if (st != HVD_OK)
 			return st;
 	}
+	/* Every peer has now entered call s, so none reads our line of
+	 * parity s+1 any more: take it back into this core's cache in
+	 * exclusive state now, instead of paying that coherence round trip
+	 * when the next call writes it (the XHC trick). */
+	prefetch_w(small_line(g, g->rank, s + 1));
+	if (bytes > SHM_INLINE) {
+		/* and the start of the buffer, guessing the next call is
+		 * about as large as this one */
+		unsigned char *next = small_buf(g, g->rank, s + 1, bytes);
+		size_t lim = bytes < SHM_PREFETCH ? bytes : SHM_PREFETCH;
+
+		for (size_t off = 0; off < lim; off += 64)
+			prefetch_w(next + off);
+	}
 	*sp = s;
 	return HVD_OK;
 }
@@ -752,13 +776,28 @@ hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
 	if (st != HVD_OK)
 		return st;
 	/* every member reduces all contributions in rank order: identical
-	 * results everywhere; the own contribution is read from the slot so
-	 * that an in-place output can be overwritten from the first step */
-	reduce_apply3(recvbuf, small_buf(g, 0, s, bytes),
-		      small_buf(g, 1, s, bytes), count, dtype, op);
-	for (int q = 2; q < g->n; q++)
-		reduce_apply(recvbuf, small_buf(g, q, s, bytes), count, dtype,
-			     op);
+	 * results everywhere.  The own contribution is read from the input
+	 * (already in this core's cache), except in place by a member past
+	 * the first two, whose input the first step overwrites: then from
+	 * its slot. */
+	{
+		const void *src[2];
+		int own_ok = send != recvbuf || g->rank < 2;
+
+		for (int q = 0; q < 2; q++)
+			src[q] = q == g->rank && own_ok
+					 ? send
+					 : (const void *)small_buf(g, q, s,
+								   bytes);
+		reduce_apply3(recvbuf, src[0], src[1], count, dtype, op);
+		for (int q = 2; q < g->n; q++)
+			reduce_apply(recvbuf,
+				     q == g->rank && send != recvbuf
+					     ? send
+					     : (const void *)small_buf(
+						       g, q, s, bytes),
+				     count, dtype, op);
+	}
 	return HVD_OK;
 }
 

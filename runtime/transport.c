@@ -82,6 +82,7 @@ static pthread_mutex_t abort_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void post_abort_recv(void);
 static int yield_always;
+static int err_peer_local; /* HVD_UCX_PEER_ERRORS=1: PEER mode on-node */
 
 #define UCS_MSG(s) ucs_status_string(s)
 
@@ -193,6 +194,7 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
 	 * runs.  HVD_POLL_YIELD=1 forces it. */
 	yield_always = hvd_env_bool("HVD_POLL_YIELD",
 				    ncpu > 0 && w->local_size > ncpu);
+	err_peer_local = hvd_env_bool("HVD_UCX_PEER_ERRORS", 0);
 	post_abort_recv();
 	return HVD_OK;
 }
@@ -324,7 +326,13 @@ static ucp_ep_h get_ep(int w, hvd_status_t *st)
 			       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
 			       UCP_EP_PARAM_FIELD_ERR_HANDLER;
 		p.address = peers[w].addr;
-		p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+		/* UCX 1.13's shared-memory transports (posix, sysv, cma)
+		 * have no peer failure handling: asking for it on a node
+		 * leaves only TCP loopback, ~100x slower at 4 KiB.  Peers
+		 * on this node are watched through their pids instead. */
+		p.err_mode = peers[w].local && !err_peer_local
+				     ? UCP_ERR_HANDLING_MODE_NONE
+				     : UCP_ERR_HANDLING_MODE_PEER;
 		p.err_handler.cb = ep_error;
 		p.err_handler.arg = (void *)(intptr_t)w;
 		s = ucp_ep_create(worker, &p, &ep);

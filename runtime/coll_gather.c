@@ -21,6 +21,22 @@
 
 #define ALLTOALL_WINDOW 8
 
+#pragma weak shm_allgather_slices
+
+/* Blocks packed in rank order with hvd_reducescatter_count's sizes. */
+static int even_split(const size_t *counts, const size_t *displs,
+		      size_t total, int n)
+{
+	for (int r = 0; r < n; r++) {
+		if (counts[r] != hvd_reducescatter_count(total, r, n))
+			return 0;
+		if (displs &&
+		    displs[r] != hvd_reducescatter_offset(total, r, n))
+			return 0;
+	}
+	return 1;
+}
+
 hvd_status_t coll_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 			     size_t sendcount, void *recvbuf,
 			     const size_t *recvcounts, const size_t *displs,
@@ -62,6 +78,15 @@ hvd_status_t coll_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 	if (n == 1 || total == 0)
 		goto out;
 	coll_place_of(comm, &p);
+	/* On one node, when the blocks are Horovod's even split of the
+	 * total packed in rank order (always so for hvd_allgather), the
+	 * shared-memory allgather of slices does it without transport
+	 * copies. */
+	if (p.shm && p.nodes == 1 && shm_allgather_slices &&
+	    even_split(recvcounts, displs, total, n) && comm_shm(comm)) {
+		st = shm_allgather_slices(comm->shm, recvbuf, total, dt);
+		goto out;
+	}
 	xfer_begin(&x, comm);
 	if (coll_select(coll_tuning(), CK_ALLGATHER, total * esz, total,
 			&p) == ALGO_RING) {

@@ -517,8 +517,40 @@ static void test_allgather(void)
 		free(counts_v);
 		free(displs);
 	}
+	/* Horovod's even split of a total that does not divide (the shape
+	 * the shared-memory allgather takes on one node). */
+	{
+		size_t total = 1000 * (size_t)size_ + (size_t)size_ / 2 + 1;
+		size_t *cv = xmalloc((size_t)size_ * sizeof(size_t));
+		size_t mine = hvd_reducescatter_count(total, rank_, size_);
+		size_t off = hvd_reducescatter_offset(total, rank_, size_);
+		uint8_t *out = xmalloc(total);
+		hvd_status_t st;
+
+		for (int r = 0; r < size_; r++)
+			cv[r] = hvd_reducescatter_count(total, r, size_);
+		for (size_t i = 0; i < mine; i++)
+			out[off + i] = (uint8_t)gval(rank_, i);
+		st = hvd_allgatherv(HVD_IN_PLACE, mine, out, cv, NULL,
+				    HVD_UINT8);
+		check_status(st, "allgatherv even split");
+		for (int r = 0; st == HVD_OK && r < size_; r++) {
+			size_t o = hvd_reducescatter_offset(total, r, size_);
+
+			for (size_t i = 0; i < cv[r]; i++)
+				if (out[o + i] != (uint8_t)gval(r, i)) {
+					bad("allgatherv even split: rank %d's "
+					    "[%zu] wrong",
+					    r, i);
+					break;
+				}
+		}
+		free(cv);
+		free(out);
+	}
 	report("allgatherv float64: uneven counts (some 0) x 1 100 10000, "
-	       "packed and reversed displacements");
+	       "packed and reversed displacements; uint8 even split in "
+	       "place");
 }
 
 static void test_alltoall(void)

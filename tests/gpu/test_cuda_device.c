@@ -88,6 +88,15 @@ static void gpu_tests(void)
 	cudaFreeHost(pinned);
 }
 
+static hvd_status_t local_bcast(void *ctx, void *buf, size_t bytes, int root)
+{
+	(void)ctx;
+	(void)buf;
+	(void)bytes;
+	(void)root;
+	return HVD_OK;
+}
+
 int main(void)
 {
 	const char *why = NULL;
@@ -167,6 +176,25 @@ int main(void)
 		ok(cuda_hier_layout(nu, 3, 0, &node, &lr, &nodes, &ls) == 0 &&
 		       ls == 0,
 		   "hierarchical: uneven nodes stay flat");
+	}
+	{
+		struct cuda_boot bad = {2, 2, NULL, local_bcast, NULL};
+		struct cuda_boot one = {0, 1, NULL, local_bcast, NULL};
+		struct cuda_comm *cc = (struct cuda_comm *)&bad;
+
+		is_int(cuda_comm_create(&bad, &cc), HVD_ERR_INVALID_ARG,
+		       "a bootstrap with rank >= size is refused");
+		ok(cc == NULL, "and no communicator comes back");
+		if (n == 0) {
+			st = cuda_comm_create(&one, &cc);
+			ok(st == HVD_ERR_NCCL && !cc &&
+			       strstr(hvd_last_error(), why),
+			   "without a GPU, NCCL init fails with the reason "
+			   "(no hang): %s",
+			   hvd_last_error());
+		} else {
+			skip(1, "init failure needs a machine without a GPU");
+		}
 	}
 	ok(cuda_settings()->num_streams >= 1, "settings load (%d stream(s))",
 	   cuda_settings()->num_streams);

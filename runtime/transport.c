@@ -19,6 +19,7 @@
 
 #include "transport.h"
 #include "comm_impl.h"
+#include "transport_impl.h"
 
 #include <ucp/api/ucp.h>
 
@@ -33,12 +34,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-struct tp_req {
-	atomic_int done;
-	ucs_status_t status;
-	size_t length;
-};
-
 struct tp_op {
 	struct tp_req *req;  /* NULL once completed                  */
 	int peer;            /* comm rank                            */
@@ -48,43 +43,19 @@ struct tp_op {
 	size_t expect, length;
 };
 
-struct peer {
-	_Atomic(ucp_ep_h) ep;
-	void *addr;
-	pid_t pid;
-	int local;           /* on this node: pid checks apply       */
-	atomic_int failed;
-	atomic_int announce; /* to tell the other ranks (watch())  */
-	int32_t msg[2];      /* {failed rank, reporter}: send buffer */
-	char why[200];
-};
-
 static ucp_context_h context;
-static ucp_worker_h worker;
+ucp_worker_h worker;
 static ucp_address_t *my_addr;
 static size_t my_addr_len;
-static struct peer *peers;
-static int npeers = -1, my_rank = -1;
+struct peer *peers;
+int npeers = -1, my_rank = -1;
 static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int launcher_failed;
+atomic_int launcher_failed;
 static double peer_timeout = 60.0;
 
-/* In-band failure notices: every rank keeps one receive posted on a
- * context id no communicator gets; a rank that sees a peer die tells all
- * the others, because PMIx servers (Slurm's among them) do not always
- * deliver process-termination events to clients, and a survivor that
- * only waits on a live peer stuck behind the dead one would otherwise
- * wait for the timeout, or blame the wrong rank. */
-#define ABORT_CTX 0xffffu
-static int32_t abort_in[2];
-static struct tp_req *abort_req;
-static pthread_mutex_t abort_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void post_abort_recv(void);
 static int yield_always;
 static int err_peer_local; /* HVD_UCX_PEER_ERRORS=1: PEER mode on-node */
 
-#define UCS_MSG(s) ucs_status_string(s)
 
 double transport_peer_timeout(void)
 {
@@ -195,122 +166,13 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
 	yield_always = hvd_env_bool("HVD_POLL_YIELD",
 				    ncpu > 0 && w->local_size > ncpu);
 	err_peer_local = hvd_env_bool("HVD_UCX_PEER_ERRORS", 0);
-	post_abort_recv();
+	tp_post_abort_recv();
 	return HVD_OK;
 }
 
 /* ------------------------------------------------------- failures */
 
-static void mark_failed(int rank, const char *why, int announce)
-{
-	if (rank < 0) {
-		atomic_store(&launcher_failed, 1);
-		return;
-	}
-	if (!peers || rank >= npeers || rank == my_rank)
-		return;
-	if (atomic_load(&peers[rank].failed))
-		return;
-	snprintf(peers[rank].why, sizeof(peers[rank].why), "%s", why);
-	atomic_store(&peers[rank].failed, 1);
-	if (announce)
-		atomic_store(&peers[rank].announce, 1);
-	hvd_log(HVD_LOG_DEBUG, "rank %d failed: %s", rank, why);
-}
-
-void transport_mark_failed(int rank, const char *why)
-{
-	mark_failed(rank, why, 1);
-}
-
-const char *transport_fail_reason(int rank)
-{
-	if (!peers || rank < 0 || rank >= npeers)
-		return "unknown";
-	return peers[rank].why;
-}
-
-int transport_comm_failed(const hvd_comm_t *comm)
-{
-	for (int i = 0; i < comm->size; i++) {
-		int w = comm->world_ranks[i];
-
-		if (atomic_load_explicit(&peers[w].failed,
-					 memory_order_relaxed))
-			return w;
-	}
-	return -1;
-}
-
-static int any_failed(void)
-{
-	for (int w = 0; peers && w < npeers; w++)
-		if (atomic_load_explicit(&peers[w].failed,
-					 memory_order_relaxed))
-			return w;
-	return -1;
-}
-
-static int pid_dead(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	FILE *f;
-	int dead = 0;
-
-	if (pid <= 0)
-		return 0;
-	if (kill(pid, 0) != 0)
-		return errno == ESRCH;
-	/* A zombie still answers kill(): look at its state. */
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (fgets(buf, sizeof(buf), f)) {
-		p = strrchr(buf, ')');
-		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
-			dead = 1;
-	}
-	fclose(f);
-	return dead;
-}
-
-static void check_local_pids(const hvd_comm_t *comm)
-{
-	for (int i = 0; i < comm->size; i++) {
-		int w = comm->world_ranks[i];
-
-		if (w == my_rank || !peers[w].local ||
-		    atomic_load(&peers[w].failed))
-			continue;
-		if (pid_dead(peers[w].pid)) {
-			char why[96];
-
-			snprintf(why, sizeof(why),
-				 "its process (pid %d on this node) is gone",
-				 (int)peers[w].pid);
-			transport_mark_failed(w, why);
-		}
-	}
-}
-
-int transport_check_failed(const hvd_comm_t *comm)
-{
-	check_local_pids(comm);
-	return transport_comm_failed(comm);
-}
-
-static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-	char why[128];
-
-	(void)ep;
-	snprintf(why, sizeof(why), "UCX reported its connection failed (%s)",
-		 UCS_MSG(status));
-	transport_mark_failed((int)(intptr_t)arg, why);
-}
-
-static ucp_ep_h get_ep(int w, hvd_status_t *st)
+ucp_ep_h tp_get_ep(int w, hvd_status_t *st)
 {
 	ucp_ep_h ep = atomic_load_explicit(&peers[w].ep, memory_order_acquire);
 	ucp_ep_params_t p;
@@ -333,7 +195,7 @@ static ucp_ep_h get_ep(int w, hvd_status_t *st)
 		p.err_mode = peers[w].local && !err_peer_local
 				     ? UCP_ERR_HANDLING_MODE_NONE
 				     : UCP_ERR_HANDLING_MODE_PEER;
-		p.err_handler.cb = ep_error;
+		p.err_handler.cb = tp_ep_error;
 		p.err_handler.arg = (void *)(intptr_t)w;
 		s = ucp_ep_create(worker, &p, &ep);
 		if (s != UCS_OK) {
@@ -362,8 +224,8 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
 	atomic_store_explicit(&r->done, 1, memory_order_release);
 }
 
-static void recv_cb(void *request, ucs_status_t status,
-		    const ucp_tag_recv_info_t *info, void *user_data)
+void tp_recv_cb(void *request, ucs_status_t status,
+		const ucp_tag_recv_info_t *info, void *user_data)
 {
 	struct tp_req *r = request;
 
@@ -430,7 +292,7 @@ int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
 	if (!op)
 		return -1;
 	w = x->comm->world_ranks[peer];
-	ep = get_ep(w, &x->st);
+	ep = tp_get_ep(w, &x->st);
 	if (!ep)
 		return -1;
 	memset(&prm, 0, sizeof(prm));
@@ -477,7 +339,7 @@ int xfer_recv(struct xfer *x, int peer, void *buf, size_t len)
 			   UCP_OP_ATTR_FIELD_DATATYPE |
 			   UCP_OP_ATTR_FIELD_RECV_INFO |
 			   UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-	prm.cb.recv = recv_cb;
+	prm.cb.recv = tp_recv_cb;
 	prm.datatype = ucp_dt_make_contig(1);
 	prm.recv_info.tag_info = &info;
 	info.length = 0;
@@ -547,75 +409,6 @@ static hvd_status_t op_result(struct xfer *x, struct tp_op *op)
 	return HVD_OK;
 }
 
-static void post_abort_recv(void)
-{
-	ucp_request_param_t prm;
-	void *r;
-
-	memset(&prm, 0, sizeof(prm));
-	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-			   UCP_OP_ATTR_FIELD_DATATYPE |
-			   UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-	prm.cb.recv = recv_cb;
-	prm.datatype = ucp_dt_make_contig(1);
-	r = ucp_tag_recv_nbx(worker, abort_in, sizeof(abort_in),
-			     (uint64_t)ABORT_CTX << 48, (uint64_t)0xffff << 48,
-			     &prm);
-	abort_req = UCS_PTR_IS_ERR(r) ? NULL : r;
-}
-
-/* Take in notices from other ranks, send ours. */
-static void poll_abort(void)
-{
-	if (pthread_mutex_trylock(&abort_lock))
-		return;
-	while (abort_req && atomic_load(&abort_req->done)) {
-		int ok = abort_req->status == UCS_OK &&
-			 abort_req->length == sizeof(abort_in);
-		char why[200];
-
-		atomic_store(&abort_req->done, 0);
-		ucp_request_free(abort_req);
-		abort_req = NULL;
-		if (ok && abort_in[0] >= 0 && abort_in[0] < npeers &&
-		    abort_in[1] >= 0 && abort_in[1] < npeers) {
-			snprintf(why, sizeof(why), "rank %d reports it gone",
-				 (int)abort_in[1]);
-			mark_failed(abort_in[0], why, 0);
-		}
-		post_abort_recv();
-	}
-	for (int f = 0; f < npeers; f++) {
-		if (!atomic_load(&peers[f].announce))
-			continue;
-		atomic_store(&peers[f].announce, 0);
-		peers[f].msg[0] = f;
-		peers[f].msg[1] = my_rank;
-		for (int w = 0; w < npeers; w++) {
-			hvd_status_t st = HVD_OK;
-			ucp_request_param_t prm;
-			ucp_ep_h ep;
-			void *r;
-
-			if (w == my_rank || atomic_load(&peers[w].failed))
-				continue;
-			ep = get_ep(w, &st);
-			if (!ep)
-				continue;
-			memset(&prm, 0, sizeof(prm));
-			r = ucp_tag_send_nbx(ep, peers[f].msg,
-					     sizeof(peers[f].msg),
-					     (uint64_t)ABORT_CTX << 48 |
-						     (uint64_t)my_rank,
-					     &prm);
-			/* Fire and forget: msg stays valid until the end. */
-			if (r && !UCS_PTR_IS_ERR(r))
-				ucp_request_free(r);
-		}
-	}
-	pthread_mutex_unlock(&abort_lock);
-}
-
 /* Periodic checks while waiting: failed members, dead local pids, and
  * the progress timeout.  Returns an error status or HVD_OK. */
 static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
@@ -623,15 +416,15 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 	int f;
 
 	x->next_check = now + 0.05;
-	check_local_pids(x->comm);
-	poll_abort();
+	tp_check_local_pids(x->comm);
+	tp_poll_abort();
 	f = transport_comm_failed(x->comm);
 	/* A rank outside this communicator counts too: the hierarchical
 	 * algorithms wait on live peers that wait on the dead one, and
 	 * without elasticity a failure anywhere ends the job's
 	 * collectives. */
 	if (f < 0)
-		f = any_failed();
+		f = tp_any_failed();
 	if (f >= 0)
 		return peer_error(x, f, "%s", transport_fail_reason(f));
 	if (atomic_load(&launcher_failed))
@@ -646,7 +439,7 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 			 "no progress from it for %.0f s "
 			 "(HOROVOD_PEER_TIMEOUT)",
 			 peer_timeout);
-		mark_failed(w, why, 0);
+		tp_mark_failed(w, why, 0);
 		return peer_error(x, w, "%s", why);
 	}
 	return HVD_OK;
@@ -774,14 +567,7 @@ void transport_finalize(int fence)
 
 	if (!worker)
 		return;
-	pthread_mutex_lock(&abort_lock);
-	if (abort_req) {
-		ucp_request_cancel(worker, abort_req);
-		atomic_store(&abort_req->done, 0);
-		ucp_request_free(abort_req);
-		abort_req = NULL;
-	}
-	pthread_mutex_unlock(&abort_lock);
+	tp_abort_cancel();
 	if (peers)
 		reqs = calloc((size_t)npeers, sizeof(*reqs));
 	for (int r = 0; peers && r < npeers; r++) {

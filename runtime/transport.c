@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 struct tp_op {
@@ -448,6 +449,8 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 static hvd_status_t wait_until(struct xfer *x, int idx)
 {
 	unsigned idle = 0, iter = 0;
+	double idle_since = 0;
+	int napping = 0;
 
 	if (x->st != HVD_OK)
 		return x->st;
@@ -481,10 +484,29 @@ static hvd_status_t wait_until(struct xfer *x, int idx)
 			/* Also collect errors of later ops early. */
 		}
 		n = ucp_worker_progress(worker);
-		if (n)
+		if (n) {
 			idle = 0;
-		else if (yield_always || ++idle > 2000)
-			sched_yield();
+		} else if (++idle > 2000 || yield_always) {
+			/* Spin, then yield, then after a millisecond of
+			 * nothing nap briefly: on a node with more busy
+			 * ranks than cores (or a loaded one) the peer we
+			 * wait for needs our core, and sched_yield alone
+			 * does not give it away under CFS. */
+			if (idle == 2001)
+				idle_since = hvd_now();
+			if (idle > 2001 && (idle & 63) == 0 &&
+			    hvd_now() - idle_since > 1e-3)
+				napping = 1;
+			if (napping) {
+				struct timespec ts = {0, 20000};
+
+				nanosleep(&ts, NULL);
+			} else {
+				sched_yield();
+			}
+		}
+		if (n)
+			napping = 0;
 		if ((++iter & 63) == 0 || x->last_progress == 0) {
 			double now = hvd_now();
 

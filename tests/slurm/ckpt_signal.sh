@@ -40,7 +40,8 @@ wait_for() {
 srun --mpi=pmix -N2 -n2 "${hvdopt[@]}" "$TRAIN" --steps 1000000 \
 	--sleep-ms 5 --print-every 100 >"$wd/run1.out" 2>&1 &
 srun_pid=$!
-(sleep "$HVD_TEST_TIMEOUT"; kill -9 $srun_pid 2>/dev/null) &
+# watchdog; its own fds, so that a leftover sleep holds no pipe open
+(sleep "$HVD_TEST_TIMEOUT"; kill -9 $srun_pid) >/dev/null 2>&1 </dev/null &
 dog=$!
 wait_for "$wd/run1.out" '^step +200 ' 60
 ok $? "training runs on 2 nodes"
@@ -77,10 +78,19 @@ wait_for "$wd/job-$job.out" '^step +500 ' 90
 ok $? "the job trains"
 run_timeout 30 scancel -b -s USR1 "$job"
 # Slurm holds a requeued job back (BeginTime, about two minutes): let it
-# start at once, the test is about what happens when it does
+# start sooner, the test is about what happens when it does.  Not at once:
+# slurmd refuses a launch in the same second as the revocation of the old
+# run's credential ("Job credential revoked").
 if wait_for "$wd/job-$job.out" "requeueing job" 60; then
-	sleep 1
-	run_timeout 30 scontrol update JobId="$job" StartTime=now >/dev/null 2>&1
+	for _ in $(seq 60); do
+		if [[ $(job_state "$job") == PENDING ]]; then
+			sleep 5
+			run_timeout 30 scontrol update JobId="$job" \
+				StartTime=now >/dev/null 2>&1
+			break
+		fi
+		sleep 0.5
+	done
 fi
 state=$(wait_job "$job" 240)
 is "$state" COMPLETED "the job requeued itself and completed"

@@ -71,6 +71,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #define SHM_MAGIC 0x68766473686d3031ull /* "hvdshm01" */
 #define SHM_LINE 128
 #define SHM_INLINE 48 /* inline payload in the 64-byte small flag line */
@@ -115,6 +119,7 @@ struct shm_group {
 	unsigned char *slots;
 	int rank, n, nbuf;
 	size_t chunk, small_max;
+	size_t nt_min;  /* outputs from this size are streamed  */
 	uint64_t step;  /* pipeline steps done by this group */
 	uint64_t sseq;  /* small calls done by this group   */
 	unsigned spin;  /* pause iterations before yielding */
@@ -465,6 +470,7 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 	g->n = local_size;
 	make_name(g->name, sizeof(g->name), key);
 	g->timeout = hvd_env_double("HOROVOD_PEER_TIMEOUT", 60.0);
+	g->nt_min = hvd_env_size("HOROVOD_SHM_STREAM", 16u << 20);
 	if (g->timeout <= 0)
 		g->timeout = 60.0;
 	spin = hvd_env_long("HOROVOD_SHM_SPIN",
@@ -631,6 +637,67 @@ static inline void step_range(size_t count, int n, int p, size_t R, size_t k,
 	*len = a >= c ? 0 : (c - a < R ? c - a : R);
 }
 
+/* Reduce len elements of the own slice for pipeline buffer b: the own
+ * input first, then the peers' regions in rank order (only this member
+ * reduces this slice, so every member gets the same bits). */
+static void reduce_step(shm_group_t *g, uint64_t b, size_t rbytes,
+			const unsigned char *mine, unsigned char *dst,
+			size_t len, hvd_dtype_t dtype, hvd_op_t op)
+{
+	int first = 1;
+
+	for (int p = 0; p < g->n && len; p++) {
+		const unsigned char *peer;
+
+		if (p == g->rank)
+			continue;
+		peer = region(g, p, b, g->rank, rbytes);
+		if (first)
+			reduce_apply3(dst, mine, peer, len, dtype, op);
+		else
+			reduce_apply(dst, peer, len, dtype, op);
+		first = 0;
+	}
+}
+
+/* memcpy with non-temporal stores (SSE2: every x86-64 CPU). */
+static void copy_nt(void *dst, const void *src, size_t n)
+{
+#if defined(__x86_64__)
+	unsigned char *d = dst;
+	const unsigned char *s = src;
+	size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+
+	if (head > n)
+		head = n;
+	memcpy(d, s, head);
+	d += head;
+	s += head;
+	n -= head;
+	for (; n >= 64; n -= 64, d += 64, s += 64) {
+		__m128i x0 = _mm_loadu_si128((const __m128i *)s);
+		__m128i x1 = _mm_loadu_si128((const __m128i *)(s + 16));
+		__m128i x2 = _mm_loadu_si128((const __m128i *)(s + 32));
+		__m128i x3 = _mm_loadu_si128((const __m128i *)(s + 48));
+
+		_mm_stream_si128((__m128i *)d, x0);
+		_mm_stream_si128((__m128i *)(d + 16), x1);
+		_mm_stream_si128((__m128i *)(d + 32), x2);
+		_mm_stream_si128((__m128i *)(d + 48), x3);
+	}
+	memcpy(d, s, n);
+#else
+	memcpy(dst, src, n);
+#endif
+}
+
+static void nt_fence(void)
+{
+#if defined(__x86_64__)
+	_mm_sfence();
+#endif
+}
+
 static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 			     const unsigned char *send, unsigned char *recv,
 			     size_t count, hvd_dtype_t dtype, hvd_op_t op)
@@ -643,6 +710,9 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 	const size_t K = (c0 + R - 1) / R;
 	const uint64_t base = g->step;
 	const int copy_out = kind != PIPE_REDUCE_SCATTER;
+	/* outputs far larger than the caches: stream them (no read for
+	 * ownership of lines that will be evicted anyway) */
+	const int nt = count * es >= g->nt_min;
 
 	for (size_t k = 0; k <= K; k++) {
 		if (k < K) {
@@ -659,7 +729,6 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 			} else {
 				const unsigned char *mine;
 				unsigned char *dst;
-				int first = 1;
 
 				for (int p = 0; p < n; p++) {
 					if (p == me)
@@ -674,29 +743,23 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				step_range(count, n, me, R, k, &f, &len);
 				mine = send + f * es;
 				dst = recv + f * es;
-				/* own data first, then the peers in rank
-				 * order: only this member reduces this
-				 * slice, so every member gets the same bits */
-				for (int p = 0; p < n && len; p++) {
-					if (p == me)
-						continue;
-					if (first)
-						reduce_apply3(
-							dst, mine,
-							region(g, p, b, me,
-							       rbytes),
-							len, dtype, op);
-					else
-						reduce_apply(
-							dst,
-							region(g, p, b, me,
-							       rbytes),
-							len, dtype, op);
-					first = 0;
+				if (kind == PIPE_ALLREDUCE && nt) {
+					/* reduce into the cached segment,
+					 * stream to the output */
+					unsigned char *own =
+						region(g, me, b, me, rbytes);
+
+					reduce_step(g, b, rbytes, mine, own,
+						    len, dtype, op);
+					copy_nt(dst, own, len * es);
+				} else {
+					reduce_step(g, b, rbytes, mine, dst,
+						    len, dtype, op);
+					if (kind == PIPE_ALLREDUCE)
+						memcpy(region(g, me, b, me,
+							      rbytes),
+						       dst, len * es);
 				}
-				if (kind == PIPE_ALLREDUCE)
-					memcpy(region(g, me, b, me, rbytes),
-					       dst, len * es);
 				publish(&g->ctl[me].red, s);
 				if (!copy_out)
 					publish(&g->ctl[me].done, s);
@@ -712,12 +775,20 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				size_t f, len;
 
 				step_range(count, n, p, R, k - 1, &f, &len);
-				memcpy(recv + f * es,
-				       region(g, p, b, p, rbytes), len * es);
+				if (nt)
+					copy_nt(recv + f * es,
+						region(g, p, b, p, rbytes),
+						len * es);
+				else
+					memcpy(recv + f * es,
+					       region(g, p, b, p, rbytes),
+					       len * es);
 			}
 			publish(&g->ctl[me].done, s);
 		}
 	}
+	if (nt)
+		nt_fence();
 	g->step = base + K;
 	return HVD_OK;
 }

@@ -533,7 +533,10 @@ int main(void)
 	unsetenv("HOROVOD_SHM_NBUF");
 	check_group(2, 0, "defaults");
 	check_group(3, 0, "defaults");
-	check_group(2, 1, "defaults, 1M elements");
+	/* outputs from 1 MiB streamed (non-temporal stores) */
+	setenv("HOROVOD_SHM_STREAM", "1M", 1);
+	check_group(2, 1, "1M elements, streamed outputs");
+	unsetenv("HOROVOD_SHM_STREAM");
 
 	setenv("HOROVOD_PEER_TIMEOUT", "2", 1);
 	check_failure(0);

@@ -53,6 +53,12 @@ struct bench_case {
 	int rank, size;
 };
 
+/* bench_check.c: fill the send buffer (broadcast: the root's receive
+ * buffer) with this rank's input; count the elements of the receive buffer
+ * that differ from the expected result. */
+void bench_fill_inputs(const struct bench_case *c);
+long bench_count_wrong(const struct bench_case *c);
+
 /* Runs iters calls of the case and stores the seconds each took on this
  * rank in times[0..iters-1]; nonzero (with a message on stderr) on
  * failure. */

@@ -39,7 +39,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 6))"
+echo "1..$(($# + 7))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -89,7 +89,9 @@ sed -n '1p' "$T/out" | sed 's/^/#   /'
 # HVD_ERR_PEER_FAILED naming rank 2 well within HOROVOD_PEER_TIMEOUT, and
 # the launcher exits non-zero.
 for mode in shm ucx; do
-	if [ $mode = ucx ]; then set -- HVD_SHM=0; else set --; fi
+	# (ucx: the survivors also finalize, outliving the launcher's
+	# SIGTERM: that must not hang on the dead rank.)
+	if [ $mode = ucx ]; then set -- HVD_SHM=0 HVD_TEST_FINALIZE=1; else set --; fi
 	start=$(date +%s)
 	env "$@" HOROVOD_PEER_TIMEOUT=10 timeout 90 "$LAUNCH" -np 4 --grace 15 \
 		"$CHECK" kill 2 >"$T/out" 2>"$T/err"
@@ -100,6 +102,12 @@ for mode in shm ucx; do
 	[ "$named" -eq 3 ] && st=0
 	ok $st "killed rank ($mode): 3 survivors name rank 2 ($named did)"
 	sed 's/^/#   /' "$T/out" | head -n 3
+	if [ $mode = ucx ]; then
+		fin=$(grep -c 'hvd_finalize after the failure: HVD_OK in [0-9]\.' "$T/out")
+		st=1
+		[ "$fin" -eq 3 ] && st=0
+		ok $st "killed rank: the 3 survivors finalize within 10 s ($fin did)"
+	fi
 	if [ $mode = shm ]; then
 		st=1
 		[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 60 ] && st=0

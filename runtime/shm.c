@@ -348,6 +348,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 	const size_t K = (c0 + R - 1) / R;
 	const uint64_t base = g->step;
 	const int copy_out = kind != PIPE_REDUCE_SCATTER;
+	const size_t moff = hvd_reducescatter_offset(count, me, n);
 	/* outputs far larger than the caches: stream them (no read for
 	 * ownership of lines that will be evicted anyway) */
 	const int nt = count * es >= g->nt_min;
@@ -380,7 +381,10 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				WAIT_ALL(g, in, s);
 				step_range(count, n, me, R, k, &f, &len);
 				mine = send + f * es;
-				dst = recv + f * es;
+				/* reduce-scatter: recv is the own slice */
+				dst = kind == PIPE_REDUCE_SCATTER
+					      ? recv + (f - moff) * es
+					      : recv + f * es;
 				if (kind == PIPE_ALLREDUCE && nt) {
 					/* reduce into the cached segment,
 					 * stream to the output */
@@ -510,41 +514,70 @@ hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
 	return HVD_OK;
 }
 
+/* Reduce-scatter into out, which holds this member's slice only. */
+static hvd_status_t reduce_scatter(shm_group_t *g, const void *send,
+				   unsigned char *out, size_t count,
+				   hvd_dtype_t dtype, hvd_op_t op)
+{
+	size_t es = hvd_dtype_size(dtype), bytes = count * es;
+	size_t off = hvd_reducescatter_offset(count, g->rank, g->n);
+	size_t cnt = hvd_reducescatter_count(count, g->rank, g->n);
+	hvd_status_t st;
+	uint64_t s;
+
+	if (g->n == 1) {
+		if ((const unsigned char *)send + off * es != out)
+			memcpy(out, (const unsigned char *)send + off * es,
+			       cnt * es);
+		return HVD_OK;
+	}
+	if (bytes > g->small_max)
+		return pipeline(g, PIPE_REDUCE_SCATTER, send, out, count,
+				dtype, op);
+	st = small_exchange(g, send, bytes, &s);
+	if (st != HVD_OK || cnt == 0)
+		return st;
+	reduce_apply3(out, small_buf(g, 0, s, bytes) + off * es,
+		      small_buf(g, 1, s, bytes) + off * es, cnt, dtype, op);
+	for (int q = 2; q < g->n; q++)
+		reduce_apply(out, small_buf(g, q, s, bytes) + off * es, cnt,
+			     dtype, op);
+	return HVD_OK;
+}
+
 hvd_status_t shm_reduce_scatter(shm_group_t *g, const void *sendbuf,
 				void *recvbuf, size_t count,
 				hvd_dtype_t dtype, hvd_op_t op)
 {
 	hvd_status_t st = check_args(g, "reduce-scatter", sendbuf, recvbuf,
 				     count, dtype, op);
-	size_t es = hvd_dtype_size(dtype), bytes = count * es;
 	const void *send = in_place(sendbuf, recvbuf) ? recvbuf : sendbuf;
-	size_t off, cnt;
-	unsigned char *dst;
-	uint64_t s;
+	size_t off;
 
 	if (st != HVD_OK || count == 0)
 		return st;
 	off = hvd_reducescatter_offset(count, g->rank, g->n);
-	cnt = hvd_reducescatter_count(count, g->rank, g->n);
-	dst = (unsigned char *)recvbuf + off * es;
-	if (g->n == 1) {
-		if (send != recvbuf)
-			memcpy(dst, (const unsigned char *)send + off * es,
-			       cnt * es);
-		return HVD_OK;
-	}
-	if (bytes > g->small_max)
-		return pipeline(g, PIPE_REDUCE_SCATTER, send, recvbuf, count,
-				dtype, op);
-	st = small_exchange(g, send, bytes, &s);
-	if (st != HVD_OK || cnt == 0)
+	return reduce_scatter(g, send,
+			      (unsigned char *)recvbuf +
+				      off * hvd_dtype_size(dtype),
+			      count, dtype, op);
+}
+
+hvd_status_t shm_reduce_scatter_slice(shm_group_t *g, const void *sendbuf,
+				      void *recvslice, size_t count,
+				      hvd_dtype_t dtype, hvd_op_t op)
+{
+	hvd_status_t st = check_args(g, "reduce-scatter", sendbuf, recvslice,
+				     count, dtype, op);
+
+	if (st != HVD_OK || count == 0)
 		return st;
-	reduce_apply3(dst, small_buf(g, 0, s, bytes) + off * es,
-		      small_buf(g, 1, s, bytes) + off * es, cnt, dtype, op);
-	for (int q = 2; q < g->n; q++)
-		reduce_apply(dst, small_buf(g, q, s, bytes) + off * es, cnt,
-			     dtype, op);
-	return HVD_OK;
+	if (in_place(sendbuf, recvslice))
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "shared-memory reduce-scatter: the slice "
+				 "variant needs separate input and output "
+				 "buffers (use shm_reduce_scatter in place)");
+	return reduce_scatter(g, sendbuf, recvslice, count, dtype, op);
 }
 
 hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,

@@ -39,6 +39,13 @@ hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
 hvd_status_t shm_reduce_scatter(shm_group_t *g, const void *sendbuf,
 				void *recvbuf, size_t count,
 				hvd_dtype_t dtype, hvd_op_t op);
+/* The same, but recvslice holds only this member's slice
+ * (hvd_reducescatter_count(count, rank, n) elements, as hvd_reducescatter
+ * returns it): no full-size scratch buffer.  sendbuf must be a separate
+ * buffer of count elements (not HVD_IN_PLACE). */
+hvd_status_t shm_reduce_scatter_slice(shm_group_t *g, const void *sendbuf,
+				      void *recvslice, size_t count,
+				      hvd_dtype_t dtype, hvd_op_t op);
 /* Every member holds its slice (same split as above) in buf; afterwards
  * all members hold all count elements. */
 hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,

@@ -306,6 +306,34 @@ static void run_member(int me, int n, const char *key, int big)
 						     hvd_last_error());
 					sh->wrong[me][1] += bad;
 					sh->checked[me][1] += (long)cnt;
+
+					/* the slice-only variant: the result
+					 * at the start of a slice-sized
+					 * buffer (out of place only) */
+					if (!ip) {
+						memset(recv, 0x5a, c * es);
+						st = shm_reduce_scatter_slice(
+							g, send, recv, c,
+							(hvd_dtype_t)t,
+							(hvd_op_t)op);
+						bad = st ? (long)cnt + 1
+							 : compare(recv,
+								   want + off * es,
+								   0, cnt, es);
+						if (bad)
+							note(me,
+							     "reduce_scatter_"
+							     "slice %s %s count "
+							     "%zu: %ld wrong "
+							     "(%s)",
+							     hvd_dtype_name(t),
+							     hvd_op_name(op),
+							     c, bad,
+							     hvd_last_error());
+						sh->wrong[me][1] += bad;
+						sh->checked[me][1] +=
+							(long)cnt;
+					}
 					if (op != HVD_SUM)
 						continue;
 

@@ -45,6 +45,9 @@ static size_t evhdlr_id;
 static int evhdlr_registered;
 static bootstrap_fail_fn fail_cb;
 static int world_size;
+/* No PMIx server and no sign of a parallel launch: one rank on its own
+ * (as Horovod runs without horovodrun). */
+static int singleton;
 
 #define PMIX_ERRMSG(rc) PMIx_Error_string(rc)
 
@@ -213,6 +216,27 @@ static hvd_status_t check_env_rank(const char *name, long pmix_value,
 	return HVD_OK;
 }
 
+/* A launcher started several tasks (so a singleton would silently train
+ * N copies alone): say which variable tells, else NULL. */
+static const char *launched_parallel(void)
+{
+	static char why[96];
+	static const char *const vars[] = {"SLURM_STEP_NUM_TASKS",
+					   "SLURM_NTASKS", "HOROVOD_SIZE",
+					   "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+					   "WORLD_SIZE"};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+
+		if (v && *v && strcmp(v, "1") != 0) {
+			snprintf(why, sizeof(why), "%s=%s", vars[i], v);
+			return why;
+		}
+	}
+	return NULL;
+}
+
 hvd_status_t bootstrap_init(struct hvd_world *w, bootstrap_fail_fn on_fail)
 {
 	pmix_status_t rc;
@@ -225,12 +249,31 @@ hvd_status_t bootstrap_init(struct hvd_world *w, bootstrap_fail_fn on_fail)
 	hvd_status_t st;
 
 	rc = PMIx_Init(&myproc, NULL, 0);
-	if (rc != PMIX_SUCCESS)
+	if (rc != PMIX_SUCCESS) {
+		const char *many = launched_parallel();
+
+		if (!many && !getenv("PMIX_NAMESPACE")) {
+			singleton = 1;
+			w->rank = 0;
+			w->size = world_size = 1;
+			snprintf(w->nspace, sizeof(w->nspace),
+				 "singleton-%ld", (long)getpid());
+			hvd_log(HVD_LOG_INFO,
+				"no PMIx server: running as a single rank");
+			st = check_env_rank("HOROVOD_RANK", 0, w);
+			if (st == HVD_OK)
+				st = check_env_rank("HOROVOD_SIZE", 1, w);
+			if (st != HVD_OK)
+				singleton = 0;
+			return st;
+		}
 		return hvd_error(HVD_ERR_BOOTSTRAP,
-				 "hvd: PMIx_Init failed (%s): no PMIx server "
-				 "found; start the program with srun "
+				 "hvd: PMIx_Init failed (%s)%s%s: no PMIx "
+				 "server found; start the program with srun "
 				 "--mpi=pmix, hvdrun -np N or mpirun",
-				 PMIX_ERRMSG(rc));
+				 PMIX_ERRMSG(rc), many ? " although " : "",
+				 many ? many : "");
+	}
 	pmix_up = 1;
 	PMIX_LOAD_PROCID(&wild, myproc.nspace, PMIX_RANK_WILDCARD);
 	rc = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &val);
@@ -397,6 +440,38 @@ err_bad:
 			 r);
 }
 
+static hvd_status_t singleton_exchange(struct hvd_world *w, const void *addr,
+				       size_t addr_len,
+				       struct bootstrap_peer **out)
+{
+	struct bootstrap_peer *p = calloc(1, sizeof(*p));
+	const char *key = w->hostname;
+	hvd_status_t st;
+
+	if (!p)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	if (gethostname(w->hostname, sizeof(w->hostname)) != 0)
+		snprintf(w->hostname, sizeof(w->hostname), "localhost");
+	w->hostname[sizeof(w->hostname) - 1] = '\0';
+	snprintf(p->node_key, sizeof(p->node_key), "%s", w->hostname);
+	p->pmix_local_rank = 0;
+	p->pid = getpid();
+	p->addr_len = addr_len;
+	p->addr = malloc(addr_len ? addr_len : 1);
+	if (!p->addr) {
+		free(p);
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	}
+	memcpy(p->addr, addr, addr_len);
+	st = bootstrap_layout(w, &key, NULL);
+	if (st != HVD_OK) {
+		bootstrap_peers_free(p, 1);
+		return st;
+	}
+	*out = p;
+	return HVD_OK;
+}
+
 hvd_status_t bootstrap_exchange(struct hvd_world *w, const void *addr,
 				size_t addr_len, struct bootstrap_peer **out)
 {
@@ -409,6 +484,8 @@ hvd_status_t bootstrap_exchange(struct hvd_world *w, const void *addr,
 	hvd_status_t st;
 	bool collect = true;
 
+	if (singleton)
+		return singleton_exchange(w, addr, addr_len, out);
 	get_node_key(key, sizeof(key) - 1, w->hostname, sizeof(w->hostname));
 	st = put_blob(key, addr, addr_len);
 	if (st != HVD_OK)
@@ -462,7 +539,11 @@ void bootstrap_peers_free(struct bootstrap_peer *peers, int n)
 
 hvd_status_t bootstrap_fence(void)
 {
-	pmix_status_t rc = PMIx_Fence(NULL, 0, NULL, 0);
+	pmix_status_t rc;
+
+	if (singleton)
+		return HVD_OK;
+	rc = PMIx_Fence(NULL, 0, NULL, 0);
 
 	if (rc != PMIX_SUCCESS)
 		return hvd_error(HVD_ERR_BOOTSTRAP, "hvd: PMIx_Fence failed (%s)",
@@ -481,6 +562,10 @@ hvd_status_t bootstrap_fence_nb(volatile int *done)
 	pmix_status_t rc;
 
 	*done = 0;
+	if (singleton) {
+		*done = 1;
+		return HVD_OK;
+	}
 	rc = PMIx_Fence_nb(NULL, 0, NULL, 0, fence_done, (void *)done);
 	if (rc != PMIX_SUCCESS) {
 		*done = 1;
@@ -493,6 +578,7 @@ hvd_status_t bootstrap_fence_nb(volatile int *done)
 
 void bootstrap_finalize(void)
 {
+	singleton = 0;
 	if (!pmix_up)
 		return;
 	if (evhdlr_registered)

@@ -39,7 +39,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 7))"
+echo "1..$(($# + 9))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -83,6 +83,24 @@ said=$(grep -c 'HVD_ERR_BOOTSTRAP.*HOROVOD_RANK=7' "$T/out")
 st=1
 [ $rc -eq 0 ] && [ "$said" -eq 2 ] && st=0
 ok $st "HOROVOD_RANK=7 under a 2-rank launch: hvd_init fails on both ranks"
+sed -n '1p' "$T/out" | sed 's/^/#   /'
+
+# No launcher at all: one rank on its own (as Horovod without
+# horovodrun), unless the environment says several tasks were started.
+env -u SLURM_NTASKS -u SLURM_STEP_NUM_TASKS -u HOROVOD_SIZE \
+	-u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u WORLD_SIZE -u PMIX_NAMESPACE \
+	timeout 60 "$CHECK" >"$T/out" 2>"$T/err"
+rc=$?
+planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$T/out")
+passed=$(grep -c '^ok ' "$T/out")
+st=1
+[ $rc -eq 0 ] && [ -n "$planned" ] && [ "$passed" -eq "$planned" ] && st=0
+ok $st "no launcher: a single rank, $passed/${planned:-?} checks passed"
+env -u PMIX_NAMESPACE SLURM_NTASKS=4 timeout 60 "$CHECK" initfail \
+	>"$T/out" 2>&1
+st=1
+grep -q 'HVD_ERR_BOOTSTRAP.*SLURM_NTASKS=4' "$T/out" && st=0
+ok $st "no PMIx server but SLURM_NTASKS=4: hvd_init refuses to run alone"
 sed -n '1p' "$T/out" | sed 's/^/#   /'
 
 # Rank 2 of 4 SIGKILLs itself inside an allreduce: the others return

@@ -20,7 +20,8 @@
  *     (SIGKILL after --grace seconds), exit 128+signal;
  *   - otherwise the first non-zero exit code of a rank (by time), or 0.
  * A rank that exits 0 without ever calling PMIx_Init (`hvdrun -np 2
- * hostname`) is not a failure.
+ * hostname`) is not a failure, nor is the last rank exiting 0 without
+ * PMIx_Finalize (nobody is left waiting for it: a warning).
  *
  * Each rank runs in its own process group, so that signals reach the
  * programs a rank's shell wrapper starts, and the terminal's Ctrl-C reaches
@@ -33,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -40,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -204,6 +207,11 @@ static void rank_exited(int r, int status)
 		return;		/* expected: we are stopping everything */
 	if (signo) {
 		record_failure(r, code, signo, why);
+	} else if (!fin && conn && !code && !nrunning) {
+		/* The last rank: nobody is left waiting for it. */
+		fprintf(stderr, "hvdrun: warning: rank %d (pid %ld) exited "
+			"without calling PMIx_Finalize\n", r,
+			(long)ranks[r].pid);
 	} else if (!fin && conn) {
 		strncat(why, " without calling PMIx_Finalize",
 			sizeof(why) - strlen(why) - 1);
@@ -253,7 +261,9 @@ static void check_abort(void)
 	fprintf(stderr, "hvdrun: rank %d (pid %ld) %s; stopping the ranks\n",
 		r, (long)ranks[r].pid, why);
 	hvdrun_pmix_notify_term(&server, r, st, 0);
-	stop_job(0);
+	/* Not at once: ranks dying while PMIx still delivers the event (and
+	 * answers the abort) can deadlock the PMIx 4.2 progress thread. */
+	stop_job(STOP_DELAY_MS);
 }
 
 /* ---- output */
@@ -448,6 +458,42 @@ static int rm_entry(const char *p, const struct stat *st, int flag,
 	return 0;
 }
 
+static void remove_tmpdir(void)
+{
+	if (server.tmpdir[0])
+		nftw(server.tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	server.tmpdir[0] = '\0';
+}
+
+/*
+ * PMIx 4.2 has been seen (rarely, after ranks died mid-operation) to
+ * deadlock its progress thread, and then PMIx_server_finalize never
+ * returns.  Such jobs skip the teardown (see the end of main), but to be
+ * sure it cannot hang a finished job, bound it: after
+ * TEARDOWN_S the directory is removed and hvdrun exits with the job's
+ * status anyway.
+ */
+#define TEARDOWN_S 5
+static int teardown_ret;
+
+static void *watchdog(void *arg)
+{
+	sleep(TEARDOWN_S);
+	fprintf(stderr, "hvdrun: the PMIx server did not shut down in %d s; "
+		"exiting without it\n", TEARDOWN_S);
+	remove_tmpdir();
+	_exit(teardown_ret);
+	return arg;
+}
+
+static void start_watchdog(void)
+{
+	pthread_t t;
+
+	if (!pthread_create(&t, NULL, watchdog, NULL))
+		pthread_detach(t);
+}
+
 static int make_tmpdir(void)
 {
 	const char *base = getenv("TMPDIR");
@@ -466,6 +512,19 @@ static int make_tmpdir(void)
 		return -1;
 	}
 	return 0;
+}
+
+/* Did every rank that connected to PMIx also finalize? */
+static int clean_finish(void)
+{
+	int r, clean = 1;
+
+	pthread_mutex_lock(&shared.lock);
+	for (r = 0; r < opts.np; r++)
+		if (shared.connected[r] && !shared.finalized[r])
+			clean = 0;
+	pthread_mutex_unlock(&shared.lock);
+	return clean;
 }
 
 /* ---- main loop */
@@ -574,6 +633,7 @@ int main(int argc, char **argv)
 	char err[512];
 	char *path = NULL;
 	sigset_t blocked;
+	struct rlimit rl;
 	int sfd = -1, wake[2] = { -1, -1 }, ret = 1, r;
 
 	switch (hvdrun_parse_args(argc, argv, &opts, err, sizeof(err))) {
@@ -598,6 +658,7 @@ int main(int argc, char **argv)
 		return 127;
 	}
 
+	sigemptyset(&blocked);
 	ranks = calloc((size_t)opts.np, sizeof(*ranks));
 	shared.connected = calloc((size_t)opts.np, 1);
 	shared.finalized = calloc((size_t)opts.np, 1);
@@ -611,8 +672,14 @@ int main(int argc, char **argv)
 	shared.np = opts.np;
 	shared.abort_rank = -1;
 
+	/* Two pipes per rank plus a PMIx socket: lift the soft limit on
+	 * descriptors as far as allowed. */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+
 	/* Before any thread exists, so that PMIx's threads inherit it. */
-	sigemptyset(&blocked);
 	sigaddset(&blocked, SIGCHLD);
 	sigaddset(&blocked, SIGINT);
 	sigaddset(&blocked, SIGTERM);
@@ -674,14 +741,27 @@ out:
 		while (nrunning && waitpid(-1, NULL, 0) > 0)
 			nrunning--;
 	}
-	/* Ranks that died without PMIx_Finalize leave the PMIx thread a few
-	 * lost connections to clean up; tearing the server down under it
-	 * makes libevent print "Epoll MOD ... Bad file descriptor". */
-	if (failed)
-		usleep(100 * 1000);
+	/* From here on SIGINT/SIGTERM just end hvdrun (there are no ranks
+	 * left to forward them to). */
+	sigdelset(&blocked, SIGCHLD);
+	sigprocmask(SIG_UNBLOCK, &blocked, NULL);
+	/*
+	 * After ranks died connected (without PMIx_Finalize), PMIx 4.2's
+	 * teardown is unsafe: PMIx_server_finalize has been seen to crash,
+	 * and deregistering to deadlock, while the progress thread cleans
+	 * up their lost connections.  The job is over and everything the
+	 * server holds dies with this process except its directory, so then
+	 * remove that and leave without the PMIx teardown.
+	 */
+	if (server.initialized && !clean_finish()) {
+		remove_tmpdir();
+		fflush(NULL);
+		_exit(ret);
+	}
+	teardown_ret = ret;
+	start_watchdog();
 	hvdrun_pmix_fini(&server);
-	if (server.tmpdir[0])
-		nftw(server.tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	remove_tmpdir();
 	for (r = 0; ranks && r < opts.np; r++) {
 		for (int s = 0; s < 2; s++) {
 			if (ranks[r].fd[s] >= 0)

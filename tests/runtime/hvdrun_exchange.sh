@@ -7,7 +7,7 @@
 plan 17
 
 for np in 1 2 3 4 8; do
-	timeout "$LIMIT" "$HVDRUN" -np $np "$CLIENT" >"$OUT/o" 2>"$OUT/e"
+	timeout -k 10 "$LIMIT" "$HVDRUN" -np $np "$CLIENT" >"$OUT/o" 2>"$OUT/e"
 	rc=$?
 	good=$(grep -c "^rank [0-9]*/$np: ok$" "$OUT/o")
 	ranks=$(sed -n "s|^rank \([0-9]*\)/$np: ok$|\1|p" "$OUT/o" | sort -n |
@@ -24,7 +24,7 @@ done
 
 # With PMIx's local-only fence shortcut off, fences go through hvdrun's
 # fence_nb upcall.
-PMIX_MCA_pmix_server_fence_localonly_opt=0 timeout "$LIMIT" "$HVDRUN" -vv \
+PMIX_MCA_pmix_server_fence_localonly_opt=0 timeout -k 10 "$LIMIT" "$HVDRUN" -vv \
 	-np 4 "$CLIENT" >"$OUT/o" 2>"$OUT/e"
 rc=$?
 is "$rc:$(grep -c ': ok$' "$OUT/o")" "0:4" \
@@ -33,34 +33,34 @@ n=$(grep -c '^hvdrun: fence of' "$OUT/e")
 ok $([ "$n" -ge 2 ] && echo 0 || echo 1) "fence_nb upcall served ($n calls)"
 
 # A program that does not use PMIx runs too.
-out=$(timeout "$LIMIT" "$HVDRUN" -np 3 sh -c 'echo "rank $PMIX_RANK"' |
+out=$(timeout -k 10 "$LIMIT" "$HVDRUN" -np 3 sh -c 'echo "rank $PMIX_RANK"' |
 	sort | tr '\n' ,)
 is "$out" "rank 0,rank 1,rank 2," "non-PMIx program: 3 ranks, exit 0"
 
 # hvdrun inside hvdrun: the inner one must not inherit the outer job.
-timeout "$LIMIT" "$HVDRUN" -np 1 "$HVDRUN" -np 2 --tag-output "$CLIENT" \
+timeout -k 10 "$LIMIT" "$HVDRUN" -np 1 "$HVDRUN" -np 2 --tag-output "$CLIENT" \
 	>"$OUT/o" 2>"$OUT/e"
 is "$?:$(sort "$OUT/o" | tr '\n' ,)" "0:[0] rank 0/2: ok,[1] rank 1/2: ok," \
 	"hvdrun inside hvdrun serves its own job"
 
 # Arguments after the program belong to the program.
-out=$(timeout "$LIMIT" "$HVDRUN" -n 1 -- echo -np 5 --tag-output)
+out=$(timeout -k 10 "$LIMIT" "$HVDRUN" -n 1 -- echo -np 5 --tag-output)
 is "$out" "-np 5 --tag-output" "arguments after the program are its own"
 
-out=$(timeout "$LIMIT" "$HVDRUN" echo hi 2>&1)
+out=$(timeout -k 10 "$LIMIT" "$HVDRUN" echo hi 2>&1)
 is "$?:$out" "2:hvdrun: the number of ranks is missing: hvdrun -np N PROGRAM [ARGS]" \
 	"missing -np is an error (exit 2)"
-out=$(timeout "$LIMIT" "$HVDRUN" -np 0 echo hi 2>&1)
+out=$(timeout -k 10 "$LIMIT" "$HVDRUN" -np 0 echo hi 2>&1)
 is "$?:$out" "2:hvdrun: -np 0: expected a number of ranks from 1 to 4096" \
 	"-np 0 is an error"
-out=$(timeout "$LIMIT" "$HVDRUN" -np 2 --frobnicate echo 2>&1)
+out=$(timeout -k 10 "$LIMIT" "$HVDRUN" -np 2 --frobnicate echo 2>&1)
 is "$?" "2" "unknown option is an error ($out)"
-out=$(timeout "$LIMIT" "$HVDRUN" -np 2 no-such-program-hvd 2>&1)
+out=$(timeout -k 10 "$LIMIT" "$HVDRUN" -np 2 no-such-program-hvd 2>&1)
 is "$?:$out" "127:hvdrun: no-such-program-hvd: command not found in PATH" \
 	"missing program: exit 127"
-out=$(timeout "$LIMIT" "$HVDRUN" -np 2 2>&1)
+out=$(timeout -k 10 "$LIMIT" "$HVDRUN" -np 2 2>&1)
 is "$?" "2" "missing program after -np is an error ($out)"
-timeout "$LIMIT" "$HVDRUN" --help | grep -q '^usage: hvdrun -np N'
+timeout -k 10 "$LIMIT" "$HVDRUN" --help | grep -q '^usage: hvdrun -np N'
 ok $? "--help prints the usage"
 
 is "$(leftovers)" "0" "no server directory left in TMPDIR"

@@ -4,7 +4,7 @@
 # named; survivors get a PMIx event; --timeout.
 . "$(dirname "$0")/hvdrun_lib.sh"
 
-plan 21
+plan 25
 
 # run EXPECTED-RC DESCRIPTION HVDRUN-ARGS...: runs hvdrun, checks the exit
 # status and that it took less than 10 s; leaves $OUT/o, $OUT/e, $ms.
@@ -12,7 +12,7 @@ run() {
 	want=$1 what=$2
 	shift 2
 	t0=$(now_ms)
-	timeout "$LIMIT" "$HVDRUN" "$@" >"$OUT/o" 2>"$OUT/e"
+	timeout -k 10 "$LIMIT" "$HVDRUN" "$@" >"$OUT/o" 2>"$OUT/e"
 	rc=$?
 	ms=$(($(now_ms) - t0))
 	if [ $rc -eq "$want" ] && [ $ms -lt 10000 ]; then
@@ -65,6 +65,16 @@ run 3 "rank exits without PMIx_Finalize" -np 3 "$CLIENT" --crash 0:exit
 has "$OUT/e" \
 	'^hvdrun: rank 0 (pid [0-9]*) exited with code 3 without calling PMIx_Finalize; stopping the other ranks$' \
 	"exit without finalize named"
+
+run 1 "rank exits 0 without PMIx_Finalize while others run" -np 2 \
+	"$CLIENT" --crash 1:exit0
+has "$OUT/e" \
+	'^hvdrun: rank 1 (pid [0-9]*) exited with code 0 without calling PMIx_Finalize; stopping the other ranks$' \
+	"exit 0 without finalize named"
+run 0 "the last rank exiting 0 without PMIx_Finalize is no failure" -np 1 \
+	"$CLIENT" --crash 0:exit0
+has "$OUT/e" '^hvdrun: warning: rank 0 (pid [0-9]*) exited without calling PMIx_Finalize$' \
+	"but it is warned about"
 
 run 5 "rank calls PMIx_Abort(5)" -np 3 "$CLIENT" --crash 1:abort
 has "$OUT/e" 'rank 1 (pid [0-9]*) called PMIx_Abort with status 5: pmix_client was asked to abort' \

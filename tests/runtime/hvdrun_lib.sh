@@ -5,7 +5,8 @@ set -u
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 HVDRUN=${HVDRUN:-$top_builddir/runtime/hvdrun}
 CLIENT=${CLIENT:-$top_builddir/tests/runtime/pmix_client}
-# Every hvdrun in these tests runs under this (seconds), so a hang fails.
+# Every hvdrun in these tests runs under timeout -k 10 $LIMIT, so a hang
+# fails (SIGKILL 10 s after the SIGTERM, should hvdrun not react).
 LIMIT=${HVDRUN_TEST_LIMIT:-60}
 
 tap_n=0

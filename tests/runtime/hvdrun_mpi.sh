@@ -17,7 +17,7 @@ export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 
 for pml in ob1 ucx; do
 	for np in 1 3; do
-		OMPI_MCA_pml=$pml timeout "$LIMIT" "$HVDRUN" -np $np "$MPIPROG" \
+		OMPI_MCA_pml=$pml timeout -k 10 "$LIMIT" "$HVDRUN" -np $np "$MPIPROG" \
 			>"$OUT/o" 2>"$OUT/e"
 		rc=$?
 		n=$(grep -c "^mpi rank [0-9]*/$np: ok$" "$OUT/o")
@@ -27,7 +27,7 @@ for pml in ob1 ucx; do
 done
 
 t0=$(now_ms)
-timeout "$LIMIT" "$HVDRUN" -np 3 "$MPIPROG" abort 1 >"$OUT/o" 2>"$OUT/e"
+timeout -k 10 "$LIMIT" "$HVDRUN" -np 3 "$MPIPROG" abort 1 >"$OUT/o" 2>"$OUT/e"
 rc=$?
 ms=$(($(now_ms) - t0))
 is "$rc" "6" "MPI_Abort(6) on rank 1: hvdrun exits 6 (in $ms ms)"

@@ -5,13 +5,13 @@
 
 plan 10
 
-timeout "$LIMIT" "$HVDRUN" -np 4 --tag-output "$CLIENT" >"$OUT/o" 2>"$OUT/e"
+timeout -k 10 "$LIMIT" "$HVDRUN" -np 4 --tag-output "$CLIENT" >"$OUT/o" 2>"$OUT/e"
 rc=$?
 bad=$(grep -vc '^\[\([0-3]\)\] rank \1/4: ok$' "$OUT/o")
 is "$rc:$(wc -l <"$OUT/o"):$bad" "0:4:0" "--tag-output prefixes [rank]"
 
 # stdout and stderr stay apart, both tagged.
-timeout "$LIMIT" "$HVDRUN" -np 2 --tag-output \
+timeout -k 10 "$LIMIT" "$HVDRUN" -np 2 --tag-output \
 	sh -c 'echo "out $PMIX_RANK"; echo "err $PMIX_RANK" >&2' \
 	>"$OUT/o" 2>"$OUT/e"
 is "$(sort "$OUT/o" | tr '\n' ,)|$(sort "$OUT/e" | tr '\n' ,)" \
@@ -19,7 +19,7 @@ is "$(sort "$OUT/o" | tr '\n' ,)|$(sort "$OUT/e" | tr '\n' ,)" \
 	"stdout and stderr forwarded separately"
 
 # A line written in pieces, while the other ranks write, arrives whole.
-timeout "$LIMIT" "$HVDRUN" -np 3 --tag-output sh -c \
+timeout -k 10 "$LIMIT" "$HVDRUN" -np 3 --tag-output sh -c \
 	'printf "begin-$PMIX_RANK"; sleep 0.3; printf " end-$PMIX_RANK\n"
 	 printf "no newline $PMIX_RANK"' >"$OUT/o" 2>"$OUT/e"
 bad=$(grep -vc -e '^\[\([0-2]\)\] begin-\1 end-\1$' \
@@ -28,17 +28,17 @@ is "$(wc -l <"$OUT/o"):$bad" "6:0" \
 	"partial lines are held until complete; the last one gets a newline"
 
 # Without --tag-output the bytes pass unchanged.
-timeout "$LIMIT" "$HVDRUN" -np 1 sh -c 'printf "a\nb"' >"$OUT/o"
+timeout -k 10 "$LIMIT" "$HVDRUN" -np 1 sh -c 'printf "a\nb"' >"$OUT/o"
 is "$(od -An -c "$OUT/o" | tr -d ' \n')" 'a\nb' "untagged output is verbatim"
 
 # Rank 0 reads hvdrun's stdin (not a terminal here); the others /dev/null.
-printf 'line1\nline2\n' | timeout "$LIMIT" "$HVDRUN" -np 2 --tag-output \
+printf 'line1\nline2\n' | timeout -k 10 "$LIMIT" "$HVDRUN" -np 2 --tag-output \
 	sh -c 'cat; echo "eof $PMIX_RANK"' >"$OUT/o" 2>"$OUT/e"
 is "$(sort "$OUT/o" | tr '\n' ,)" "[0] eof 0,[0] line1,[0] line2,[1] eof 1," \
 	"stdin goes to rank 0 only"
 
 # Volume: 4 ranks x 20000 lines of 80 bytes (6.4 MB) through pipes.
-timeout "$LIMIT" "$HVDRUN" -np 4 --tag-output "$CLIENT" --lines 20000 \
+timeout -k 10 "$LIMIT" "$HVDRUN" -np 4 --tag-output "$CLIENT" --lines 20000 \
 	>"$OUT/o" 2>"$OUT/e"
 rc=$?
 is "$rc" "0" "large output: exit 0"
@@ -51,7 +51,7 @@ for r in 0 3; do
 done
 
 # A reader that goes away does not hang or kill the job.
-timeout "$LIMIT" "$HVDRUN" -np 2 "$CLIENT" --lines 100000 2>"$OUT/e" |
+timeout -k 10 "$LIMIT" "$HVDRUN" -np 2 "$CLIENT" --lines 100000 2>"$OUT/e" |
 	head -n 1 >/dev/null
 rc=$?
 grep -q 'rank' "$OUT/e" && diag_file "$OUT/e"

@@ -20,7 +20,7 @@ wait_lines() {
 
 for sig in TERM INT; do
 	case $sig in TERM) num=15 ;; INT) num=2 ;; esac
-	timeout "$LIMIT" "$HVDRUN" -np 3 --tag-output "$CLIENT" --wait-term \
+	timeout -k 10 "$LIMIT" "$HVDRUN" -np 3 --tag-output "$CLIENT" --wait-term \
 		>"$OUT/o" 2>"$OUT/e" &
 	pid=$!
 	wait_lines "$OUT/o" 'waiting$' 3
@@ -34,7 +34,7 @@ done
 
 # A rank that ignores SIGTERM (and its child) is SIGKILLed after --grace.
 t0=$(now_ms)
-timeout "$LIMIT" "$HVDRUN" -np 2 --grace 1 sh -c \
+timeout -k 10 "$LIMIT" "$HVDRUN" -np 2 --grace 1 sh -c \
 	'trap "" TERM; echo ready; sleep 30; echo survived' \
 	>"$OUT/o" 2>"$OUT/e" &
 pid=$!

@@ -16,7 +16,8 @@
  *                    for several ranks)
  *   --stagger MS     rank r exits r*MS milliseconds after PMIx_Finalize
  *   --crash R:MODE   after the first fence, rank R: kill (SIGKILL itself),
- *                    segv, exit (exit 3 without PMIx_Finalize), abort
+ *                    segv, exit (exit 3 without PMIx_Finalize), exit0
+ *                    (exit 0 without PMIx_Finalize), abort
  *                    (PMIx_Abort with status 5); the other ranks then wait
  *                    in a fence that cannot complete
  *   --wait-term      after the exchange, print "rank R waiting", then wait
@@ -274,6 +275,8 @@ int main(int argc, char **argv)
 			raise(SIGSEGV);
 		else if (!strcmp(crash_mode, "exit"))
 			exit(3);
+		else if (!strcmp(crash_mode, "exit0"))
+			exit(0);
 		else if (!strcmp(crash_mode, "abort"))
 			PMIx_Abort(5, "pmix_client was asked to abort", NULL,
 				   0);

@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -26,8 +27,16 @@ static int write_all(struct hvdrun_sink *sink, struct iovec *iov, int n)
 		ssize_t w = writev(sink->fd, iov, n);
 
 		if (w < 0) {
-			if (errno == EINTR || errno == EAGAIN)
+			if (errno == EINTR)
 				continue;
+			if (errno == EAGAIN) {
+				/* Our stdout was left non-blocking by whoever
+				 * started us: wait instead of spinning. */
+				struct pollfd p = { sink->fd, POLLOUT, 0 };
+
+				poll(&p, 1, -1);
+				continue;
+			}
 			/* Nobody reads our output any more (EPIPE) or it
 			 * cannot be written: keep running the job. */
 			sink->broken = 1;

@@ -23,10 +23,9 @@
  * hostname`) is not a failure, nor is the last rank exiting 0 without
  * PMIx_Finalize (nobody is left waiting for it: a warning).
  *
- * Each rank runs in its own process group, so that signals reach the
- * programs a rank's shell wrapper starts, and the terminal's Ctrl-C reaches
- * the ranks once (through us) rather than twice.  PR_SET_PDEATHSIG makes the
- * ranks die with hvdrun should it be SIGKILLed.
+ * Each rank runs in its own process group (hvdrun_launch.c), so that
+ * signals reach the programs a rank's shell wrapper starts, and the
+ * terminal's Ctrl-C reaches the ranks once (through us) rather than twice.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -35,13 +34,11 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -51,7 +48,6 @@
 
 #include "hvdrun.h"
 
-extern char **environ;
 
 /* Time a failed job's survivors get to notice the PMIx event and fail on
  * their own (with their own message) before we send SIGTERM. */
@@ -291,162 +287,32 @@ static int read_output(int r, int s)
 	return 1;
 }
 
-/* ---- launch */
-
-/* PATH lookup done once, so a missing program is one clear message. */
-static char *resolve(const char *prog)
-{
-	const char *path = getenv("PATH");
-	char buf[PATH_MAX];
-
-	if (strchr(prog, '/'))
-		return access(prog, X_OK) ? NULL : strdup(prog);
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	while (*path) {
-		const char *c = strchr(path, ':');
-		size_t len = c ? (size_t)(c - path) : strlen(path);
-		struct stat st;
-
-		snprintf(buf, sizeof(buf), "%.*s%s%s", (int)len,
-			 len ? path : ".", len ? "/" : "", prog);
-		if (!len)
-			snprintf(buf, sizeof(buf), "./%s", prog);
-		if (!stat(buf, &st) && S_ISREG(st.st_mode) &&
-		    !access(buf, X_OK))
-			return strdup(buf);
-		path += len + (c ? 1 : 0);
-	}
-	return NULL;
-}
-
-/*
- * Open MPI 4.1 decides how it was launched before it looks at PMIx: with no
- * sign of mpirun, Slurm or Flux it declares itself a singleton and ignores
- * our server.  A daemon URI in the environment makes it take the
- * "launched by mpirun" path, which uses PMIx for everything it needs; the
- * daemon itself is never contacted in a normal run (nothing listens on
- * 127.0.0.1:1, so a program that tries, e.g. MPI_Comm_spawn, fails).
- */
-#define OMPI_DAEMON_VAR "OMPI_MCA_orte_local_daemon_uri"
-
-static char *ompi_daemon_uri(void)
-{
-	char *s = NULL;
-
-	if (getenv(OMPI_DAEMON_VAR))
-		return NULL;	/* the user's choice (or an outer mpirun) */
-	if (asprintf(&s, "%s=%lu.0;tcp://127.0.0.1:1", OMPI_DAEMON_VAR,
-		     ((unsigned long)getpid() & 0x7fff) << 16) < 0)
-		return NULL;
-	return s;
-}
-
-/* A rank's environment: ours minus any PMIx client settings inherited from
- * an outer launcher (srun, mpirun), which would make the rank connect to
- * that server instead of ours.  PMIX_MCA_* are user tuning: kept. */
-static char **child_env(void)
-{
-	size_t n = 0, k = 0;
-	char **env;
-
-	while (environ[n])
-		n++;
-	env = calloc(n + 2, sizeof(*env));
-	if (!env)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (!strncmp(environ[i], "PMIX_", 5) &&
-		    strncmp(environ[i], "PMIX_MCA_", 9))
-			continue;
-		env[k] = strdup(environ[i]);
-		if (!env[k])
-			goto err;
-		k++;
-	}
-	env[k] = ompi_daemon_uri();
-	return env;
-err:
-	while (k)
-		free(env[--k]);
-	free(env);
-	return NULL;
-}
-
-static void free_env(char **env)
-{
-	for (size_t i = 0; env && env[i]; i++)
-		free(env[i]);
-	free(env);
-}
+/* ---- launch (the mechanics are in hvdrun_launch.c) */
 
 static int launch(int r, const char *path, sigset_t *blocked)
 {
-	int out[2] = { -1, -1 }, err[2] = { -1, -1 };
-	char **env = child_env();
-	pid_t parent = getpid(), pid;
+	char **env = hvdrun_child_env();
+	int fd[2];
+	pid_t pid;
 
 	if (!env) {
 		fprintf(stderr, "hvdrun: out of memory\n");
 		return -1;
 	}
-	if (hvdrun_pmix_setup_rank(&server, r, &env))
-		goto err;
-	if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
-		fprintf(stderr, "hvdrun: pipe: %s\n", strerror(errno));
-		goto err;
+	if (hvdrun_pmix_setup_rank(&server, r, &env)) {
+		hvdrun_free_env(env);
+		return -1;
 	}
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0) {
-		fprintf(stderr, "hvdrun: cannot start rank %d: fork: %s\n", r,
-			strerror(errno));
-		goto err;
-	}
-	if (pid == 0) {
-		int in;
-
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(out[1], STDOUT_FILENO);
-		dup2(err[1], STDERR_FILENO);
-		/* Rank 0 gets our stdin unless it is a terminal, which a rank
-		 * outside the foreground process group may not read. */
-		if (r != 0 || isatty(STDIN_FILENO)) {
-			in = open("/dev/null", O_RDONLY);
-			if (in >= 0 && in != STDIN_FILENO) {
-				dup2(in, STDIN_FILENO);
-				close(in);
-			}
-		}
-		signal(SIGPIPE, SIG_DFL);
-		sigprocmask(SIG_UNBLOCK, blocked, NULL);
-		execve(path, opts.argv, env);
-		fprintf(stderr, "hvdrun: cannot execute %s: %s\n", path,
-			strerror(errno));
-		_exit(127);
-	}
-	setpgid(pid, pid);	/* also in the child: whichever runs first */
-	close(out[1]);
-	close(err[1]);
+	pid = hvdrun_spawn(r, path, opts.argv, env, blocked, fd);
+	hvdrun_free_env(env);
+	if (pid < 0)
+		return -1;
 	ranks[r].pid = pid;
-	ranks[r].fd[0] = out[0];
-	ranks[r].fd[1] = err[0];
+	ranks[r].fd[0] = fd[0];
+	ranks[r].fd[1] = fd[1];
 	ranks[r].running = 1;
 	nrunning++;
-	free_env(env);
 	return 0;
-err:
-	for (int i = 0; i < 2; i++) {
-		if (out[i] >= 0)
-			close(out[i]);
-		if (err[i] >= 0)
-			close(err[i]);
-	}
-	free_env(env);
-	return -1;
 }
 
 /* ---- private server directory */
@@ -649,7 +515,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "hvdrun: %s\n", err);
 		return 2;
 	}
-	path = resolve(opts.argv[0]);
+	path = hvdrun_resolve(opts.argv[0]);
 	if (!path) {
 		fprintf(stderr, "hvdrun: %s: %s\n", opts.argv[0],
 			strchr(opts.argv[0], '/') ?

@@ -10,6 +10,7 @@
  *   hvdrun.c         main: launch, event loop, exit policy
  *   hvdrun_opts.c    command line (pure)
  *   hvdrun_output.c  line-buffered forwarding of rank output (pure + write)
+ *   hvdrun_launch.c  program lookup, rank environment, fork/exec
  *   hvdrun_pmix.c    PMIx server module, job registration, notifications
  *
  * Threads: the main thread owns everything except the few flags the PMIx
@@ -20,6 +21,7 @@
 #define HVDRUN_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -34,7 +36,7 @@ struct hvdrun_opts {
 	int timeout;		/* seconds, 0 = none */
 	int grace;		/* seconds between SIGTERM and SIGKILL */
 	int verbose;
-	char **argv;		/* program and its arguments (points into argv) */
+	char **argv;		/* program and its arguments (in main's argv) */
 };
 
 enum hvdrun_parse {
@@ -76,6 +78,18 @@ int hvdrun_linebuf_feed(struct hvdrun_linebuf *lb, const char *data,
 int hvdrun_linebuf_flush(struct hvdrun_linebuf *lb, struct hvdrun_sink *sink,
 			 const char *prefix);
 void hvdrun_linebuf_free(struct hvdrun_linebuf *lb);
+
+/* ---- starting ranks (hvdrun_launch.c) */
+
+/* The executable PROGRAM names (PATH lookup), malloc'd; NULL if none. */
+char *hvdrun_resolve(const char *prog);
+/* A rank's environment (malloc'd array of malloc'd strings). */
+char **hvdrun_child_env(void);
+void hvdrun_free_env(char **env);
+/* Fork and exec rank r; its stdout and stderr go to pipes whose read ends
+ * are returned in fd[].  Returns the pid, or -1 with a message printed. */
+pid_t hvdrun_spawn(int r, const char *path, char **argv, char **env,
+		   const sigset_t *unblock, int fd[2]);
 
 /* ---- PMIx server (hvdrun_pmix.c) */
 

@@ -33,8 +33,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <pthread.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +48,6 @@
 
 #include "hvdrun.h"
 
-
 /* Time a failed job's survivors get to notice the PMIx event and fail on
  * their own (with their own message) before we send SIGTERM. */
 #define STOP_DELAY_MS 1000
@@ -58,10 +57,10 @@
 
 struct rank {
 	pid_t pid;
-	int fd[2];		/* stdout, stderr pipe read ends, -1 closed */
+	int fd[2]; /* stdout, stderr pipe read ends, -1 closed */
 	struct hvdrun_linebuf lb[2];
 	int running;
-	int status;		/* wait status once reaped */
+	int status; /* wait status once reaped */
 };
 
 static struct hvdrun_opts opts;
@@ -69,13 +68,12 @@ static struct rank *ranks;
 static int nrunning;
 static struct hvdrun_shared shared;
 static struct hvdrun_server server;
-static struct hvdrun_sink sinks[2] = { { STDOUT_FILENO, 0 },
-				       { STDERR_FILENO, 0 } };
+static struct hvdrun_sink sinks[2] = {{STDOUT_FILENO, 0}, {STDERR_FILENO, 0}};
 
 /* Stop sequence state. */
 static int stopping;
-static long long term_at = -1, kill_at = -1;	/* ms, monotonic */
-static int fail_code;		/* exit status of the first failure, or 0 */
+static long long term_at = -1, kill_at = -1; /* ms, monotonic */
+static int fail_code; /* exit status of the first failure, or 0 */
 static int failed;
 static int timed_out;
 static int got_signal;
@@ -125,8 +123,10 @@ static void forward_signal(int sig)
 	if (!got_signal)
 		got_signal = sig;
 	if (opts.verbose)
-		fprintf(stderr, "hvdrun: got signal %d (%s); forwarding it to "
-			"the ranks\n", sig, strsignal(sig));
+		fprintf(stderr,
+			"hvdrun: got signal %d (%s); forwarding it to "
+			"the ranks\n",
+			sig, strsignal(sig));
 	signal_ranks(sig);
 	if (!stopping) {
 		stopping = 1;
@@ -146,9 +146,10 @@ static void run_deadlines(void)
 	if (kill_at >= 0 && t >= kill_at) {
 		kill_at = -1;
 		if (nrunning) {
-			fprintf(stderr, "hvdrun: %d rank%s still running "
-				"after %d s; killing\n", nrunning,
-				nrunning > 1 ? "s" : "", opts.grace);
+			fprintf(stderr,
+				"hvdrun: %d rank%s still running "
+				"after %d s; killing\n",
+				nrunning, nrunning > 1 ? "s" : "", opts.grace);
 			signal_ranks(SIGKILL);
 		}
 	}
@@ -200,14 +201,15 @@ static void rank_exited(int r, int status)
 	if (code && !first_nonzero)
 		first_nonzero = code;
 	if (stopping)
-		return;		/* expected: we are stopping everything */
+		return; /* expected: we are stopping everything */
 	if (signo) {
 		record_failure(r, code, signo, why);
 	} else if (!fin && conn && !code && !nrunning) {
 		/* The last rank: nobody is left waiting for it. */
-		fprintf(stderr, "hvdrun: warning: rank %d (pid %ld) exited "
-			"without calling PMIx_Finalize\n", r,
-			(long)ranks[r].pid);
+		fprintf(stderr,
+			"hvdrun: warning: rank %d (pid %ld) exited "
+			"without calling PMIx_Finalize\n",
+			r, (long)ranks[r].pid);
 	} else if (!fin && conn) {
 		strncat(why, " without calling PMIx_Finalize",
 			sizeof(why) - strlen(why) - 1);
@@ -250,12 +252,12 @@ static void check_abort(void)
 	abort_seen = 1;
 	if (stopping)
 		return;
-	snprintf(why, sizeof(why), "called PMIx_Abort with status %d%s%s",
-		 st, msg[0] ? ": " : "", msg);
+	snprintf(why, sizeof(why), "called PMIx_Abort with status %d%s%s", st,
+		 msg[0] ? ": " : "", msg);
 	failed = 1;
 	fail_code = st ? (st & 0xff ? st & 0xff : 1) : 1;
-	fprintf(stderr, "hvdrun: rank %d (pid %ld) %s; stopping the ranks\n",
-		r, (long)ranks[r].pid, why);
+	fprintf(stderr, "hvdrun: rank %d (pid %ld) %s; stopping the ranks\n", r,
+		(long)ranks[r].pid, why);
 	hvdrun_pmix_notify_term(&server, r, st, 0);
 	/* Not at once: ranks dying while PMIx still delivers the event (and
 	 * answers the abort) can deadlock the PMIx 4.2 progress thread. */
@@ -280,8 +282,10 @@ static int read_output(int r, int s)
 	}
 	if (hvdrun_linebuf_feed(&ranks[r].lb[s], buf, (size_t)n, &sinks[s],
 				prefix)) {
-		fprintf(stderr, "hvdrun: out of memory buffering the output "
-			"of rank %d\n", r);
+		fprintf(stderr,
+			"hvdrun: out of memory buffering the output "
+			"of rank %d\n",
+			r);
 		return -1;
 	}
 	return 1;
@@ -345,8 +349,10 @@ static int teardown_ret;
 static void *watchdog(void *arg)
 {
 	sleep(TEARDOWN_S);
-	fprintf(stderr, "hvdrun: the PMIx server did not shut down in %d s; "
-		"exiting without it\n", TEARDOWN_S);
+	fprintf(stderr,
+		"hvdrun: the PMIx server did not shut down in %d s; "
+		"exiting without it\n",
+		TEARDOWN_S);
 	remove_tmpdir();
 	_exit(teardown_ret);
 	return arg;
@@ -371,9 +377,10 @@ static int make_tmpdir(void)
 	snprintf(server.tmpdir, sizeof(server.tmpdir), "%s/hvdrun.XXXXXX",
 		 base);
 	if (!mkdtemp(server.tmpdir)) {
-		fprintf(stderr, "hvdrun: cannot create a directory in %s: "
-			"%s; set TMPDIR to a writable directory\n", base,
-			strerror(errno));
+		fprintf(stderr,
+			"hvdrun: cannot create a directory in %s: "
+			"%s; set TMPDIR to a writable directory\n",
+			base, strerror(errno));
 		server.tmpdir[0] = '\0';
 		return -1;
 	}
@@ -407,8 +414,8 @@ static int loop(int sfd, int wake_rd)
 {
 	struct pollfd *pfd = calloc((size_t)opts.np * 2 + 2, sizeof(*pfd));
 	int *who = calloc((size_t)opts.np * 2 + 2, sizeof(*who));
-	long long deadline = opts.timeout ?
-		now_ms() + (long long)opts.timeout * 1000 : -1;
+	long long deadline =
+	    opts.timeout ? now_ms() + (long long)opts.timeout * 1000 : -1;
 	long long drain_end = -1;
 
 	if (!pfd || !who) {
@@ -431,8 +438,10 @@ static int loop(int sfd, int wake_rd)
 		}
 		if (deadline >= 0 && t >= deadline && !stopping) {
 			timed_out = 1;
-			fprintf(stderr, "hvdrun: --timeout of %d s expired; "
-				"stopping the ranks\n", opts.timeout);
+			fprintf(stderr,
+				"hvdrun: --timeout of %d s expired; "
+				"stopping the ranks\n",
+				opts.timeout);
 			stop_job(0);
 		}
 		run_deadlines();
@@ -500,7 +509,7 @@ int main(int argc, char **argv)
 	char *path = NULL;
 	sigset_t blocked;
 	struct rlimit rl;
-	int sfd = -1, wake[2] = { -1, -1 }, ret = 1, r;
+	int sfd = -1, wake[2] = {-1, -1}, ret = 1, r;
 
 	switch (hvdrun_parse_args(argc, argv, &opts, err, sizeof(err))) {
 	case HVDRUN_PARSE_OK:
@@ -518,9 +527,9 @@ int main(int argc, char **argv)
 	path = hvdrun_resolve(opts.argv[0]);
 	if (!path) {
 		fprintf(stderr, "hvdrun: %s: %s\n", opts.argv[0],
-			strchr(opts.argv[0], '/') ?
-			"not an executable file" :
-			"command not found in PATH");
+			strchr(opts.argv[0], '/')
+			    ? "not an executable file"
+			    : "command not found in PATH");
 		return 127;
 	}
 
@@ -555,8 +564,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	sfd = signalfd(-1, &blocked, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0 || pipe2(wake, O_CLOEXEC | O_NONBLOCK)) {
-		fprintf(stderr, "hvdrun: signalfd/pipe: %s\n",
-			strerror(errno));
+		fprintf(stderr, "hvdrun: signalfd/pipe: %s\n", strerror(errno));
 		goto out;
 	}
 	shared.wake_fd = wake[1];
@@ -564,8 +572,10 @@ int main(int argc, char **argv)
 	if (make_tmpdir())
 		goto out;
 	if (hvdrun_pmix_init(&server, &shared, opts.np, opts.verbose)) {
-		fprintf(stderr, "hvdrun: cannot start the PMIx server (server "
-			"directory %s)\n", server.tmpdir);
+		fprintf(stderr,
+			"hvdrun: cannot start the PMIx server (server "
+			"directory %s)\n",
+			server.tmpdir);
 		goto out;
 	}
 	for (r = 0; r < opts.np; r++) {
@@ -593,9 +603,10 @@ int main(int argc, char **argv)
 			int st = ranks[r].status;
 
 			if (WIFEXITED(st) && WEXITSTATUS(st) == ret) {
-				fprintf(stderr, "hvdrun: rank %d (pid %ld) "
-					"exited with code %d\n", r,
-					(long)ranks[r].pid, ret);
+				fprintf(stderr,
+					"hvdrun: rank %d (pid %ld) "
+					"exited with code %d\n",
+					r, (long)ranks[r].pid, ret);
 				break;
 			}
 		}

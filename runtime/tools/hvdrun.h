@@ -31,19 +31,19 @@
 /* ---- command line (hvdrun_opts.c) */
 
 struct hvdrun_opts {
-	int np;			/* number of ranks */
-	int tag_output;		/* prefix each line with "[rank] " */
-	int timeout;		/* seconds, 0 = none */
-	int grace;		/* seconds between SIGTERM and SIGKILL */
+	int np;		/* number of ranks */
+	int tag_output; /* prefix each line with "[rank] " */
+	int timeout;	/* seconds, 0 = none */
+	int grace;	/* seconds between SIGTERM and SIGKILL */
 	int verbose;
-	char **argv;		/* program and its arguments (in main's argv) */
+	char **argv; /* program and its arguments (in main's argv) */
 };
 
 enum hvdrun_parse {
 	HVDRUN_PARSE_OK = 0,
-	HVDRUN_PARSE_HELP,	/* --help: print usage, exit 0 */
-	HVDRUN_PARSE_VERSION,	/* --version */
-	HVDRUN_PARSE_ERROR,	/* message in err */
+	HVDRUN_PARSE_HELP,    /* --help: print usage, exit 0 */
+	HVDRUN_PARSE_VERSION, /* --version */
+	HVDRUN_PARSE_ERROR,   /* message in err */
 };
 
 enum hvdrun_parse hvdrun_parse_args(int argc, char **argv,
@@ -72,9 +72,8 @@ struct hvdrun_sink {
 	int broken;
 };
 
-int hvdrun_linebuf_feed(struct hvdrun_linebuf *lb, const char *data,
-			size_t n, struct hvdrun_sink *sink,
-			const char *prefix);
+int hvdrun_linebuf_feed(struct hvdrun_linebuf *lb, const char *data, size_t n,
+			struct hvdrun_sink *sink, const char *prefix);
 int hvdrun_linebuf_flush(struct hvdrun_linebuf *lb, struct hvdrun_sink *sink,
 			 const char *prefix);
 void hvdrun_linebuf_free(struct hvdrun_linebuf *lb);
@@ -96,19 +95,19 @@ pid_t hvdrun_spawn(int r, const char *path, char **argv, char **env,
 /* Flags set by the PMIx progress thread, read by the main thread. */
 struct hvdrun_shared {
 	pthread_mutex_t lock;
-	int wake_fd;		/* write end of the main loop's wake pipe */
+	int wake_fd; /* write end of the main loop's wake pipe */
 	int np;
-	unsigned char *connected;	/* per rank: called PMIx_Init */
-	unsigned char *finalized;	/* per rank: called PMIx_Finalize */
-	int abort_rank;		/* first rank that called PMIx_Abort, or -1 */
+	unsigned char *connected; /* per rank: called PMIx_Init */
+	unsigned char *finalized; /* per rank: called PMIx_Finalize */
+	int abort_rank;		  /* first rank that called PMIx_Abort, or -1 */
 	int abort_status;
 	char abort_msg[256];
-	unsigned fences;	/* fence_nb upcalls served (for -v / tests) */
+	unsigned fences; /* fence_nb upcalls served (for -v / tests) */
 };
 
 struct hvdrun_server {
 	char tmpdir[4096];
-	char nspace[256];	/* a pmix_nspace_t */
+	char nspace[256]; /* a pmix_nspace_t */
 	int initialized;
 	int registered;
 };
@@ -118,8 +117,8 @@ int hvdrun_pmix_init(struct hvdrun_server *srv, struct hvdrun_shared *sh,
 /* Register rank r and add the PMIx client variables to *env. */
 int hvdrun_pmix_setup_rank(struct hvdrun_server *srv, int rank, char ***env);
 /* Tell the surviving ranks that `rank` terminated abnormally. */
-void hvdrun_pmix_notify_term(struct hvdrun_server *srv, int rank,
-			     int exit_code, int signo);
+void hvdrun_pmix_notify_term(struct hvdrun_server *srv, int rank, int exit_code,
+			     int signo);
 void hvdrun_pmix_fini(struct hvdrun_server *srv);
 
 #endif /* HVDRUN_H */

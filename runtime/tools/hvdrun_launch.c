@@ -68,7 +68,7 @@ static char *ompi_daemon_uri(void)
 	char *s = NULL;
 
 	if (getenv(OMPI_DAEMON_VAR))
-		return NULL;	/* the user's choice (or an outer mpirun) */
+		return NULL; /* the user's choice (or an outer mpirun) */
 	if (asprintf(&s, "%s=%lu.0;tcp://127.0.0.1:1", OMPI_DAEMON_VAR,
 		     ((unsigned long)getpid() & 0x7fff) << 16) < 0)
 		return NULL;
@@ -116,7 +116,7 @@ void hvdrun_free_env(char **env)
 pid_t hvdrun_spawn(int r, const char *path, char **argv, char **env,
 		   const sigset_t *unblock, int fd[2])
 {
-	int out[2] = { -1, -1 }, err[2] = { -1, -1 };
+	int out[2] = {-1, -1}, err[2] = {-1, -1};
 	pid_t parent = getpid(), pid;
 
 	if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
@@ -155,7 +155,7 @@ pid_t hvdrun_spawn(int r, const char *path, char **argv, char **env,
 			strerror(errno));
 		_exit(127);
 	}
-	setpgid(pid, pid);	/* also in the child: whichever runs first */
+	setpgid(pid, pid); /* also in the child: whichever runs first */
 	close(out[1]);
 	close(err[1]);
 	fd[0] = out[0];
@@ -170,4 +170,3 @@ err:
 	}
 	return -1;
 }
-

@@ -22,7 +22,8 @@ void hvdrun_usage(FILE *f)
 	fputs("usage: hvdrun -np N [--tag-output] [--timeout SECONDS] "
 	      "[--grace SECONDS] [-v] [--] PROGRAM [ARGS...]\n"
 	      "Run N ranks of PROGRAM on this machine and serve them PMIx.\n"
-	      "  -np N, -n N         number of ranks (1.." "4096)\n"
+	      "  -np N, -n N         number of ranks (1.."
+	      "4096)\n"
 	      "  --tag-output        prefix every output line with [rank]\n"
 	      "  --timeout SECONDS   stop all ranks after SECONDS, exit 124\n"
 	      "  --grace SECONDS     wait between SIGTERM and SIGKILL when "
@@ -30,7 +31,8 @@ void hvdrun_usage(FILE *f)
 	      "                      (default 5)\n"
 	      "  -v, --verbose       report PMIx connections, fences, exits\n"
 	      "  -h, --help          this text\n"
-	      "  --version           print the version\n", f);
+	      "  --version           print the version\n",
+	      f);
 }
 
 static void say(char *err, size_t errlen, const char *fmt, ...)
@@ -84,7 +86,7 @@ enum hvdrun_parse hvdrun_parse_args(int argc, char **argv,
 				    struct hvdrun_opts *o, char *err,
 				    size_t errlen)
 {
-	static const char *const np_names[] = { "-np", "--np", "-n" };
+	static const char *const np_names[] = {"-np", "--np", "-n"};
 	int i;
 
 	memset(o, 0, sizeof(*o));
@@ -104,8 +106,7 @@ enum hvdrun_parse hvdrun_parse_args(int argc, char **argv,
 		if (a[0] != '-' || !a[1])
 			break;
 		for (k = 0; k < sizeof(np_names) / sizeof(*np_names); k++) {
-			v = opt_value(a, np_names[k], argc, argv, &i,
-				      &missing);
+			v = opt_value(a, np_names[k], argc, argv, &i, &missing);
 			if (v)
 				break;
 		}
@@ -119,19 +120,20 @@ enum hvdrun_parse hvdrun_parse_args(int argc, char **argv,
 			if (o->np < 0) {
 				say(err, errlen,
 				    "-np %s: expected a number of ranks from "
-				    "1 to %d", v, HVDRUN_MAX_NP);
+				    "1 to %d",
+				    v, HVDRUN_MAX_NP);
 				return HVDRUN_PARSE_ERROR;
 			}
 			continue;
 		}
-		if ((v = opt_value(a, "--timeout", argc, argv, &i,
-				   &missing))) {
+		if ((v = opt_value(a, "--timeout", argc, argv, &i, &missing))) {
 			long t = missing ? -1 : parse_int(v, 0, INT_MAX);
 
 			if (t < 0) {
 				say(err, errlen,
 				    "--timeout %s: expected a whole number "
-				    "of seconds (0 = none)", missing ? "" : v);
+				    "of seconds (0 = none)",
+				    missing ? "" : v);
 				return HVDRUN_PARSE_ERROR;
 			}
 			o->timeout = (int)t;
@@ -143,7 +145,8 @@ enum hvdrun_parse hvdrun_parse_args(int argc, char **argv,
 			if (t < 0) {
 				say(err, errlen,
 				    "--grace %s: expected a whole number of "
-				    "seconds from 0 to 3600", missing ? "" : v);
+				    "seconds from 0 to 3600",
+				    missing ? "" : v);
 				return HVDRUN_PARSE_ERROR;
 			}
 			o->grace = (int)t;
@@ -154,7 +157,7 @@ enum hvdrun_parse hvdrun_parse_args(int argc, char **argv,
 		} else if (!strcmp(a, "--verbose")) {
 			o->verbose++;
 		} else if (a[1] == 'v' && strspn(a + 1, "v") == strlen(a + 1)) {
-			o->verbose += (int)strlen(a + 1);	/* -v, -vv */
+			o->verbose += (int)strlen(a + 1); /* -v, -vv */
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			return HVDRUN_PARSE_HELP;
 		} else if (!strcmp(a, "--version")) {
@@ -162,18 +165,22 @@ enum hvdrun_parse hvdrun_parse_args(int argc, char **argv,
 		} else {
 			say(err, errlen,
 			    "unknown option %s (see hvdrun --help; put -- "
-			    "before a program whose name starts with -)", a);
+			    "before a program whose name starts with -)",
+			    a);
 			return HVDRUN_PARSE_ERROR;
 		}
 	}
 	if (o->np < 0) {
-		say(err, errlen, "the number of ranks is missing: "
+		say(err, errlen,
+		    "the number of ranks is missing: "
 		    "hvdrun -np N PROGRAM [ARGS]");
 		return HVDRUN_PARSE_ERROR;
 	}
 	if (i >= argc) {
-		say(err, errlen, "the program to run is missing: "
-		    "hvdrun -np %d PROGRAM [ARGS]", o->np);
+		say(err, errlen,
+		    "the program to run is missing: "
+		    "hvdrun -np %d PROGRAM [ARGS]",
+		    o->np);
 		return HVDRUN_PARSE_ERROR;
 	}
 	o->argv = argv + i;

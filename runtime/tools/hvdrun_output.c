@@ -32,7 +32,7 @@ static int write_all(struct hvdrun_sink *sink, struct iovec *iov, int n)
 			if (errno == EAGAIN) {
 				/* Our stdout was left non-blocking by whoever
 				 * started us: wait instead of spinning. */
-				struct pollfd p = { sink->fd, POLLOUT, 0 };
+				struct pollfd p = {sink->fd, POLLOUT, 0};
 
 				poll(&p, 1, -1);
 				continue;
@@ -74,8 +74,8 @@ static int emit(struct hvdrun_sink *sink, const char *prefix, const char *p,
 	return write_all(sink, iov, k);
 }
 
-int hvdrun_linebuf_feed(struct hvdrun_linebuf *lb, const char *data,
-			size_t n, struct hvdrun_sink *sink, const char *prefix)
+int hvdrun_linebuf_feed(struct hvdrun_linebuf *lb, const char *data, size_t n,
+			struct hvdrun_sink *sink, const char *prefix)
 {
 	const char *p = data, *end = data + n;
 
@@ -109,8 +109,7 @@ int hvdrun_linebuf_feed(struct hvdrun_linebuf *lb, const char *data,
 			emit(sink, prefix, lb->buf, lb->len, 0);
 			lb->len = 0;
 		} else if (lb->len >= HVDRUN_LINE_MAX) {
-			emit(sink, prefix, lb->buf, lb->len,
-			     prefix && *prefix);
+			emit(sink, prefix, lb->buf, lb->len, prefix && *prefix);
 			lb->len = 0;
 		}
 	}

@@ -45,8 +45,11 @@ struct waiter {
 	pmix_status_t status;
 };
 
-#define WAITER_INIT { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, \
-		      0, PMIX_SUCCESS }
+#define WAITER_INIT                                                            \
+	{                                                                      \
+		PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,        \
+		    PMIX_SUCCESS                                               \
+	}
 
 static void waiter_cb(pmix_status_t status, void *cbdata)
 {
@@ -91,9 +94,8 @@ static int rank_ok(const pmix_proc_t *proc)
 
 /* ---- the host module */
 
-static pmix_status_t up_connected(const pmix_proc_t *proc,
-				  void *server_object, pmix_op_cbfunc_t cbfunc,
-				  void *cbdata)
+static pmix_status_t up_connected(const pmix_proc_t *proc, void *server_object,
+				  pmix_op_cbfunc_t cbfunc, void *cbdata)
 {
 	if (rank_ok(proc)) {
 		pthread_mutex_lock(&shared->lock);
@@ -108,9 +110,8 @@ static pmix_status_t up_connected(const pmix_proc_t *proc,
 	return PMIX_SUCCESS;
 }
 
-static pmix_status_t up_finalized(const pmix_proc_t *proc,
-				  void *server_object, pmix_op_cbfunc_t cbfunc,
-				  void *cbdata)
+static pmix_status_t up_finalized(const pmix_proc_t *proc, void *server_object,
+				  pmix_op_cbfunc_t cbfunc, void *cbdata)
 {
 	if (rank_ok(proc)) {
 		pthread_mutex_lock(&shared->lock);
@@ -127,9 +128,9 @@ static pmix_status_t up_finalized(const pmix_proc_t *proc,
 }
 
 static pmix_status_t up_abort(const pmix_proc_t *proc, void *server_object,
-			      int status, const char msg[],
-			      pmix_proc_t procs[], size_t nprocs,
-			      pmix_op_cbfunc_t cbfunc, void *cbdata)
+			      int status, const char msg[], pmix_proc_t procs[],
+			      size_t nprocs, pmix_op_cbfunc_t cbfunc,
+			      void *cbdata)
 {
 	pthread_mutex_lock(&shared->lock);
 	if (shared->abort_rank < 0 && rank_ok(proc)) {
@@ -189,24 +190,24 @@ static pmix_status_t up_dmodex(const pmix_proc_t *proc,
 }
 
 static pmix_server_module_t module = {
-	.client_connected = up_connected,
-	.client_finalized = up_finalized,
-	.abort = up_abort,
-	.fence_nb = up_fence_nb,
-	.direct_modex = up_dmodex,
+    .client_connected = up_connected,
+    .client_finalized = up_finalized,
+    .abort = up_abort,
+    .fence_nb = up_fence_nb,
+    .direct_modex = up_dmodex,
 };
 
 /* ---- job registration */
 
-#define CHECK(call)                                                          \
-	do {                                                                 \
-		pmix_status_t rc_ = (call);                                  \
-		if (rc_ != PMIX_SUCCESS) {                                   \
-			fprintf(stderr, "hvdrun: %s failed: %s (%s:%d)\n",   \
-				#call, PMIx_Error_string(rc_), __FILE__,     \
-				__LINE__);                                   \
-			goto err;                                            \
-		}                                                            \
+#define CHECK(call)                                                            \
+	do {                                                                   \
+		pmix_status_t rc_ = (call);                                    \
+		if (rc_ != PMIX_SUCCESS) {                                     \
+			fprintf(stderr, "hvdrun: %s failed: %s (%s:%d)\n",     \
+				#call, PMIx_Error_string(rc_), __FILE__,       \
+				__LINE__);                                     \
+			goto err;                                              \
+		}                                                              \
 	} while (0)
 
 /* Append a pmix_data_array_t of the infos on `sub` to `list` under key. */
@@ -234,8 +235,8 @@ static char *rank_list(int np)
 		return NULL;
 	s[0] = '\0';
 	for (r = 0; r < np; r++)
-		len += (size_t)snprintf(s + len, cap - len, r ? ",%d" : "%d",
-					r);
+		len +=
+		    (size_t)snprintf(s + len, cap - len, r ? ",%d" : "%d", r);
 	return s;
 }
 
@@ -312,22 +313,22 @@ static int register_job(struct hvdrun_server *srv, int np)
 		uint16_t lr = (uint16_t)r;
 
 		sub = PMIx_Info_list_start();
-		CHECK(PMIx_Info_list_add(sub, PMIX_RANK, &rank,
-					 PMIX_PROC_RANK));
+		CHECK(
+		    PMIx_Info_list_add(sub, PMIX_RANK, &rank, PMIX_PROC_RANK));
 		CHECK(PMIx_Info_list_add(sub, PMIX_GLOBAL_RANK, &rank,
 					 PMIX_PROC_RANK));
 		CHECK(PMIx_Info_list_add(sub, PMIX_APP_RANK, &rank,
 					 PMIX_PROC_RANK));
-		CHECK(PMIx_Info_list_add(sub, PMIX_APPNUM, &zero32,
-					 PMIX_UINT32));
-		CHECK(PMIx_Info_list_add(sub, PMIX_LOCAL_RANK, &lr,
-					 PMIX_UINT16));
-		CHECK(PMIx_Info_list_add(sub, PMIX_NODE_RANK, &lr,
-					 PMIX_UINT16));
-		CHECK(PMIx_Info_list_add(sub, PMIX_NODEID, &zero32,
-					 PMIX_UINT32));
-		CHECK(PMIx_Info_list_add(sub, PMIX_HOSTNAME, host,
-					 PMIX_STRING));
+		CHECK(
+		    PMIx_Info_list_add(sub, PMIX_APPNUM, &zero32, PMIX_UINT32));
+		CHECK(
+		    PMIx_Info_list_add(sub, PMIX_LOCAL_RANK, &lr, PMIX_UINT16));
+		CHECK(
+		    PMIx_Info_list_add(sub, PMIX_NODE_RANK, &lr, PMIX_UINT16));
+		CHECK(
+		    PMIx_Info_list_add(sub, PMIX_NODEID, &zero32, PMIX_UINT32));
+		CHECK(
+		    PMIx_Info_list_add(sub, PMIX_HOSTNAME, host, PMIX_STRING));
 		CHECK(PMIx_Info_list_add(sub, PMIX_REINCARNATION, &zero32,
 					 PMIX_UINT32));
 		CHECK(add_array(job, PMIX_PROC_INFO_ARRAY, sub));
@@ -338,9 +339,9 @@ static int register_job(struct hvdrun_server *srv, int np)
 	CHECK(PMIx_Info_list_convert(job, &da));
 	info = da.array;
 	ninfo = da.size;
-	CHECK(waiter_wait(&w, PMIx_server_register_nspace(srv->nspace, np,
-							    info, ninfo,
-							    waiter_cb, &w)));
+	CHECK(
+	    waiter_wait(&w, PMIx_server_register_nspace(srv->nspace, np, info,
+							ninfo, waiter_cb, &w)));
 	srv->registered = 1;
 	ret = 0;
 err:
@@ -371,10 +372,8 @@ int hvdrun_pmix_init(struct hvdrun_server *srv, struct hvdrun_shared *sh,
 		 (long)getpid());
 	snprintf(srvns, sizeof(srvns), "hvdrun-server.%ld", (long)getpid());
 
-	PMIX_INFO_LOAD(&info[0], PMIX_SERVER_TMPDIR, srv->tmpdir,
-		       PMIX_STRING);
-	PMIX_INFO_LOAD(&info[1], PMIX_SYSTEM_TMPDIR, srv->tmpdir,
-		       PMIX_STRING);
+	PMIX_INFO_LOAD(&info[0], PMIX_SERVER_TMPDIR, srv->tmpdir, PMIX_STRING);
+	PMIX_INFO_LOAD(&info[1], PMIX_SYSTEM_TMPDIR, srv->tmpdir, PMIX_STRING);
 	PMIX_INFO_LOAD(&info[2], PMIX_SERVER_NSPACE, srvns, PMIX_STRING);
 	PMIX_INFO_LOAD(&info[3], PMIX_SERVER_RANK, &srank, PMIX_PROC_RANK);
 	(void)no;
@@ -383,10 +382,8 @@ int hvdrun_pmix_init(struct hvdrun_server *srv, struct hvdrun_shared *sh,
 
 	if (register_job(srv, np))
 		goto err;
-	CHECK(waiter_wait(&w, PMIx_server_setup_local_support(srv->nspace,
-							      NULL, 0,
-							      waiter_cb,
-							      &w)));
+	CHECK(waiter_wait(&w, PMIx_server_setup_local_support(
+				  srv->nspace, NULL, 0, waiter_cb, &w)));
 	return 0;
 err:
 	return -1;
@@ -400,9 +397,9 @@ int hvdrun_pmix_setup_rank(struct hvdrun_server *srv, int rank, char ***env)
 	PMIX_LOAD_PROCID(&proc, srv->nspace, (pmix_rank_t)rank);
 	/* Register before the fork so a fast client never connects to a
 	 * server that does not know it yet. */
-	CHECK(waiter_wait(&w, PMIx_server_register_client(&proc, getuid(),
-							    getgid(), NULL,
-							    waiter_cb, &w)));
+	CHECK(waiter_wait(&w,
+			  PMIx_server_register_client(&proc, getuid(), getgid(),
+						      NULL, waiter_cb, &w)));
 	CHECK(PMIx_server_setup_fork(&proc, env));
 	return 0;
 err:
@@ -425,8 +422,8 @@ static void notice_done(pmix_status_t status, void *cbdata)
 	free(n);
 }
 
-void hvdrun_pmix_notify_term(struct hvdrun_server *srv, int rank,
-			     int exit_code, int signo)
+void hvdrun_pmix_notify_term(struct hvdrun_server *srv, int rank, int exit_code,
+			     int signo)
 {
 	struct notice *n = calloc(1, sizeof(*n));
 	pmix_status_t rc;
@@ -439,19 +436,20 @@ void hvdrun_pmix_notify_term(struct hvdrun_server *srv, int rank,
 		       PMIX_PROC);
 	PMIX_INFO_LOAD(&n->info[1], PMIX_EXIT_CODE, &exit_code, PMIX_INT);
 	/* We are about to stop the whole job. */
-	PMIX_INFO_LOAD(&n->info[2], PMIX_EVENT_TERMINATE_JOB, &yes,
-		       PMIX_BOOL);
+	PMIX_INFO_LOAD(&n->info[2], PMIX_EVENT_TERMINATE_JOB, &yes, PMIX_BOOL);
 	(void)signo;
 	/* The source is the dead rank, so that PMIX_RANGE_NAMESPACE means
 	 * its job: every surviving rank. */
-	rc = PMIx_Notify_event(PMIX_ERR_PROC_TERM_WO_SYNC, &n->proc,
-			       PMIX_RANGE_NAMESPACE, n->info, 3, notice_done,
-			       n);
+	rc =
+	    PMIx_Notify_event(PMIX_ERR_PROC_TERM_WO_SYNC, &n->proc,
+			      PMIX_RANGE_NAMESPACE, n->info, 3, notice_done, n);
 	if (rc == PMIX_OPERATION_SUCCEEDED) {
 		notice_done(PMIX_SUCCESS, n);
 	} else if (rc != PMIX_SUCCESS) {
-		fprintf(stderr, "hvdrun: cannot notify the ranks that rank "
-			"%d terminated: %s\n", rank, PMIx_Error_string(rc));
+		fprintf(stderr,
+			"hvdrun: cannot notify the ranks that rank "
+			"%d terminated: %s\n",
+			rank, PMIx_Error_string(rc));
 		notice_done(rc, n);
 	}
 }

@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 		}
 	free(all);
 	MPI_Barrier(MPI_COMM_WORLD);
-	if (argc == 3)		/* abort mode: the survivors wait */
+	if (argc == 3) /* abort mode: the survivors wait */
 		sleep(30);
 	MPI_Finalize();
 	if (!bad)

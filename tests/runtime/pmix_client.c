@@ -38,13 +38,13 @@ static pmix_proc_t me;
 static int failures;
 static volatile sig_atomic_t got_sig;
 
-#define FAIL(...)                                                            \
-	do {                                                                 \
-		printf("rank %u: ", me.rank);                                \
-		printf(__VA_ARGS__);                                         \
-		printf("\n");                                                \
-		fflush(stdout);                                              \
-		failures++;                                                  \
+#define FAIL(...)                                                              \
+	do {                                                                   \
+		printf("rank %u: ", me.rank);                                  \
+		printf(__VA_ARGS__);                                           \
+		printf("\n");                                                  \
+		fflush(stdout);                                                \
+		failures++;                                                    \
 	} while (0)
 
 static pmix_value_t *get(pmix_rank_t rank, const char *key)
@@ -56,8 +56,9 @@ static pmix_value_t *get(pmix_rank_t rank, const char *key)
 	PMIX_LOAD_PROCID(&p, me.nspace, rank);
 	rc = PMIx_Get(&p, key, NULL, 0, &v);
 	if (rc != PMIX_SUCCESS) {
-		FAIL("PMIx_Get(rank %d, %s): %s", rank == PMIX_RANK_WILDCARD ?
-		     -1 : (int)rank, key, PMIx_Error_string(rc));
+		FAIL("PMIx_Get(rank %d, %s): %s",
+		     rank == PMIX_RANK_WILDCARD ? -1 : (int)rank, key,
+		     PMIx_Error_string(rc));
 		return NULL;
 	}
 	return v;
@@ -85,8 +86,7 @@ static long get_int(pmix_rank_t rank, const char *key)
 		x = v->data.integer;
 		break;
 	default:
-		FAIL("%s has PMIx type %d, expected an integer", key,
-		     v->type);
+		FAIL("%s has PMIx type %d, expected an integer", key, v->type);
 	}
 	PMIX_VALUE_RELEASE(v);
 	return x;
@@ -128,9 +128,9 @@ static void fence(int collect)
 	PMIX_INFO_DESTRUCT(&info);
 }
 
-static void on_event(size_t id, pmix_status_t status,
-		     const pmix_proc_t *source, pmix_info_t info[],
-		     size_t ninfo, pmix_info_t results[], size_t nresults,
+static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
+		     pmix_info_t info[], size_t ninfo, pmix_info_t results[],
+		     size_t nresults,
 		     pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
 {
 	long who = source ? (long)source->rank : -1;
@@ -144,10 +144,7 @@ static void on_event(size_t id, pmix_status_t status,
 	_exit(7);
 }
 
-static void on_signal(int sig)
-{
-	got_sig = sig;
-}
+static void on_signal(int sig) { got_sig = sig; }
 
 int main(int argc, char **argv)
 {
@@ -170,8 +167,8 @@ int main(int argc, char **argv)
 				fprintf(stderr, "pmix_client: bad --exit\n");
 				return 2;
 			}
-			if (er == atoi(getenv("PMIX_RANK") ?
-				       getenv("PMIX_RANK") : "-1"))
+			if (er == atoi(getenv("PMIX_RANK") ? getenv("PMIX_RANK")
+							   : "-1"))
 				code = ec;
 		} else if (!strcmp(argv[i], "--stagger") && i + 1 < argc) {
 			stagger = atoi(argv[++i]);
@@ -199,9 +196,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (watch) {
-		pmix_status_t codes[] = { PMIX_ERR_PROC_TERM_WO_SYNC,
-					  PMIX_EVENT_PROC_TERMINATED,
-					  PMIX_ERR_PROC_ABORTED_BY_SIG };
+		pmix_status_t codes[] = {PMIX_ERR_PROC_TERM_WO_SYNC,
+					 PMIX_EVENT_PROC_TERMINATED,
+					 PMIX_ERR_PROC_ABORTED_BY_SIG};
 
 		rc = PMIx_Register_event_handler(codes, 3, NULL, 0, on_event,
 						 NULL, NULL);
@@ -212,16 +209,15 @@ int main(int argc, char **argv)
 
 	/* Job and own placement. */
 	size = get_int(PMIX_RANK_WILDCARD, PMIX_JOB_SIZE);
-	expect_int("PMIX_UNIV_SIZE", get_int(PMIX_RANK_WILDCARD,
-					     PMIX_UNIV_SIZE), size);
-	expect_int("PMIX_LOCAL_SIZE", get_int(PMIX_RANK_WILDCARD,
-					      PMIX_LOCAL_SIZE), size);
-	expect_int("PMIX_NUM_NODES", get_int(PMIX_RANK_WILDCARD,
-					     PMIX_NUM_NODES), 1);
+	expect_int("PMIX_UNIV_SIZE",
+		   get_int(PMIX_RANK_WILDCARD, PMIX_UNIV_SIZE), size);
+	expect_int("PMIX_LOCAL_SIZE",
+		   get_int(PMIX_RANK_WILDCARD, PMIX_LOCAL_SIZE), size);
+	expect_int("PMIX_NUM_NODES",
+		   get_int(PMIX_RANK_WILDCARD, PMIX_NUM_NODES), 1);
 	expect_int("PMIX_LOCAL_RANK", get_int(me.rank, PMIX_LOCAL_RANK),
 		   me.rank);
-	expect_int("PMIX_NODE_RANK", get_int(me.rank, PMIX_NODE_RANK),
-		   me.rank);
+	expect_int("PMIX_NODE_RANK", get_int(me.rank, PMIX_NODE_RANK), me.rank);
 	expect_int("PMIX_NODEID", get_int(me.rank, PMIX_NODEID), 0);
 	expect_int("PMIX_APPNUM", get_int(me.rank, PMIX_APPNUM), 0);
 	if (size < 1 || me.rank >= (pmix_rank_t)size)
@@ -239,9 +235,9 @@ int main(int argc, char **argv)
 
 		peers[0] = '\0';
 		for (r = 0; r < size && len < sizeof(peers) - 16; r++)
-			len += (size_t)snprintf(peers + len,
-						sizeof(peers) - len,
-						r ? ",%ld" : "%ld", r);
+			len +=
+			    (size_t)snprintf(peers + len, sizeof(peers) - len,
+					     r ? ",%ld" : "%ld", r);
 		if (strcmp(s, peers))
 			FAIL("PMIX_LOCAL_PEERS: expected %s, found %s", peers,
 			     s);
@@ -305,20 +301,23 @@ int main(int argc, char **argv)
 		snprintf(want, sizeof(want), "global value of rank %ld", r);
 		if (s && strcmp(s, want))
 			FAIL("hvdtest.g of rank %ld: expected '%s', found "
-			     "'%s'", r, want, s);
+			     "'%s'",
+			     r, want, s);
 		free(s);
 		s = get_str((pmix_rank_t)r, "hvdtest.l");
 		snprintf(want, sizeof(want), "local value of rank %ld", r);
 		if (s && strcmp(s, want))
 			FAIL("hvdtest.l of rank %ld: expected '%s', found "
-			     "'%s'", r, want, s);
+			     "'%s'",
+			     r, want, s);
 		free(s);
 	}
 	fence(0);
 
 	for (int i = 0; i < lines; i++)
 		printf("rank %u line %d of %d: the quick brown fox jumps over "
-		       "the lazy dog\n", me.rank, i, lines);
+		       "the lazy dog\n",
+		       me.rank, i, lines);
 
 	if (wait_term) {
 		printf("rank %u waiting\n", me.rank);

@@ -41,20 +41,24 @@ static void test_opts(void)
 	is_int(o.grace, 5, "default grace 5 s");
 	is_int(o.timeout, 0, "no timeout by default");
 
-	parse("hvdrun --np=3 --tag-output --timeout 9 --grace=2 -vv prog",
-	      &o, err, sizeof(err));
+	parse("hvdrun --np=3 --tag-output --timeout 9 --grace=2 -vv prog", &o,
+	      err, sizeof(err));
 	ok(o.np == 3 && o.tag_output && o.timeout == 9 && o.grace == 2 &&
-	   o.verbose == 2, "long forms, = values, -vv");
+	       o.verbose == 2,
+	   "long forms, = values, -vv");
 	parse("hvdrun -n 2 -- -weird --tag-output", &o, err, sizeof(err));
 	ok(o.np == 2 && !o.tag_output && !strcmp(o.argv[0], "-weird") &&
-	   !strcmp(o.argv[1], "--tag-output"), "-- ends our options");
+	       !strcmp(o.argv[1], "--tag-output"),
+	   "-- ends our options");
 	parse("hvdrun -np 2 prog --tag-output", &o, err, sizeof(err));
 	ok(!o.tag_output, "options after the program are the program's");
 
-	is_int(parse("hvdrun prog", &o, err, sizeof(err)),
-	       HVDRUN_PARSE_ERROR, "missing -np");
-	is_str(err, "the number of ranks is missing: hvdrun -np N PROGRAM "
-	       "[ARGS]", "missing -np message");
+	is_int(parse("hvdrun prog", &o, err, sizeof(err)), HVDRUN_PARSE_ERROR,
+	       "missing -np");
+	is_str(err,
+	       "the number of ranks is missing: hvdrun -np N PROGRAM "
+	       "[ARGS]",
+	       "missing -np message");
 	is_int(parse("hvdrun -np", &o, err, sizeof(err)), HVDRUN_PARSE_ERROR,
 	       "-np without a value");
 	is_int(parse("hvdrun -np 4097 p", &o, err, sizeof(err)),
@@ -67,8 +71,8 @@ static void test_opts(void)
 	       HVDRUN_PARSE_ERROR, "--timeout takes the next word: p");
 	is_int(parse("hvdrun -np 2 --grace 3601 p", &o, err, sizeof(err)),
 	       HVDRUN_PARSE_ERROR, "--grace over an hour");
-	is_int(parse("hvdrun -np 2", &o, err, sizeof(err)),
-	       HVDRUN_PARSE_ERROR, "missing program");
+	is_int(parse("hvdrun -np 2", &o, err, sizeof(err)), HVDRUN_PARSE_ERROR,
+	       "missing program");
 	is_int(parse("hvdrun -np 2 -x p", &o, err, sizeof(err)),
 	       HVDRUN_PARSE_ERROR, "unknown option");
 	ok(strstr(err, "unknown option -x") != NULL, "names the option: %s",
@@ -80,10 +84,9 @@ static void test_opts(void)
 }
 
 /* Feed chunks through a linebuf into a pipe; return what came out. */
-static char *through(const char *const *chunks, const char *prefix,
-		     int flush)
+static char *through(const char *const *chunks, const char *prefix, int flush)
 {
-	struct hvdrun_linebuf lb = { 0 };
+	struct hvdrun_linebuf lb = {0};
 	struct hvdrun_sink sink;
 	static char out[1 << 16];
 	int p[2];
@@ -108,10 +111,10 @@ static char *through(const char *const *chunks, const char *prefix,
 
 static void test_lines(void)
 {
-	const char *a[] = { "one\ntwo\n", NULL };
-	const char *b[] = { "par", "tial", " line\nnext", NULL };
-	const char *c[] = { "x\n\ny", NULL };
-	const char *d[] = { "", "\n", NULL };
+	const char *a[] = {"one\ntwo\n", NULL};
+	const char *b[] = {"par", "tial", " line\nnext", NULL};
+	const char *c[] = {"x\n\ny", NULL};
+	const char *d[] = {"", "\n", NULL};
 
 	is_str(through(a, "[0] ", 0), "[0] one\n[0] two\n",
 	       "whole lines are prefixed");
@@ -128,8 +131,8 @@ static void test_lines(void)
 
 static void test_long_line(void)
 {
-	struct hvdrun_linebuf lb = { 0 };
-	struct hvdrun_sink sink = { -1, 0 };
+	struct hvdrun_linebuf lb = {0};
+	struct hvdrun_sink sink = {-1, 0};
 	size_t big = HVDRUN_LINE_MAX + 100, got = 0, lines = 0;
 	char *data = malloc(big), buf[65536];
 	int p[2];
@@ -147,8 +150,9 @@ static void test_long_line(void)
 		/* In read()-sized chunks, as hvdrun feeds it. */
 		for (size_t off = 0; off < big; off += 65536)
 			hvdrun_linebuf_feed(&lb, data + off,
-					    big - off < 65536 ? big - off :
-					    65536, &sink, "[0] ");
+					    big - off < 65536 ? big - off
+							      : 65536,
+					    &sink, "[0] ");
 		hvdrun_linebuf_flush(&lb, &sink, "[0] ");
 		_exit(0);
 	}
@@ -166,7 +170,7 @@ static void test_long_line(void)
 
 static void test_broken_sink(void)
 {
-	struct hvdrun_linebuf lb = { 0 };
+	struct hvdrun_linebuf lb = {0};
 	struct hvdrun_sink sink;
 	int p[2];
 

@@ -21,6 +21,7 @@
 #define SHM_INLINE 48 /* inline payload in the 64-byte small flag line */
 #define SHM_MAX_SEGMENT (256ul << 20)
 #define SHM_PREFETCH 4096 /* bytes of the next small buffer to reclaim */
+#define SHM_YIELDS 16     /* sched_yield()s between spinning and sleeping */
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
@@ -64,6 +65,8 @@ struct shm_group {
 	uint64_t step;  /* pipeline steps done by this group */
 	uint64_t sseq;  /* small calls done by this group   */
 	unsigned spin;  /* pause iterations before yielding */
+	unsigned spin_now; /* the same, for the running collective */
+	int oversub;    /* more members than the node has CPUs */
 	double timeout; /* HOROVOD_PEER_TIMEOUT             */
 	hvd_status_t failed;
 	char failmsg[256];

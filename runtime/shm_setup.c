@@ -187,9 +187,10 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 	g->nt_min = hvd_env_size("HOROVOD_SHM_STREAM", 16u << 20);
 	if (g->timeout <= 0)
 		g->timeout = 60.0;
-	spin = hvd_env_long("HOROVOD_SHM_SPIN",
-			    local_size > online_cpus() ? 64 : 4000);
+	g->oversub = local_size > online_cpus();
+	spin = hvd_env_long("HOROVOD_SHM_SPIN", g->oversub ? 16 : 256);
 	g->spin = spin < 0 ? 0 : (unsigned)spin;
+	g->spin_now = g->spin;
 
 	if (local_rank == 0) {
 		size_t chunk = hvd_env_size("HOROVOD_SHM_CHUNK", 1 << 20);

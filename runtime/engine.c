@@ -86,9 +86,11 @@ void engine_complete(struct hvd_handle *h, hvd_status_t st, const char *msg)
 }
 
 /* Spinning first: a warm-cache op completes in tens of microseconds, less
- * than a futex sleep and wake-up costs on a busy host.  Only a couple of
- * threads spin at a time: with many waiters (8 threads of a backward
- * pass) spinning would only steal the engine thread's CPU. */
+ * than a futex sleep and wake-up costs.  Only a couple of threads spin at
+ * a time (with 8 threads of a backward pass waiting, spinning would only
+ * steal the engine thread's CPU), and none when the node has fewer than
+ * two CPUs per rank: the engine thread would then wait for the spinner's
+ * time slice (engine_start.c sets max_spinners). */
 #define WAIT_SPIN_NS 100000ULL
 
 static inline void cpu_relax(void)
@@ -99,7 +101,6 @@ static inline void cpu_relax(void)
 	__asm__ __volatile__("yield");
 #endif
 }
-#define MAX_SPINNERS 2
 static int nspinners;
 
 static void wait_done(struct hvd_handle *h)
@@ -110,7 +111,7 @@ static void wait_done(struct hvd_handle *h)
 	if (__atomic_load_n(&h->done, __ATOMIC_ACQUIRE))
 		return;
 	if (__atomic_add_fetch(&nspinners, 1, __ATOMIC_RELAXED) <=
-	    MAX_SPINNERS) {
+	    (hvd_engine ? hvd_engine->max_spinners : 0)) {
 		t0 = hvd_now_ns();
 		while (!__atomic_load_n(&h->done, __ATOMIC_ACQUIRE)) {
 			if (++i < 64) {

@@ -416,6 +416,7 @@ struct engine {
 	hvd_status_t dead_status;
 	char dead_message[512];
 	int nwaiters;
+	int max_spinners; /* threads that may spin in hvd_wait */
 
 	/* timeline commands from callers */
 	int tl_cmd;        /* 0 none, 1 start, 2 stop */

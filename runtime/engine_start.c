@@ -304,6 +304,18 @@ hvd_status_t engine_start(void)
 			      !getenv("HOROVOD_FUSION_THRESHOLD"),
 			      !getenv("HOROVOD_CYCLE_TIME"), f);
 	}
+	{
+		/* Spinning waiters only help when the engine thread has a
+		 * CPU of its own next to them. */
+		cpu_set_t cs;
+		int ncpu = 1;
+
+		if (sched_getaffinity(0, sizeof(cs), &cs) == 0)
+			ncpu = CPU_COUNT(&cs);
+		e->max_spinners =
+			ncpu >= 2 * (w->local_size > 0 ? w->local_size : 1) ? 2
+									      : 0;
+	}
 	e->last_stall_check = hvd_now();
 	hvd_engine = e;
 	if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {

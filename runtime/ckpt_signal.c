@@ -13,7 +13,7 @@
  * program installs later replace ours, as sigaction always does; install
  * yours first.  Installed once, with SA_RESTART so that interrupted system
  * calls of the program resume; removed by the last hvd_ckpt_close() when
- * ours is still the one installed.
+ * ours is still the one installed and no stop was requested.
  */
 #include "config.h"
 
@@ -78,7 +78,11 @@ static void restore_one(int sig, const struct sigaction *old)
 void ckpt_signals_remove(void)
 {
 	pthread_mutex_lock(&sig_mu);
-	if (users > 0 && --users == 0) {
+	/* After a stop request the handler stays: the program is on its way
+	 * to exit with HVD_CKPT_EXIT_STATUS, and a second SIGTERM/SIGUSR1
+	 * (the batch shell's trap and slurmstepd both signal the tasks) must
+	 * not kill it with a signal status on the way. */
+	if (users > 0 && --users == 0 && !stop_pending) {
 		restore_one(SIGTERM, &old_term);
 		restore_one(SIGUSR1, &old_usr1);
 	}

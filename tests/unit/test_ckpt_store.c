@@ -284,6 +284,11 @@ static void test_signal(void)
 	sigaction(SIGUSR1, &sa, NULL);
 	snprintf(dir, sizeof(dir), "%s/signal", root);
 	c = open_dir(dir, 3, 0);
+	hvd_ckpt_close(c);
+	sigaction(SIGUSR1, NULL, &sa);
+	ok(sa.sa_handler == own_handler,
+	   "no stop requested: close restores the program's handler");
+	c = open_dir(dir, 3, 0);
 	fill(3);
 	ok(hvd_ckpt_step(c, 3, &stop) == HVD_OK && !stop, "no stop yet");
 	raise(SIGUSR1);
@@ -293,8 +298,9 @@ static void test_signal(void)
 	ok(hvd_ckpt_step(c, 4, &stop) == HVD_OK && stop == 1,
 	   "next step writes and says stop");
 	hvd_ckpt_close(c);
-	sigaction(SIGUSR1, NULL, &sa);
-	ok(sa.sa_handler == own_handler, "close restores the handler");
+	raise(SIGUSR1);
+	is_int(own_handler_calls, 2, "after a stop, close keeps the handler: "
+	       "a second SIGUSR1 does not kill, the program's handler runs");
 	ok(restore(dir, 3) == 4 && check(4),
 	   "off-schedule checkpoint of step 4 restored");
 }

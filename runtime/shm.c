@@ -636,6 +636,15 @@ hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,
 	return HVD_OK;
 }
 
+static size_t bcast_step(const shm_group_t *g, size_t bytes)
+{
+	size_t c = (bytes / 8 + 4095) / 4096 * 4096;
+
+	if (c < (64u << 10))
+		c = 64u << 10;
+	return c < g->chunk ? c : g->chunk;
+}
+
 hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 {
 	hvd_status_t st = check(g, "broadcast");
@@ -662,14 +671,15 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 		return st;
 	}
 	/* large: the root streams through its pipeline buffers, the others
-	 * copy out one step behind */
+	 * copy out one step behind; at least 8 steps (of 64 KiB or more), so
+	 * that the others do not wait long for the first one */
 	{
-		const size_t C = g->chunk;
+		const size_t C = bcast_step(g, bytes);
 		const size_t K = (bytes + C - 1) / C;
-
-		set_budget(g, C);
 		const uint64_t base = g->step;
 		const int me = g->rank;
+
+		set_budget(g, C);
 
 		for (size_t k = 0; k <= K; k++) {
 			if (k < K && me == root) {

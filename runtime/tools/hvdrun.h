@@ -12,6 +12,7 @@
  *   hvdrun_output.c  line-buffered forwarding of rank output (pure + write)
  *   hvdrun_launch.c  program lookup, rank environment, fork/exec
  *   hvdrun_pmix.c    PMIx server module, job registration, notifications
+ *   hvdrun_pubsub.c  PMIx publish/lookup/unpublish within the job
  *
  * Threads: the main thread owns everything except the few flags the PMIx
  * progress thread sets from its upcalls (struct hvdrun_shared, under its
@@ -120,5 +121,9 @@ int hvdrun_pmix_setup_rank(struct hvdrun_server *srv, int rank, char ***env);
 void hvdrun_pmix_notify_term(struct hvdrun_server *srv, int rank, int exit_code,
 			     int signo);
 void hvdrun_pmix_fini(struct hvdrun_server *srv);
+
+/* ---- PMIx publish/lookup/unpublish (hvdrun_pubsub.c) */
+struct pmix_server_module_4_0_0_t;
+void hvdrun_pubsub_install(struct pmix_server_module_4_0_0_t *m);
 
 #endif /* HVDRUN_H */

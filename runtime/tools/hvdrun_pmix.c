@@ -377,6 +377,7 @@ int hvdrun_pmix_init(struct hvdrun_server *srv, struct hvdrun_shared *sh,
 	PMIX_INFO_LOAD(&info[2], PMIX_SERVER_NSPACE, srvns, PMIX_STRING);
 	PMIX_INFO_LOAD(&info[3], PMIX_SERVER_RANK, &srank, PMIX_PROC_RANK);
 	(void)no;
+	hvdrun_pubsub_install(&module);
 	CHECK(PMIx_server_init(&module, info, 4));
 	srv->initialized = 1;
 

@@ -4,7 +4,7 @@
 # rank (tests/runtime/pmix_client.c); plus command-line errors.
 . "$(dirname "$0")/hvdrun_lib.sh"
 
-plan 17
+plan 18
 
 for np in 1 2 3 4 8; do
 	timeout -k 10 "$LIMIT" "$HVDRUN" -np $np "$CLIENT" >"$OUT/o" 2>"$OUT/e"
@@ -31,6 +31,12 @@ is "$rc:$(grep -c ': ok$' "$OUT/o")" "0:4" \
 	"4 ranks exchange data through the fence_nb upcall"
 n=$(grep -c '^hvdrun: fence of' "$OUT/e")
 ok $([ "$n" -ge 2 ] && echo 0 || echo 1) "fence_nb upcall served ($n calls)"
+
+# PMIx_Publish/Lookup/Unpublish (MPI_Publish_name) within the job.
+timeout -k 10 "$LIMIT" "$HVDRUN" -np 3 "$CLIENT" --pubsub >"$OUT/o" 2>"$OUT/e"
+rc=$?
+is "$rc:$(grep -c ': ok$' "$OUT/o")" "0:3" "publish, lookup, unpublish"
+[ "$rc" -eq 0 ] || diag_file "$OUT/o"
 
 # A program that does not use PMIx runs too.
 out=$(timeout -k 10 "$LIMIT" "$HVDRUN" -np 3 sh -c 'echo "rank $PMIX_RANK"' |

@@ -24,6 +24,9 @@
  *                    for SIGTERM/SIGINT; print "rank R got signal S", exit 0
  *   --watch          register for PMIx termination events; when one comes,
  *                    print "rank R: event E for rank X" and exit 7
+ *   --pubsub         also check PMIx_Publish/Lookup/Unpublish: rank 0
+ *                    publishes, all look up, the last rank's duplicate
+ *                    publish fails, rank 0 unpublishes, lookups fail
  */
 #define _GNU_SOURCE
 #include <pmix.h>
@@ -144,12 +147,69 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 	_exit(7);
 }
 
+/* Publish/Lookup/Unpublish through the server (MPI_Publish_name's path). */
+static void pubsub(long size)
+{
+	pmix_info_t info;
+	pmix_pdata_t pd;
+	pmix_status_t rc;
+	char val[64];
+
+	snprintf(val, sizeof(val), "published by rank %u", me.rank);
+	if (me.rank == 0) {
+		PMIX_INFO_LOAD(&info, "hvdtest.pub", val, PMIX_STRING);
+		rc = PMIx_Publish(&info, 1);
+		if (rc != PMIX_SUCCESS)
+			FAIL("PMIx_Publish: %s", PMIx_Error_string(rc));
+		PMIX_INFO_DESTRUCT(&info);
+	}
+	fence(0);
+	PMIX_PDATA_CONSTRUCT(&pd);
+	PMIX_LOAD_KEY(pd.key, "hvdtest.pub");
+	rc = PMIx_Lookup(&pd, 1, NULL, 0);
+	if (rc != PMIX_SUCCESS)
+		FAIL("PMIx_Lookup: %s", PMIx_Error_string(rc));
+	else if (pd.value.type != PMIX_STRING ||
+		 strcmp(pd.value.data.string, "published by rank 0") ||
+		 pd.proc.rank != 0)
+		FAIL("PMIx_Lookup: expected 'published by rank 0' from rank "
+		     "0, found type %d from rank %u",
+		     pd.value.type, pd.proc.rank);
+	PMIX_PDATA_DESTRUCT(&pd);
+	fence(0);
+	if (me.rank == size - 1 && size > 1) {
+		PMIX_INFO_LOAD(&info, "hvdtest.pub", val, PMIX_STRING);
+		rc = PMIx_Publish(&info, 1);
+		if (rc != PMIX_ERR_DUPLICATE_KEY)
+			FAIL("publishing a published key: expected %s, "
+			     "found %s",
+			     PMIx_Error_string(PMIX_ERR_DUPLICATE_KEY),
+			     PMIx_Error_string(rc));
+		PMIX_INFO_DESTRUCT(&info);
+	}
+	if (me.rank == 0) {
+		rc = PMIx_Unpublish(NULL, NULL, 0);
+		if (rc != PMIX_SUCCESS)
+			FAIL("PMIx_Unpublish: %s", PMIx_Error_string(rc));
+	}
+	fence(0);
+	PMIX_PDATA_CONSTRUCT(&pd);
+	PMIX_LOAD_KEY(pd.key, "hvdtest.pub");
+	rc = PMIx_Lookup(&pd, 1, NULL, 0);
+	if (rc != PMIX_ERR_NOT_FOUND)
+		FAIL("PMIx_Lookup after Unpublish: expected %s, found %s",
+		     PMIx_Error_string(PMIX_ERR_NOT_FOUND),
+		     PMIx_Error_string(rc));
+	PMIX_PDATA_DESTRUCT(&pd);
+	fence(0);
+}
+
 static void on_signal(int sig) { got_sig = sig; }
 
 int main(int argc, char **argv)
 {
 	int lines = 0, crash_rank = -1, stagger = 0, code = 0;
-	int wait_term = 0, watch = 0;
+	int wait_term = 0, watch = 0, do_pubsub = 0;
 	char crash_mode[16] = "";
 	char host[256], key[64], want[128], *s;
 	long size, r;
@@ -178,6 +238,8 @@ int main(int argc, char **argv)
 			wait_term = 1;
 		} else if (!strcmp(argv[i], "--watch")) {
 			watch = 1;
+		} else if (!strcmp(argv[i], "--pubsub")) {
+			do_pubsub = 1;
 		} else {
 			fprintf(stderr, "pmix_client: unknown argument %s\n",
 				argv[i]);
@@ -313,6 +375,8 @@ int main(int argc, char **argv)
 		free(s);
 	}
 	fence(0);
+	if (do_pubsub)
+		pubsub(size);
 
 	for (int i = 0; i < lines; i++)
 		printf("rank %u line %d of %d: the quick brown fox jumps over "

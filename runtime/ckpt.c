@@ -46,6 +46,7 @@
 #pragma weak hvd_allreduce
 #pragma weak hvd_rank
 #pragma weak hvd_size
+#pragma weak hvd_local_size
 
 static int world_up(void)
 {
@@ -221,6 +222,18 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 		c->size = 1;
 	}
 	read_test_knobs(c);
+	{
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		int local = world_up() && hvd_local_size ? hvd_local_size() : 1;
+		long def = cpus > 0 && local > 0 ? cpus / local : 1;
+
+		if (def > 4)
+			def = 4;
+		c->copy_threads = (int)hvd_env_long(
+			"HOROVOD_CHECKPOINT_COPY_THREADS", def < 1 ? 1 : def);
+		if (c->copy_threads < 1)
+			c->copy_threads = 1;
+	}
 
 	/* The partial-directory tag: rank 0's pid and clock, so that a crashed
 	 * run's leftovers are told apart from this run's write in flight. */
@@ -453,6 +466,59 @@ err_oom:
 							 : c->rank_bytes));
 }
 
+/* The staging copy is what async mode costs the training loop: large ones
+ * are split between a few threads, since one core cannot saturate the
+ * memory bandwidth of a server (HOROVOD_CHECKPOINT_COPY_THREADS, default:
+ * the cores per local rank, at most 4). */
+#define PAR_COPY_MIN (16u << 20)
+#define PAR_COPY_MAX 16
+
+struct copy_piece {
+	void *dst;
+	const void *src;
+	size_t n;
+};
+
+static void *copy_main(void *arg)
+{
+	struct copy_piece *p = arg;
+
+	memcpy(p->dst, p->src, p->n);
+	return NULL;
+}
+
+static void par_copy(void *dst, const void *src, size_t n, int threads)
+{
+	struct copy_piece piece[PAR_COPY_MAX];
+	pthread_t tid[PAR_COPY_MAX];
+	int started[PAR_COPY_MAX] = { 0 };
+	size_t per, off = 0;
+
+	if (threads > PAR_COPY_MAX)
+		threads = PAR_COPY_MAX;
+	if (threads <= 1 || n < PAR_COPY_MIN) {
+		memcpy(dst, src, n);
+		return;
+	}
+	per = (n / (size_t)threads + 4095) & ~(size_t)4095;
+	for (int i = 0; i < threads; i++) {
+		piece[i].dst = (char *)dst + off;
+		piece[i].src = (const char *)src + off;
+		piece[i].n = off >= n ? 0 : (n - off < per ? n - off : per);
+		off += piece[i].n;
+	}
+	for (int i = 1; i < threads; i++)
+		started[i] = pthread_create(&tid[i], NULL, copy_main,
+					    &piece[i]) == 0;
+	copy_main(&piece[0]);
+	for (int i = 1; i < threads; i++) {
+		if (started[i])
+			pthread_join(tid[i], NULL);
+		else
+			copy_main(&piece[i]); /* no thread: do it here */
+	}
+}
+
 static hvd_status_t stage(hvd_ckpt_t *c)
 {
 	hvd_status_t st = stage_prepare(c);
@@ -474,7 +540,7 @@ static hvd_status_t stage(hvd_ckpt_t *c)
 				return hvd_error_prefix(st, "checkpoint: "
 							"staging %s", r->name);
 		} else {
-			memcpy(dst, r->buf, r->bytes);
+			par_copy(dst, r->buf, r->bytes, c->copy_threads);
 		}
 	}
 	return HVD_OK;

@@ -69,6 +69,7 @@ struct hvd_ckpt {
 	/* staging (async, device buffers) */
 	unsigned char *stage_repl, *stage_rank;
 	int stage_pinned;
+	int copy_threads;       /* staging memcpy split between them  */
 	/* the write in flight (async) */
 	int in_flight;
 	int thread_started;     /* in flight without a thread: failed  */

@@ -221,8 +221,13 @@ static void rank_exited(int r, int status)
 	}
 }
 
+static void check_abort(void);
+
 static void reap(void)
 {
+	/* A rank that called PMIx_Abort and then exited is reported as the
+	 * abort, not as an exit without PMIx_Finalize. */
+	check_abort();
 	for (;;) {
 		int status, r;
 		pid_t pid = waitpid(-1, &status, WNOHANG);

@@ -25,7 +25,7 @@
 #define SAMPLES_PER_CAND 3
 
 static const size_t fusion_ladder[] = {
-	1u << 20, 4u << 20, 16u << 20, 32u << 20, 64u << 20, 128u << 20,
+    1u << 20, 4u << 20, 16u << 20, 32u << 20, 64u << 20, 128u << 20,
 };
 static const double cycle_ladder[] = {0.5, 1.0, 2.5, 5.0, 10.0};
 #define NFUSION (int)(sizeof(fusion_ladder) / sizeof(fusion_ladder[0]))
@@ -41,7 +41,7 @@ void autotune_init(struct autotune *a, size_t fusion, double cycle_ms,
 	a->tune_cycle = tune_cycle;
 	a->warmup = (int)hvd_env_long("HOROVOD_AUTOTUNE_WARMUP_SAMPLES", 3);
 	a->steps_per_sample =
-		(int)hvd_env_long("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", 10);
+	    (int)hvd_env_long("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", 10);
 	if (a->steps_per_sample < 1)
 		a->steps_per_sample = 1;
 	if (a->warmup < 0)
@@ -52,7 +52,8 @@ void autotune_init(struct autotune *a, size_t fusion, double cycle_ms,
 	a->active = a->phase < 2;
 	a->cand = -1; /* -1: measuring the starting values */
 	if (a->log)
-		fprintf(a->log, "cycle_time_ms,tensor_fusion_threshold,score\n");
+		fprintf(a->log,
+			"cycle_time_ms,tensor_fusion_threshold,score\n");
 }
 
 void autotune_free(struct autotune *a)
@@ -126,8 +127,7 @@ int autotune_record(struct autotune *a, const char *name, size_t bytes,
 		a->steps = 0;
 		return 0;
 	}
-	if (strcmp(a->marker, name) == 0 &&
-	    ++a->steps >= a->steps_per_sample) {
+	if (strcmp(a->marker, name) == 0 && ++a->steps >= a->steps_per_sample) {
 		double dt = now - a->t_start;
 		double score = dt > 0 ? a->bytes / dt : 0;
 

@@ -18,7 +18,8 @@
  *     runs the coordinator (negotiate.c) and broadcasts the new responses.
  *  4. Cached and new responses are ordered (priority, then cache bit /
  *     coordinator order), fused (fusion.c) and executed; every rank does
- *     the same in the same order; then new responses enter the cache.
+ *     the same in the same order; then new responses enter the cache
+ *     (execute.c).
  */
 #include "config.h"
 
@@ -29,9 +30,9 @@
 
 enum {
 	S_SHUTDOWN = 0, /* some rank is finalizing */
-	S_UNCACHED,     /* some rank has requests for the coordinator */
-	S_INVALID,      /* some rank found a cached name with new params */
-	S_AUTOTUNE,     /* rank 0 has new autotune values to broadcast */
+	S_UNCACHED,	/* some rank has requests for the coordinator */
+	S_INVALID,	/* some rank found a cached name with new params */
+	S_AUTOTUNE,	/* rank 0 has new autotune values to broadcast */
 	S_NSTATUS
 };
 
@@ -42,7 +43,7 @@ static int pending_add(struct engine *e, struct hvd_handle *h)
 	if (e->npending == e->cappending) {
 		int cap = e->cappending ? e->cappending * 2 : 256;
 		struct hvd_handle **v =
-			realloc(e->pending, (size_t)cap * sizeof(*v));
+		    realloc(e->pending, (size_t)cap * sizeof(*v));
 
 		if (!v)
 			return -1;
@@ -71,8 +72,8 @@ static void pending_remove(struct engine *e, struct hvd_handle *h)
 	}
 }
 
-static void finish(struct engine *e, struct hvd_handle *h, hvd_status_t st,
-		   const char *msg)
+void cycle_finish(struct engine *e, struct hvd_handle *h, hvd_status_t st,
+		  const char *msg)
 {
 	pending_remove(e, h);
 	engine_complete(h, st, msg);
@@ -83,7 +84,7 @@ void cycle_fail_all(struct engine *e, hvd_status_t st, const char *msg)
 	struct hvd_handle *q;
 
 	while (e->npending)
-		finish(e, e->pending[e->npending - 1], st, msg);
+		cycle_finish(e, e->pending[e->npending - 1], st, msg);
 	e->join_op = NULL;
 	pthread_mutex_lock(&e->lock);
 	e->dead = 1;
@@ -109,7 +110,7 @@ static int my_set_rank(struct engine *e, int32_t id)
 }
 
 /* Back to the coordinator path (the op's cache bit is gone or invalid). */
-static void uncache(struct engine *e, struct hvd_handle *h)
+void cycle_uncache(struct engine *e, struct hvd_handle *h)
 {
 	struct rc_entry *ce = rc_entry_at(&e->cache, h->bit);
 
@@ -222,8 +223,8 @@ static hvd_status_t gather_requests(struct engine *e, struct wbuf *w,
 	}
 	for (int i = 0; i < n; i++)
 		counts[i] = 1;
-	st = coll_allgatherv(e->comm, &mylen, 1, *lens, counts, NULL,
-			     HVD_INT64);
+	st =
+	    coll_allgatherv(e->comm, &mylen, 1, *lens, counts, NULL, HVD_INT64);
 	if (st != HVD_OK)
 		goto out;
 	/* A gather: every rank sends to rank 0 only. */
@@ -241,7 +242,7 @@ static hvd_status_t gather_requests(struct engine *e, struct wbuf *w,
 	}
 	zeros[0] = w->len;
 	st = coll_alltoallv(e->comm, w->data ? (void *)w->data : (void *)&mylen,
-			    zeros, displs /* all 0 on the send side */ ,
+			    zeros, displs /* all 0 on the send side */,
 			    *all ? (void *)*all : (void *)&mylen, counts,
 			    e->rank == 0 ? displs : zeros, HVD_UINT8);
 out:
@@ -335,8 +336,8 @@ static hvd_status_t slow_path(struct engine *e, struct resp_list *out,
 	}
 	/* Every rank must join the broadcasts, even after a local error. */
 	{
-		hvd_status_t st2 = coll_broadcast(e->comm, &rlen, 1, HVD_INT64,
-						  0);
+		hvd_status_t st2 =
+		    coll_broadcast(e->comm, &rlen, 1, HVD_INT64, 0);
 
 		if (st2 == HVD_OK && e->rank != 0) {
 			rw.data = malloc(rlen ? rlen : 1);
@@ -374,252 +375,12 @@ out:
 	return st;
 }
 
-/* ------------------------------------------------- step 4: execution */
-
-struct item {
-	int bit; /* cache bit it came from, -1 when new */
-	int order;
-};
-
-static struct eng_resp *sort_base;
-static struct item *sort_items;
-
-static int cmp_prio(const void *a, const void *b)
-{
-	int i = *(const int *)a, j = *(const int *)b;
-	int pi = sort_base[i].p.priority, pj = sort_base[j].p.priority;
-
-	if (pi != pj)
-		return pi > pj ? -1 : 1;
-	return sort_items[i].order - sort_items[j].order;
-}
-
-static void complete_op(struct engine *e, struct hvd_handle *h,
-			hvd_status_t st, const char *msg)
-{
-	if (e->rank == 0 && timeline_active(&e->tl))
-		timeline_end(&e->tl, h->name,
-			     hvd_dtype_name((hvd_dtype_t)h->p.dtype),
-			     h->p.count);
-	finish(e, h, st, msg);
-}
-
-/* Runs a special response; returns 1 when the engine must stop. */
-static int run_special(struct engine *e, const struct eng_resp *r,
-		       struct hvd_handle *h)
-{
-	switch (r->p.kind) {
-	case EK_ERROR:
-		if (h)
-			finish(e, h, (hvd_status_t)r->status, r->message);
-		return 0;
-	case EK_SHUTDOWN:
-		hvd_log(HVD_LOG_ERROR, "%s", r->message ? r->message : "stall");
-		cycle_fail_all(e, (hvd_status_t)r->status,
-			       r->message ? r->message : "hvd: stalled");
-		return 1;
-	case EK_JOIN:
-		e->joined = 0;
-		if (e->join_op) {
-			e->join_op->result_int = r->last_joined;
-			finish(e, e->join_op, HVD_OK, NULL);
-			e->join_op = NULL;
-		}
-		return 0;
-	case EK_PSET_ADD: {
-		int32_t id = e->psets.next_id;
-		hvd_status_t st;
-
-		pthread_mutex_lock(&e->lock);
-		st = pset_table_add(&e->psets, id, r->ranks, (int)r->nranks,
-				    e->rank, e->comm);
-		pthread_mutex_unlock(&e->lock);
-		if (h) {
-			h->result_int = id;
-			finish(e, h, st, st == HVD_OK ? NULL : hvd_last_error());
-		}
-		return 0;
-	}
-	case EK_PSET_REMOVE:
-		/* Ops still pending on the set can never run now. */
-		for (int i = e->npending - 1; i >= 0; i--) {
-			struct hvd_handle *p = e->pending[i];
-
-			if (!p->internal && p->p.pset == r->p.pset)
-				finish(e, p, HVD_ERR_PROCESS_SET,
-				       "hvd: the process set was removed "
-				       "while this operation was pending");
-		}
-		for (int b = 0; b < e->cache.nbits; b++) {
-			struct rc_entry *ce = rc_entry_at(&e->cache, b);
-
-			if (ce && ce->resp.p.pset == r->p.pset)
-				rc_erase(&e->cache, b);
-		}
-		pthread_mutex_lock(&e->lock);
-		pset_table_remove(&e->psets, r->p.pset);
-		pthread_mutex_unlock(&e->lock);
-		if (h)
-			finish(e, h, HVD_OK, NULL);
-		return 0;
-	default:
-		return 0;
-	}
-}
-
-static int is_special(int kind)
-{
-	return kind > EK_REDUCESCATTER;
-}
-
-static int cacheable(const struct eng_resp *r)
-{
-	return r->p.kind <= EK_REDUCESCATTER && !r->joined &&
-	       r->group_size <= 1;
-}
-
-/* Executes the list; returns 1 when the engine must stop. */
-static int execute(struct engine *e, struct resp_list *l, struct item *items)
-{
-	struct hvd_handle **ops = NULL;
-	struct fusion_plan plan = {0};
-	int *perm = NULL, stop = 0;
-	struct resp_list sorted = {0};
-	struct item *sitems = NULL;
-	char msg[1024];
-	hvd_status_t st;
-
-	if (!l->n)
-		return 0;
-	perm = malloc((size_t)l->n * sizeof(*perm));
-	ops = calloc((size_t)l->n, sizeof(*ops));
-	sitems = malloc((size_t)l->n * sizeof(*sitems));
-	sorted.v = malloc((size_t)l->n * sizeof(*sorted.v));
-	if (!perm || !ops || !sitems || !sorted.v) {
-		cycle_fail_all(e, HVD_ERR_NO_MEMORY, "hvd: out of memory");
-		stop = 1;
-		goto out;
-	}
-	for (int i = 0; i < l->n; i++)
-		perm[i] = i;
-	sort_base = l->v;
-	sort_items = items;
-	qsort(perm, (size_t)l->n, sizeof(*perm), cmp_prio);
-	for (int i = 0; i < l->n; i++) {
-		sorted.v[i] = l->v[perm[i]];
-		sitems[i] = items[perm[i]];
-	}
-	sorted.n = sorted.cap = l->n;
-	/* sorted owns the contents now */
-	l->n = 0;
-	for (int i = 0; i < sorted.n; i++) {
-		const struct eng_resp *r = &sorted.v[i];
-
-		if (sitems[i].bit >= 0) {
-			struct rc_entry *ce = rc_entry_at(&e->cache,
-							  sitems[i].bit);
-
-			ops[i] = ce ? ce->pending : NULL;
-		} else {
-			ops[i] = namemap_get(&e->pending_names, r->name);
-			if (ops[i] && r->p.kind == EK_JOIN)
-				ops[i] = NULL;
-		}
-	}
-	st = fusion_plan_build(sorted.v, sorted.n, e->fusion_threshold,
-			       e->fusion_direct, &plan);
-	if (st != HVD_OK) {
-		cycle_fail_all(e, st, hvd_last_error());
-		stop = 1;
-		goto out;
-	}
-	for (int k = 0; k < plan.n && !stop; k++) {
-		const struct fusion_bucket *b = &plan.b[k];
-		const struct eng_resp *r0 = &sorted.v[b->idx[0]];
-		int member;
-
-		if (is_special(r0->p.kind)) {
-			stop = run_special(e, r0, ops[b->idx[0]]);
-			continue;
-		}
-		member = pset_is_member(&e->psets, r0->p.pset, e->rank);
-		if (!member)
-			continue;
-		for (int i = 0; i < b->n; i++) {
-			struct hvd_handle *h = ops[b->idx[i]];
-
-			if (!h)
-				continue;
-			if (h->tl_neg) {
-				timeline_end(&e->tl, h->name, NULL, 0);
-				h->tl_neg = 0;
-			}
-			if (e->rank == 0)
-				timeline_begin(&e->tl, h->name,
-					       eng_kind_name(h->p.kind));
-		}
-		msg[0] = '\0';
-		st = fusion_execute(e, sorted.v, ops, b, msg, sizeof(msg));
-		for (int i = 0; i < b->n; i++) {
-			struct hvd_handle *h = ops[b->idx[i]];
-
-			if (h)
-				complete_op(e, h, st, msg);
-		}
-		if (st != HVD_OK &&
-		    (st == HVD_ERR_PEER_FAILED || st == HVD_ERR_TRANSPORT ||
-		     st == HVD_ERR_TIMEOUT)) {
-			/* The communicator is broken: nothing can run. */
-			cycle_fail_all(e, st, msg);
-			stop = 1;
-		}
-	}
-	/* LRU touches and new entries in list order, on every rank (members
-	 * or not), so that the caches stay identical. */
-	for (int i = 0; i < sorted.n && !stop; i++)
-		if (sitems[i].bit >= 0)
-			rc_touch(&e->cache, sitems[i].bit);
-	for (int i = 0; i < sorted.n && !stop; i++) {
-		void *evicted = NULL;
-
-		if (sitems[i].bit >= 0 || !cacheable(&sorted.v[i]) ||
-		    !e->cache.capacity)
-			continue;
-		if (rc_put(&e->cache, &sorted.v[i], &evicted) < 0) {
-			cycle_fail_all(e, HVD_ERR_NO_MEMORY,
-				       "hvd: out of memory in the cache");
-			stop = 1;
-			break;
-		}
-		if (evicted)
-			uncache(e, evicted);
-	}
-	/* Autotune counts the bytes allreduced in the global set. */
-	for (int i = 0; i < sorted.n && e->rank == 0 && e->at.active; i++) {
-		const struct eng_resp *r = &sorted.v[i];
-
-		if (r->p.kind == EK_ALLREDUCE && r->p.pset == 0 &&
-		    autotune_record(&e->at, r->name,
-				    r->p.count * hvd_dtype_size(
-							 (hvd_dtype_t)r->p.dtype),
-				    hvd_now()))
-			e->at_sync = 1;
-	}
-out:
-	fusion_plan_free(&plan);
-	resp_list_free(&sorted);
-	free(perm);
-	free(ops);
-	free(sitems);
-	return stop;
-}
-
 /* -------------------------------------------------------- the cycle */
 
 int cycle_run(struct engine *e)
 {
 	struct resp_list l = {0};
-	struct item *items = NULL;
+	struct cycle_item *items = NULL;
 	uint8_t *v = NULL, *inv = NULL;
 	int nbits, stop = 0, any_invalid, uncached = 0, len;
 	double now = hvd_now();
@@ -642,8 +403,9 @@ int cycle_run(struct engine *e)
 	if (e->rank == 0 && !e->stall_disable &&
 	    now - e->last_stall_check >= e->stall_warn) {
 		e->last_stall_check = now;
-		if (stall_check(&e->coord, now, e->stall_warn, e->stall_shutdown,
-				e->stall_message, sizeof(e->stall_message)))
+		if (stall_check(&e->coord, now, e->stall_warn,
+				e->stall_shutdown, e->stall_message,
+				sizeof(e->stall_message)))
 			e->stall_shutdown_pending = 1;
 	}
 	for (int i = 0; i < e->npending; i++)
@@ -657,9 +419,9 @@ int cycle_run(struct engine *e)
 	for (int b = 0; b < nbits; b++) {
 		struct rc_entry *ce = rc_entry_at(&e->cache, b);
 		int real = ce && ce->pending && !inv[b];
-		int vacuous = !ce || e->joined ||
-			      !pset_is_member(&e->psets, ce->resp.p.pset,
-					      e->rank);
+		int vacuous =
+		    !ce || e->joined ||
+		    !pset_is_member(&e->psets, ce->resp.p.pset, e->rank);
 
 		v[S_NSTATUS + b] = real || vacuous;
 		v[S_NSTATUS + nbits + b] = !real;
@@ -707,7 +469,7 @@ int cycle_run(struct engine *e)
 				continue;
 			ce = rc_entry_at(&e->cache, b);
 			if (ce && ce->pending)
-				uncache(e, ce->pending);
+				cycle_uncache(e, ce->pending);
 			rc_erase(&e->cache, b);
 		}
 		v[S_UNCACHED] = 0;
@@ -739,7 +501,7 @@ int cycle_run(struct engine *e)
 	}
 	if (!v[S_UNCACHED]) {
 		int first = l.n;
-		struct item *ni;
+		struct cycle_item *ni;
 
 		st = slow_path(e, &l, now);
 		if (st != HVD_OK)
@@ -771,27 +533,27 @@ int cycle_run(struct engine *e)
 		int partial = 0;
 
 		for (int b = 0; b < nbits && !partial; b++)
-			partial = !v[S_NSTATUS + nbits + b] && !v[S_NSTATUS + b];
+			partial =
+			    !v[S_NSTATUS + nbits + b] && !v[S_NSTATUS + b];
 		if (!partial)
 			e->hot_since = now;
-		e->hot = partial && now - e->hot_since <
-					    (e->cycle_ms < 2 ? e->cycle_ms : 2) / 1e3;
+		e->hot =
+		    partial && now - e->hot_since <
+				   (e->cycle_ms < 2 ? e->cycle_ms : 2) / 1e3;
 	}
-	stop = execute(e, &l, items);
+	stop = cycle_execute(e, &l, items);
 	if (!stop && e->rank == 0)
 		timeline_flush(&e->tl);
 	goto out;
-err_comm:
-	{
-		char msg[1024];
+err_comm : {
+	char msg[1024];
 
-		snprintf(msg, sizeof(msg),
-			 "hvd: the engine's negotiation failed: %s",
-			 hvd_last_error());
-		hvd_log(HVD_LOG_ERROR, "%s", msg);
-		cycle_fail_all(e, st, msg);
-		stop = 1;
-	}
+	snprintf(msg, sizeof(msg), "hvd: the engine's negotiation failed: %s",
+		 hvd_last_error());
+	hvd_log(HVD_LOG_ERROR, "%s", msg);
+	cycle_fail_all(e, st, msg);
+	stop = 1;
+}
 out:
 	resp_list_free(&l);
 	free(items);

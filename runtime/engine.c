@@ -196,13 +196,12 @@ static void queue_append(struct engine *e, struct hvd_handle *h)
 
 static hvd_status_t dead_status(struct engine *e)
 {
-	return hvd_error(e->dead_status ? e->dead_status : HVD_ERR_SHUTDOWN,
-			 "%s",
-			 e->dead_message[0]
-				 ? e->dead_message
-				 : "hvd: the engine has shut down (a rank "
-				   "called hvd_finalize or failed); no more "
-				   "operations can run");
+	return hvd_error(
+	    e->dead_status ? e->dead_status : HVD_ERR_SHUTDOWN, "%s",
+	    e->dead_message[0] ? e->dead_message
+			       : "hvd: the engine has shut down (a rank "
+				 "called hvd_finalize or failed); no more "
+				 "operations can run");
 }
 
 /* Submits a list of handles atomically. */
@@ -221,11 +220,11 @@ static hvd_status_t submit(struct engine *e, struct hvd_handle *list, int n)
 		if (namemap_get(&e->inflight, h->name)) {
 			pthread_mutex_unlock(&e->lock);
 			return hvd_error(
-				HVD_ERR_DUPLICATE_NAME,
-				"hvd: an operation named '%s' is already in "
-				"flight on this rank; wait for it or use "
-				"another name",
-				h->name);
+			    HVD_ERR_DUPLICATE_NAME,
+			    "hvd: an operation named '%s' is already in "
+			    "flight on this rank; wait for it or use "
+			    "another name",
+			    h->name);
 		}
 	for (h = list; h; h = next) {
 		next = h->next;
@@ -309,8 +308,9 @@ static hvd_status_t enqueue(const char *name, int kind, const void *sendbuf,
 				 "reserved",
 				 what, name);
 	if (!hvd_dtype_size(dtype))
-		return hvd_error(HVD_ERR_BAD_TYPE, "hvd: %s '%s': unknown type %d",
-				 what, name, (int)dtype);
+		return hvd_error(HVD_ERR_BAD_TYPE,
+				 "hvd: %s '%s': unknown type %d", what, name,
+				 (int)dtype);
 	if ((kind == EK_ALLREDUCE || kind == EK_REDUCESCATTER) &&
 	    !hvd_op_name(op))
 		return hvd_error(HVD_ERR_BAD_OP,
@@ -341,19 +341,18 @@ static hvd_status_t enqueue(const char *name, int kind, const void *sendbuf,
 	}
 	h->p.kind = (uint8_t)kind;
 	h->p.dtype = (uint8_t)dtype;
-	h->p.op = kind == EK_ALLREDUCE || kind == EK_REDUCESCATTER
-			  ? (uint8_t)op
-			  : 0;
+	h->p.op =
+	    kind == EK_ALLREDUCE || kind == EK_REDUCESCATTER ? (uint8_t)op : 0;
 	h->p.root = kind == EK_BROADCAST ? root : 0;
 	h->p.pset = opts->pset;
 	h->p.priority = opts->priority;
 	h->p.count = count;
 	h->p.prescale = kind == EK_ALLREDUCE || kind == EK_REDUCESCATTER
-				? opts->prescale
-				: 1.0;
+			    ? opts->prescale
+			    : 1.0;
 	h->p.postscale = kind == EK_ALLREDUCE || kind == EK_REDUCESCATTER
-				 ? opts->postscale
-				 : 1.0;
+			     ? opts->postscale
+			     : 1.0;
 	if (opts->compress_fp16 && dtype == HVD_FLOAT32 &&
 	    (kind == EK_ALLREDUCE))
 		h->p.flags |= EF_COMPRESS;
@@ -396,18 +395,17 @@ static hvd_status_t enqueue(const char *name, int kind, const void *sendbuf,
 }
 
 hvd_status_t hvd_allreduce_async(const char *name, const void *sendbuf,
-				 void *recvbuf, size_t count,
-				 hvd_dtype_t dtype, hvd_op_t op,
-				 const hvd_opts_t *opts, hvd_handle_t *handle)
+				 void *recvbuf, size_t count, hvd_dtype_t dtype,
+				 hvd_op_t op, const hvd_opts_t *opts,
+				 hvd_handle_t *handle)
 {
 	return enqueue(name, EK_ALLREDUCE, sendbuf, recvbuf, count, dtype, op,
 		       0, opts, handle);
 }
 
 hvd_status_t hvd_allgather_async(const char *name, const void *sendbuf,
-				 void *recvbuf, size_t count,
-				 hvd_dtype_t dtype, const hvd_opts_t *opts,
-				 hvd_handle_t *handle)
+				 void *recvbuf, size_t count, hvd_dtype_t dtype,
+				 const hvd_opts_t *opts, hvd_handle_t *handle)
 {
 	return enqueue(name, EK_ALLGATHER, sendbuf, recvbuf, count, dtype,
 		       HVD_SUM, 0, opts, handle);
@@ -422,9 +420,8 @@ hvd_status_t hvd_broadcast_async(const char *name, void *buf, size_t count,
 }
 
 hvd_status_t hvd_alltoall_async(const char *name, const void *sendbuf,
-				void *recvbuf, size_t count,
-				hvd_dtype_t dtype, const hvd_opts_t *opts,
-				hvd_handle_t *handle)
+				void *recvbuf, size_t count, hvd_dtype_t dtype,
+				const hvd_opts_t *opts, hvd_handle_t *handle)
 {
 	return enqueue(name, EK_ALLTOALL, sendbuf, recvbuf, count, dtype,
 		       HVD_SUM, 0, opts, handle);
@@ -552,8 +549,8 @@ err_oom:
 hvd_status_t hvd_join(int *last_rank)
 {
 	int last = -1;
-	hvd_status_t st = run_internal(EK_JOIN, "__hvd_join", 0, NULL, 0,
-				       &last);
+	hvd_status_t st =
+	    run_internal(EK_JOIN, "__hvd_join", 0, NULL, 0, &last);
 
 	if (last_rank)
 		*last_rank = last;
@@ -737,4 +734,3 @@ hvd_status_t hvd_timeline_stop(void)
 		return HVD_OK;
 	return timeline_command(e, 2, NULL);
 }
-

@@ -5,7 +5,8 @@
  *                     groups, join, process-set calls, timeline control
  *   engine_start.c    engine_start/engine_stop and the background thread
  *   cycle.c           one cycle: cache bit vectors, the coordinator
- *                     exchange, execution order, cache upkeep
+ *                     exchange
+ *   execute.c         execution order, special responses, cache upkeep
  *   negotiate.c       the coordinator's table: readiness, validation,
  *                     mismatch messages, join, groups (pure)
  *   wire.c            request/response encoding (pure)
@@ -60,8 +61,8 @@ const char *eng_kind_name(int kind);
 /* What must agree between ranks for one named op. */
 struct eng_params {
 	uint8_t kind, dtype, op, flags;
-	int32_t root;     /* broadcast root, a world rank */
-	int32_t pset;     /* process set id */
+	int32_t root;	  /* broadcast root, a world rank */
+	int32_t pset;	  /* process set id */
 	int32_t priority; /* not validated: the first submitter's wins */
 	uint64_t count;
 	double prescale, postscale;
@@ -70,7 +71,7 @@ struct eng_params {
 /* A rank's request for one op, as the coordinator sees it. */
 struct eng_req {
 	struct eng_params p;
-	double age;          /* seconds since the op was enqueued */
+	double age;	     /* seconds since the op was enqueued */
 	uint32_t group_size; /* >1: member of a group of that size */
 	uint32_t nranks;     /* pset add: the members */
 	int32_t *ranks;
@@ -81,8 +82,8 @@ struct eng_req {
 /* What every rank executes (or fails) for one op. */
 struct eng_resp {
 	struct eng_params p;
-	int32_t status;      /* EK_ERROR/EK_SHUTDOWN: an hvd_status_t */
-	int32_t joined;      /* members that joined and contribute zeros */
+	int32_t status;	     /* EK_ERROR/EK_SHUTDOWN: an hvd_status_t */
+	int32_t joined;	     /* members that joined and contribute zeros */
 	int32_t last_joined; /* EK_JOIN: the last rank to join */
 	uint32_t group_size;
 	uint32_t ncounts; /* allgather: count of each set rank */
@@ -106,7 +107,7 @@ struct namemap {
 		const char *key; /* not owned */
 		void *val;
 		uint64_t hash;
-	} *slots;
+	} * slots;
 	size_t cap, n, tomb;
 };
 void namemap_init(struct namemap *m);
@@ -141,9 +142,9 @@ uint32_t wire_get_u32(struct rbuf *b);
 struct pset {
 	int32_t id;
 	int n;
-	int *ranks;        /* world ranks, ascending */
-	int my_rank;       /* -1: not a member */
-	hvd_comm_t *comm;  /* members only */
+	int *ranks;	  /* world ranks, ascending */
+	int my_rank;	  /* -1: not a member */
+	hvd_comm_t *comm; /* members only */
 };
 
 struct pset_table {
@@ -164,9 +165,8 @@ hvd_status_t pset_check_ranks(int *ranks, int n, int world_size, char *err,
 uint64_t pset_hash(const int *ranks, int n);
 struct pset *pset_get(const struct pset_table *t, int32_t id);
 /* Adds a set under id (creating its communicator on members). */
-hvd_status_t pset_table_add(struct pset_table *t, int32_t id,
-			    const int *ranks, int n, int world_rank,
-			    hvd_comm_t *engine_comm);
+hvd_status_t pset_table_add(struct pset_table *t, int32_t id, const int *ranks,
+			    int n, int world_rank, hvd_comm_t *engine_comm);
 void pset_table_remove(struct pset_table *t, int32_t id);
 void pset_table_free(struct pset_table *t);
 int pset_is_member(const struct pset_table *t, int32_t id, int world_rank);
@@ -179,14 +179,14 @@ struct rc_entry {
 	struct eng_resp resp;
 	int bit;
 	struct rc_entry *prev, *next; /* LRU: head is most recent */
-	void *pending;                /* this rank's op waiting on the bit */
+	void *pending;		      /* this rank's op waiting on the bit */
 };
 
 struct rcache {
 	int capacity;
-	int nbits;           /* bits in use: 0..nbits-1 (some may be free) */
+	int nbits; /* bits in use: 0..nbits-1 (some may be free) */
 	struct rc_entry **by_bit;
-	int *free_bits;      /* stack, lowest bit on top */
+	int *free_bits; /* stack, lowest bit on top */
 	int nfree;
 	struct rc_entry *head, *tail;
 	int count;
@@ -214,7 +214,7 @@ struct coord_entry {
 	char *name;
 	struct eng_req **reqs; /* [world size], NULL where not submitted */
 	int count;
-	double first_seen;     /* coordinator clock */
+	double first_seen; /* coordinator clock */
 	int timeline_started;
 	struct coord_entry *next, *prev; /* first-seen order */
 };
@@ -228,7 +228,7 @@ struct coord {
 	struct namemap table;
 	struct coord_entry *first, *last;
 	int nentries;
-	int *joined;   /* [size] */
+	int *joined; /* [size] */
 	int njoined;
 	int last_joined;
 	coord_member_fn is_member;
@@ -265,15 +265,15 @@ struct stall_report;
 /* Writes the warning for entries older than warn seconds; returns how many
  * are older than shutdown (>0) seconds; msg gets a one-line summary for
  * the error status when so. */
-int stall_check(const struct coord *c, double now, double warn,
-		double shutdown, char *msg, size_t msglen);
+int stall_check(const struct coord *c, double now, double warn, double shutdown,
+		char *msg, size_t msglen);
 
 /* ------------------------------------------------------------- fusion */
 
 /* A bucket: a run of responses executed by one collective. */
 struct fusion_bucket {
-	int first;  /* index into the ordered response list */
-	int n;      /* members: idx[0..n-1] */
+	int first; /* index into the ordered response list */
+	int n;	   /* members: idx[0..n-1] */
 	int *idx;
 	size_t bytes;
 };
@@ -299,7 +299,7 @@ struct timeline {
 	int mark_cycles;
 	double t0;
 	struct namemap pids; /* tensor name -> pid (intptr) */
-	char **names;        /* owned keys */
+	char **names;	     /* owned keys */
 	int nnames, capnames;
 	struct wbuf buf;
 	int first_event;
@@ -323,15 +323,15 @@ void timeline_close(struct timeline *t);
 struct autotune {
 	int active;
 	int tune_fusion, tune_cycle;
-	int phase;         /* 0: fusion threshold, 1: cycle time, 2: done */
-	int cand;          /* index of the candidate under test */
-	int sample;        /* samples taken for it */
+	int phase;  /* 0: fusion threshold, 1: cycle time, 2: done */
+	int cand;   /* index of the candidate under test */
+	int sample; /* samples taken for it */
 	int warmup, samples, steps_per_sample;
 	double scores[16];
 	double best_score;
 	size_t best_fusion;
 	double best_cycle;
-	size_t fusion;     /* current values */
+	size_t fusion; /* current values */
 	double cycle_ms;
 	/* the sample in progress */
 	double t_start;
@@ -352,8 +352,8 @@ int autotune_record(struct autotune *a, const char *name, size_t bytes,
 
 enum op_state {
 	OS_QUEUED = 0, /* in the submission queue */
-	OS_NEW,        /* drained, not yet classified */
-	OS_HIT,        /* cache hit: waiting for the bit on all ranks */
+	OS_NEW,	       /* drained, not yet classified */
+	OS_HIT,	       /* cache hit: waiting for the bit on all ranks */
 	OS_SEND,       /* to be sent to the coordinator this cycle */
 	OS_SENT,       /* waiting for the coordinator's response */
 };
@@ -374,7 +374,7 @@ struct hvd_handle {
 	int state;
 	int bit;
 	struct hvd_handle *next; /* queue link */
-	int pending_idx;         /* index in the pending array */
+	int pending_idx;	 /* index in the pending array */
 	/* completion: status/message/results are written before done */
 	int done; /* atomic */
 	hvd_status_t status;
@@ -412,14 +412,14 @@ struct engine {
 	struct hvd_handle *q_head, *q_tail;
 	struct namemap inflight; /* names queued or pending on this rank */
 	int stop_requested;
-	int dead;            /* engine thread gone: new ops fail */
+	int dead; /* engine thread gone: new ops fail */
 	hvd_status_t dead_status;
 	char dead_message[512];
 	int nwaiters;
 	int max_spinners; /* threads that may spin in hvd_wait */
 
 	/* timeline commands from callers */
-	int tl_cmd;        /* 0 none, 1 start, 2 stop */
+	int tl_cmd; /* 0 none, 1 start, 2 stop */
 	struct timeline tl_new;
 	int tl_cmd_done;
 
@@ -444,7 +444,7 @@ struct engine {
 	int at_sync; /* rank 0: autotune values to broadcast */
 	char stall_message[512];
 	unsigned long cycles;
-	int hot;          /* start the next cycle at once */
+	int hot;	  /* start the next cycle at once */
 	double hot_since; /* last progress while ops were pending */
 };
 
@@ -458,6 +458,21 @@ void engine_stop(void);
 int cycle_run(struct engine *e);
 /* Fails every pending op (engine thread). */
 void cycle_fail_all(struct engine *e, hvd_status_t st, const char *msg);
+/* Completes a pending op and forgets it. */
+void cycle_finish(struct engine *e, struct hvd_handle *h, hvd_status_t st,
+		  const char *msg);
+/* Sends a pending op back to the coordinator path (its bit is gone). */
+void cycle_uncache(struct engine *e, struct hvd_handle *h);
+
+/* execute.c: one response of the cycle's list. */
+struct cycle_item {
+	int bit; /* cache bit it came from, -1 when new */
+	int order;
+};
+/* Orders, fuses and runs the list (taking its contents); returns 1 when
+ * the engine must stop. */
+int cycle_execute(struct engine *e, struct resp_list *l,
+		  struct cycle_item *items);
 
 /* fusion.c: executes one bucket of the ordered responses; ops[i] is this
  * rank's op for responses[i] (NULL when joined: zeros). */

@@ -65,14 +65,14 @@ struct shared_knobs {
 static hvd_status_t agree(struct engine *e, uint64_t my_hash)
 {
 	struct shared_knobs k = {
-		.fusion = e->fusion_threshold,
-		.direct = e->fusion_direct,
-		.cycle_ms = e->cycle_ms,
-		.cache = e->cache_capacity,
-		.stall_warn = e->stall_warn,
-		.stall_shutdown = e->stall_shutdown,
-		.stall_disable = e->stall_disable,
-		.pset_hash = my_hash,
+	    .fusion = e->fusion_threshold,
+	    .direct = e->fusion_direct,
+	    .cycle_ms = e->cycle_ms,
+	    .cache = e->cache_capacity,
+	    .stall_warn = e->stall_warn,
+	    .stall_shutdown = e->stall_shutdown,
+	    .stall_disable = e->stall_disable,
+	    .pset_hash = my_hash,
 	};
 	struct shared_knobs mine = k;
 	int64_t h = (int64_t)(my_hash >> 1), lo = h, hi = h;
@@ -106,8 +106,8 @@ static hvd_status_t agree(struct engine *e, uint64_t my_hash)
 				 "ranks (this rank: \"%s\"); every rank must "
 				 "get the same value",
 				 getenv("HOROVOD_PROCESS_SETS")
-					 ? getenv("HOROVOD_PROCESS_SETS")
-					 : "");
+				     ? getenv("HOROVOD_PROCESS_SETS")
+				     : "");
 	return HVD_OK;
 }
 
@@ -229,9 +229,9 @@ hvd_status_t engine_start(void)
 	e->rank = w->rank;
 	e->size = w->size;
 	e->fusion_threshold =
-		hvd_env_size("HOROVOD_FUSION_THRESHOLD", 128u << 20);
+	    hvd_env_size("HOROVOD_FUSION_THRESHOLD", 128u << 20);
 	e->fusion_direct =
-		hvd_env_size("HOROVOD_FUSION_DIRECT_BYTES", 64u << 10);
+	    hvd_env_size("HOROVOD_FUSION_DIRECT_BYTES", 64u << 10);
 	e->cycle_ms = hvd_env_double("HOROVOD_CYCLE_TIME", 1.0);
 	if (e->cycle_ms < 0)
 		e->cycle_ms = 0;
@@ -240,7 +240,7 @@ hvd_status_t engine_start(void)
 		e->cache_capacity = 0;
 	e->stall_warn = hvd_env_double("HOROVOD_STALL_CHECK_TIME_SECONDS", 60);
 	e->stall_shutdown =
-		hvd_env_double("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0);
+	    hvd_env_double("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0);
 	e->stall_disable = hvd_env_bool("HOROVOD_STALL_CHECK_DISABLE", 0);
 	if (e->stall_shutdown > 0 && e->stall_shutdown < e->stall_warn) {
 		hvd_log(HVD_LOG_WARNING,
@@ -286,9 +286,9 @@ hvd_status_t engine_start(void)
 	e->coord.tl_arg = e;
 	tl = getenv("HOROVOD_TIMELINE");
 	if (e->rank == 0 && tl && *tl && strcmp(tl, "DYNAMIC") != 0) {
-		st = timeline_open(&e->tl, tl,
-				   hvd_env_bool("HOROVOD_TIMELINE_MARK_CYCLES",
-						0));
+		st = timeline_open(
+		    &e->tl, tl,
+		    hvd_env_bool("HOROVOD_TIMELINE_MARK_CYCLES", 0));
 		if (st != HVD_OK)
 			goto err_free;
 	}
@@ -313,8 +313,7 @@ hvd_status_t engine_start(void)
 		if (sched_getaffinity(0, sizeof(cs), &cs) == 0)
 			ncpu = CPU_COUNT(&cs);
 		e->max_spinners =
-			ncpu >= 2 * (w->local_size > 0 ? w->local_size : 1) ? 2
-									      : 0;
+		    ncpu >= 2 * (w->local_size > 0 ? w->local_size : 1) ? 2 : 0;
 	}
 	e->last_stall_check = hvd_now();
 	hvd_engine = e;
@@ -332,8 +331,7 @@ hvd_status_t engine_start(void)
 		"HOROVOD_CACHE_CAPACITY=%d HOROVOD_STALL_CHECK_TIME_SECONDS=%g"
 		" HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=%g",
 		e->fusion_threshold, e->fusion_direct, e->cycle_ms,
-		e->cache_capacity,
-		e->stall_warn, e->stall_shutdown);
+		e->cache_capacity, e->stall_warn, e->stall_shutdown);
 	return HVD_OK;
 err_free:
 	engine_free(e);

@@ -1,12 +1,12 @@
 /*
  * fusion.c - tensor fusion and the execution of responses.
  *
- * The plan is fusion_plan.c.  Execution: a bucket of one allreduce runs in the caller's buffers (no
- * copy); a larger bucket is packed into the persistent fusion buffer with
- * the prescale (and the float32->float16 cast when compressing) applied
- * during the copy, reduced by one collective, and unpacked with the
- * postscale (and the 1/size of an average) applied during the copy back.
- * A rank that joined contributes zeros.  Device buckets go to the GPU
+ * The plan is fusion_plan.c.  Execution: a bucket of one allreduce runs in the
+ * caller's buffers (no copy); a larger bucket is packed into the persistent
+ * fusion buffer with the prescale (and the float32->float16 cast when
+ * compressing) applied during the copy, reduced by one collective, and unpacked
+ * with the postscale (and the 1/size of an average) applied during the copy
+ * back. A rank that joined contributes zeros.  Device buckets go to the GPU
  * path (device.h).
  */
 #include "config.h"
@@ -34,8 +34,8 @@ static void *ensure(void **buf, size_t *cap, size_t need)
 }
 
 /* dst = src * f (one pass for floating types). */
-static void copy_scaled(void *dst, const void *src, size_t n,
-			hvd_dtype_t dtype, double f)
+static void copy_scaled(void *dst, const void *src, size_t n, hvd_dtype_t dtype,
+			double f)
 {
 	if (f == 1.0) {
 		if (dst != src)
@@ -277,9 +277,9 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 		}
 		act = dev ? "NCCL_ALLGATHER" : "UCX_ALLGATHER";
 		timeline_begin(&e->tl, r->name, act);
-		st = (dev ? cuda_coll_allgatherv : coll_allgatherv)(
-			ps->comm, h->sendbuf, h->p.count, h->recvbuf, counts,
-			displs, dtype);
+		st = (dev ? cuda_coll_allgatherv
+			  : coll_allgatherv)(ps->comm, h->sendbuf, h->p.count,
+					     h->recvbuf, counts, displs, dtype);
 		h->result_count = total;
 		break;
 	}
@@ -289,7 +289,7 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 		act = dev ? "NCCL_BCAST" : "UCX_BCAST";
 		timeline_begin(&e->tl, r->name, act);
 		st = (dev ? cuda_coll_broadcast : coll_broadcast)(
-			ps->comm, h->recvbuf, h->p.count, dtype, root);
+		    ps->comm, h->recvbuf, h->p.count, dtype, root);
 		h->result_count = h->p.count;
 		break;
 	}
@@ -301,16 +301,16 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 		act = dev ? "NCCL_ALLTOALL" : "UCX_ALLTOALL";
 		timeline_begin(&e->tl, r->name, act);
 		st = (dev ? cuda_coll_alltoallv : coll_alltoallv)(
-			ps->comm, h->sendbuf, counts, displs, h->recvbuf,
-			counts, displs, dtype);
+		    ps->comm, h->sendbuf, counts, displs, h->recvbuf, counts,
+		    displs, dtype);
 		h->result_count = h->p.count * (size_t)ps->n;
 		break;
 	case EK_REDUCESCATTER: {
 		hvd_op_t cop = (hvd_op_t)p->op;
 		double post = p->postscale;
 		const void *in = input_of(h);
-		size_t mine = hvd_reducescatter_count(h->p.count, ps->my_rank,
-						      ps->n);
+		size_t mine =
+		    hvd_reducescatter_count(h->p.count, ps->my_rank, ps->n);
 
 		if (cop == HVD_AVERAGE && (post != 1.0 || p->prescale != 1.0)) {
 			cop = HVD_SUM;
@@ -331,7 +331,7 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 		act = dev ? "NCCL_REDUCESCATTER" : "UCX_REDUCESCATTER";
 		timeline_begin(&e->tl, r->name, act);
 		st = (dev ? cuda_coll_reducescatter : coll_reducescatter)(
-			ps->comm, in, h->recvbuf, h->p.count, dtype, cop);
+		    ps->comm, in, h->recvbuf, h->p.count, dtype, cop);
 		if (st == HVD_OK && post != 1.0 && !dev)
 			reduce_scale(h->recvbuf, mine, dtype, post);
 		h->result_count = mine;

@@ -14,10 +14,10 @@
  * more than one more collective's latency from about that size on (copies
  * run at a few GB/s, a small collective takes tens of microseconds), so
  * fusion is for the many small tensors.  Device tensors always fuse (the
- * GPU path packs them with one kernel).  Buckets run in the order of their first member,
- * so every rank, given the same list, runs the same collectives in the
- * same order.  Looking past incompatible responses (instead of cutting at
- * the first one) keeps mixed-precision models, whose gradient types
+ * GPU path packs them with one kernel).  Buckets run in the order of their
+ * first member, so every rank, given the same list, runs the same collectives
+ * in the same order.  Looking past incompatible responses (instead of cutting
+ * at the first one) keeps mixed-precision models, whose gradient types
  * interleave, down to one collective per type.
  */
 #include "config.h"
@@ -75,8 +75,7 @@ hvd_status_t fusion_plan_build(const struct eng_resp *r, int n,
 			for (int j = 0; j < plan->n; j++) {
 				struct fusion_bucket *c = &plan->b[j];
 
-				const struct eng_params *h =
-					&r[c->idx[0]].p;
+				const struct eng_params *h = &r[c->idx[0]].p;
 				size_t hb = wire_bytes(h);
 
 				if (fusion_compatible(h, &r[i].p) &&
@@ -117,4 +116,3 @@ err_oom:
 	fusion_plan_free(plan);
 	return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 }
-

@@ -24,10 +24,7 @@ static uint64_t hash_str(const char *s)
 	return h ? h : 1;
 }
 
-void namemap_init(struct namemap *m)
-{
-	memset(m, 0, sizeof(*m));
-}
+void namemap_init(struct namemap *m) { memset(m, 0, sizeof(*m)); }
 
 void namemap_free(struct namemap *m)
 {

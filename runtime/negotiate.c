@@ -208,9 +208,9 @@ static void format_ranks(char *buf, size_t len, const int *ranks, int n)
 		while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
 			j++;
 		if (j > i)
-			off += (size_t)snprintf(buf + off, len - off, "%s%d-%d",
-						i ? "," : "", ranks[i],
-						ranks[j]);
+			off +=
+			    (size_t)snprintf(buf + off, len - off, "%s%d-%d",
+					     i ? "," : "", ranks[i], ranks[j]);
 		else
 			off += (size_t)snprintf(buf + off, len - off, "%s%d",
 						i ? "," : "", ranks[i]);
@@ -219,14 +219,23 @@ static void format_ranks(char *buf, size_t len, const int *ranks, int n)
 }
 
 enum field {
-	F_KIND, F_PSET, F_DTYPE, F_COUNT, F_OP, F_ROOT, F_SCALE, F_DEVICE,
-	F_COMPRESS, F_RANKS, F_NFIELDS
+	F_KIND,
+	F_PSET,
+	F_DTYPE,
+	F_COUNT,
+	F_OP,
+	F_ROOT,
+	F_SCALE,
+	F_DEVICE,
+	F_COMPRESS,
+	F_RANKS,
+	F_NFIELDS
 };
 
 static const char *const field_names[F_NFIELDS] = {
-	"operation", "process set", "data type",   "count",
-	"reduction", "root rank",   "scale factors", "device",
-	"fp16 compression", "process set ranks",
+    "operation",	"process set",	     "data type",     "count",
+    "reduction",	"root rank",	     "scale factors", "device",
+    "fp16 compression", "process set ranks",
 };
 
 static void format_field(char *buf, size_t len, const struct eng_req *q,
@@ -242,8 +251,8 @@ static void format_field(char *buf, size_t len, const struct eng_req *q,
 	case F_DTYPE:
 		snprintf(buf, len, "%s",
 			 hvd_dtype_name((hvd_dtype_t)q->p.dtype)
-				 ? hvd_dtype_name((hvd_dtype_t)q->p.dtype)
-				 : "?");
+			     ? hvd_dtype_name((hvd_dtype_t)q->p.dtype)
+			     : "?");
 		break;
 	case F_COUNT:
 		snprintf(buf, len, "%" PRIu64, q->p.count);
@@ -251,8 +260,8 @@ static void format_field(char *buf, size_t len, const struct eng_req *q,
 	case F_OP:
 		snprintf(buf, len, "%s",
 			 hvd_op_name((hvd_op_t)q->p.op)
-				 ? hvd_op_name((hvd_op_t)q->p.op)
-				 : "?");
+			     ? hvd_op_name((hvd_op_t)q->p.op)
+			     : "?");
 		break;
 	case F_ROOT:
 		snprintf(buf, len, "%d", q->p.root);
@@ -360,38 +369,37 @@ static int validate(const struct coord *c, const struct coord_entry *e,
 			if (ref->p.kind == EK_PSET_ADD ||
 			    ref->p.kind == EK_PSET_REMOVE)
 				off = (size_t)snprintf(
-					msg, len,
-					"hvd: %s: the %s differ between ranks "
-					"(every rank must make the same calls "
-					"in the same order):",
-					ref->p.kind == EK_PSET_ADD
-						? "hvd_pset_add"
-						: "hvd_pset_remove",
-					f == F_RANKS ? "rank lists"
-						     : field_names[f]);
+				    msg, len,
+				    "hvd: %s: the %s differ between ranks "
+				    "(every rank must make the same calls "
+				    "in the same order):",
+				    ref->p.kind == EK_PSET_ADD
+					? "hvd_pset_add"
+					: "hvd_pset_remove",
+				    f == F_RANKS ? "rank lists"
+						 : field_names[f]);
 			else
 				off = (size_t)snprintf(
-					msg, len,
-					"hvd: mismatched %s for %s '%s':",
-					field_names[f],
-					eng_kind_name(ref->p.kind), e->name);
+				    msg, len, "hvd: mismatched %s for %s '%s':",
+				    field_names[f], eng_kind_name(ref->p.kind),
+				    e->name);
 			for (int v = 0; v < nvals && off < len; v++) {
 				char rl[256];
 
 				format_ranks(rl, sizeof(rl), rk[v], nrk[v]);
 				off += (size_t)snprintf(
-					msg + off, len - off,
-					"%s %s on rank%s %s", v ? ";" : "",
-					vals[v], nrk[v] > 1 ? "s" : "", rl);
+				    msg + off, len - off, "%s %s on rank%s %s",
+				    v ? ";" : "", vals[v],
+				    nrk[v] > 1 ? "s" : "", rl);
 			}
 			if (off < len)
 				snprintf(msg + off, len - off, "%s%s",
 					 more ? "; ..." : "",
 					 ref->p.kind >= EK_PSET_ADD
-						 ? ""
-						 : " (every rank must submit "
-						   "a name with the same "
-						   "parameters)");
+					     ? ""
+					     : " (every rank must submit "
+					       "a name with the same "
+					       "parameters)");
 			for (int i = 0; i < 8; i++)
 				free(rk[i]);
 		}
@@ -420,8 +428,8 @@ static hvd_status_t build(struct coord *c, struct coord_entry *e,
 	if (validate(c, e, msg, sizeof(msg)) >= 0) {
 		out->p.kind = EK_ERROR;
 		out->status = kind == EK_PSET_ADD || kind == EK_PSET_REMOVE
-				      ? HVD_ERR_PROCESS_SET
-				      : HVD_ERR_MISMATCH;
+				  ? HVD_ERR_PROCESS_SET
+				  : HVD_ERR_MISMATCH;
 		out->message = strdup(msg);
 		return out->message ? HVD_OK : HVD_ERR_NO_MEMORY;
 	}
@@ -452,7 +460,7 @@ static hvd_status_t build(struct coord *c, struct coord_entry *e,
 			if (!c->is_member ||
 			    c->is_member(c->member_arg, ref->p.pset, r))
 				out->counts[n++] =
-					e->reqs[r] ? e->reqs[r]->p.count : 0;
+				    e->reqs[r] ? e->reqs[r]->p.count : 0;
 		out->ncounts = n;
 	}
 	if (kind == EK_PSET_ADD && ref->nranks) {
@@ -481,10 +489,10 @@ hvd_status_t coord_collect(struct coord *c, struct resp_list *out)
 		const struct eng_req *q = first_req(c, e);
 
 		if (q && q->group && q->group_size > 1 && is_ready(c, e))
-			namemap_put(&groups, q->group,
-				    (void *)((intptr_t)namemap_get(&groups,
-								   q->group) +
-					     1));
+			namemap_put(
+			    &groups, q->group,
+			    (void *)((intptr_t)namemap_get(&groups, q->group) +
+				     1));
 	}
 	for (e = c->first; e; e = next) {
 		const struct eng_req *q = first_req(c, e);
@@ -495,7 +503,7 @@ hvd_status_t coord_collect(struct coord *c, struct resp_list *out)
 			continue;
 		if (q->group && q->group_size > 1 &&
 		    (intptr_t)namemap_get(&groups, q->group) <
-			    (intptr_t)q->group_size)
+			(intptr_t)q->group_size)
 			continue;
 		r = resp_list_push(out);
 		if (!r) {

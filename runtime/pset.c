@@ -221,9 +221,8 @@ int pset_is_member(const struct pset_table *t, int32_t id, int world_rank)
 	return 0;
 }
 
-hvd_status_t pset_table_add(struct pset_table *t, int32_t id,
-			    const int *ranks, int n, int world_rank,
-			    hvd_comm_t *engine_comm)
+hvd_status_t pset_table_add(struct pset_table *t, int32_t id, const int *ranks,
+			    int n, int world_rank, hvd_comm_t *engine_comm)
 {
 	struct pset *p;
 	hvd_status_t st;
@@ -236,7 +235,8 @@ hvd_status_t pset_table_add(struct pset_table *t, int32_t id,
 			cap *= 2;
 		v = realloc(t->sets, (size_t)cap * sizeof(*v));
 		if (!v)
-			return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+			return hvd_error(HVD_ERR_NO_MEMORY,
+					 "hvd: out of memory");
 		memset(v + t->cap, 0, (size_t)(cap - t->cap) * sizeof(*v));
 		t->sets = v;
 		t->cap = cap;

@@ -68,8 +68,8 @@ int rc_lookup(const struct rcache *c, const char *name,
 	count = q->count;
 	if (q->kind == EK_ALLGATHER)
 		count = set_rank >= 0 && (uint32_t)set_rank < e->resp.ncounts
-				? e->resp.counts[set_rank]
-				: UINT64_MAX;
+			    ? e->resp.counts[set_rank]
+			    : UINT64_MAX;
 	if (q->kind != p->kind || q->dtype != p->dtype || q->op != p->op ||
 	    q->flags != p->flags || q->root != p->root || q->pset != p->pset ||
 	    count != p->count || q->prescale != p->prescale ||
@@ -140,7 +140,7 @@ void rc_erase(struct rcache *c, int bit)
 		if (j < c->nfree) {
 			memmove(&c->free_bits[j], &c->free_bits[j + 1],
 				(size_t)(c->nfree - j - 1) *
-					sizeof(*c->free_bits));
+				    sizeof(*c->free_bits));
 			c->nfree--;
 		}
 		c->nbits--;

@@ -46,8 +46,8 @@ static size_t missing_ranks(const struct coord *c, const struct coord_entry *e,
 	return off;
 }
 
-int stall_check(const struct coord *c, double now, double warn,
-		double shutdown, char *msg, size_t msglen)
+int stall_check(const struct coord *c, double now, double warn, double shutdown,
+		char *msg, size_t msglen)
 {
 	const struct coord_entry *e;
 	int nstalled = 0, nshut = 0, shown = 0;
@@ -76,19 +76,19 @@ int stall_check(const struct coord *c, double now, double warn,
 
 			if (!nshut && msglen)
 				mo = (size_t)snprintf(
-					msg, msglen,
-					"hvd: stalled longer than HOROVOD_STALL_"
-					"SHUTDOWN_TIME_SECONDS=%g, the engine "
-					"shut down (check for rank-dependent "
-					"code paths):",
-					shutdown);
+				    msg, msglen,
+				    "hvd: stalled longer than HOROVOD_STALL_"
+				    "SHUTDOWN_TIME_SECONDS=%g, the engine "
+				    "shut down (check for rank-dependent "
+				    "code paths):",
+				    shutdown);
 			if (mo + 1 < msglen)
-				snprintf(msg + mo, msglen - mo,
-					 "%s %s '%s' waited %.0f s for rank%s %s",
-					 nshut ? ";" : "",
-					 q ? eng_kind_name(q->p.kind) : "op",
-					 e->name, age, nmiss > 1 ? "s" : "",
-					 ranks);
+				snprintf(
+				    msg + mo, msglen - mo,
+				    "%s %s '%s' waited %.0f s for rank%s %s",
+				    nshut ? ";" : "",
+				    q ? eng_kind_name(q->p.kind) : "op",
+				    e->name, age, nmiss > 1 ? "s" : "", ranks);
 			nshut++;
 		}
 		if (shown < 32) {

@@ -197,8 +197,7 @@ void timeline_end(struct timeline *t, const char *tensor, const char *dtype,
 		     pid);
 }
 
-void timeline_instant(struct timeline *t, const char *tensor,
-		      const char *what)
+void timeline_instant(struct timeline *t, const char *tensor, const char *what)
 {
 	if (!timeline_active(t))
 		return;

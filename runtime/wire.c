@@ -53,10 +53,7 @@ static void get(struct rbuf *b, void *p, size_t n)
 	b->p += n;
 }
 
-void wire_put_u32(struct wbuf *w, uint32_t v)
-{
-	put(w, &v, sizeof(v));
-}
+void wire_put_u32(struct wbuf *w, uint32_t v) { put(w, &v, sizeof(v)); }
 
 uint32_t wire_get_u32(struct rbuf *b)
 {
@@ -235,7 +232,8 @@ hvd_status_t eng_resp_copy(struct eng_resp *dst, const struct eng_resp *src)
 		    src->ncounts * sizeof(*src->counts)) ||
 	    dup_mem((void **)&dst->ranks, src->ranks,
 		    src->nranks * sizeof(*src->ranks)) ||
-	    dup_str(&dst->name, src->name) || dup_str(&dst->group, src->group) ||
+	    dup_str(&dst->name, src->name) ||
+	    dup_str(&dst->group, src->group) ||
 	    dup_str(&dst->message, src->message)) {
 		eng_resp_free(dst);
 		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
@@ -246,16 +244,16 @@ hvd_status_t eng_resp_copy(struct eng_resp *dst, const struct eng_resp *src)
 const char *eng_kind_name(int kind)
 {
 	static const char *const names[EK_COUNT] = {
-		[EK_ALLREDUCE] = "ALLREDUCE",
-		[EK_ALLGATHER] = "ALLGATHER",
-		[EK_BROADCAST] = "BROADCAST",
-		[EK_ALLTOALL] = "ALLTOALL",
-		[EK_REDUCESCATTER] = "REDUCESCATTER",
-		[EK_JOIN] = "JOIN",
-		[EK_PSET_ADD] = "PROCESS_SET_ADD",
-		[EK_PSET_REMOVE] = "PROCESS_SET_REMOVE",
-		[EK_ERROR] = "ERROR",
-		[EK_SHUTDOWN] = "SHUTDOWN",
+	    [EK_ALLREDUCE] = "ALLREDUCE",
+	    [EK_ALLGATHER] = "ALLGATHER",
+	    [EK_BROADCAST] = "BROADCAST",
+	    [EK_ALLTOALL] = "ALLTOALL",
+	    [EK_REDUCESCATTER] = "REDUCESCATTER",
+	    [EK_JOIN] = "JOIN",
+	    [EK_PSET_ADD] = "PROCESS_SET_ADD",
+	    [EK_PSET_REMOVE] = "PROCESS_SET_REMOVE",
+	    [EK_ERROR] = "ERROR",
+	    [EK_SHUTDOWN] = "SHUTDOWN",
 	};
 
 	return kind >= 0 && kind < EK_COUNT ? names[kind] : "UNKNOWN";

@@ -38,6 +38,7 @@ struct grad {
 
 /* ResNet-50 (torchvision), in definition order: conv weights have no
  * bias, each batch norm has a weight and a bias, fc has both. */
+/* clang-format off */
 static const struct grad resnet50[] = {
 	{"conv1.weight", 9408},
 	{"bn1.weight", 64},
@@ -201,6 +202,7 @@ static const struct grad resnet50[] = {
 	{"fc.weight", 2048000},
 	{"fc.bias", 1000},
 };
+/* clang-format on */
 
 #define NRESNET50 (sizeof(resnet50) / sizeof(resnet50[0]))
 
@@ -333,8 +335,8 @@ int bench_grads(const struct bench_opts *o, const char *spec)
 	t_lat = calloc((size_t)nlat, sizeof(double));
 	flat = malloc(total * sizeof(float) + 4);
 	scratch = malloc(maxc * sizeof(float) + 4);
-	if (!buf || !names || !h || !t_fused || !t_single || !t_mpi ||
-	    !t_lat || !flat || !scratch)
+	if (!buf || !names || !h || !t_fused || !t_single || !t_mpi || !t_lat ||
+	    !flat || !scratch)
 		goto oom;
 	for (int i = 0; i < n; i++) {
 		char nm[300];
@@ -415,14 +417,14 @@ int bench_grads(const struct bench_opts *o, const char *spec)
 			t0 = now();
 			for (int i = n - 1; i >= 0; i--) {
 				struct bench_case c = {
-					.coll = BENCH_ALLREDUCE,
-					.dtype = HVD_FLOAT32,
-					.op = HVD_SUM,
-					.count = g[i].count,
-					.send = scratch,
-					.recv = buf[i],
-					.rank = o->rank,
-					.size = o->size,
+				    .coll = BENCH_ALLREDUCE,
+				    .dtype = HVD_FLOAT32,
+				    .op = HVD_SUM,
+				    .count = g[i].count,
+				    .send = scratch,
+				    .recv = buf[i],
+				    .rank = o->rank,
+				    .size = o->size,
 				};
 				double secs;
 

@@ -56,9 +56,9 @@ static hvd_status_t ar(const char *name, float *buf, size_t n,
 
 static void mismatch(void)
 {
-	static const char *fields[] = {"data type",  "count",
-				       "reduction",  "scale factors",
-				       "operation",  "fp16 compression",
+	static const char *fields[] = {"data type", "count",
+				       "reduction", "scale factors",
+				       "operation", "fp16 compression",
 				       "root rank"};
 	float buf[16], out[64];
 
@@ -84,29 +84,27 @@ static void mismatch(void)
 					o.compress_fp16 = 1;
 				if (f == 4 && bad)
 					st = hvd_allgather_async(
-						name, buf, out, 16,
-						HVD_FLOAT32, &o, &h);
+					    name, buf, out, 16, HVD_FLOAT32, &o,
+					    &h);
 				else if (f == 6)
 					st = hvd_broadcast_async(
-						name, buf, 16, HVD_FLOAT32,
-						bad ? 1 : 0, &o, &h);
+					    name, buf, 16, HVD_FLOAT32,
+					    bad ? 1 : 0, &o, &h);
 				else
 					st = hvd_allreduce_async(
-						name, buf, out,
-						f == 1 && bad ? 15 : 16,
-						f == 0 && bad ? HVD_INT32
-							      : HVD_FLOAT32,
-						f == 2 && bad ? HVD_MAX
-							      : HVD_SUM,
-						&o, &h);
+					    name, buf, out,
+					    f == 1 && bad ? 15 : 16,
+					    f == 0 && bad ? HVD_INT32
+							  : HVD_FLOAT32,
+					    f == 2 && bad ? HVD_MAX : HVD_SUM,
+					    &o, &h);
 				if (st == HVD_OK)
 					st = hvd_wait(h);
 				if (k < rounds - 1)
 					continue;
 				check(st == HVD_ERR_MISMATCH &&
-					      strstr(hvd_last_error(),
-						     fields[f]) &&
-					      strstr(hvd_last_error(), name),
+					  strstr(hvd_last_error(), fields[f]) &&
+					  strstr(hvd_last_error(), name),
 				      "%s %s differs on rank 1: "
 				      "HVD_ERR_MISMATCH on every rank naming "
 				      "tensor and field",
@@ -149,9 +147,9 @@ static void stall(void)
 		for (int i = 0; i < 200; i++) {
 			struct timespec ts = {0, 50000000};
 
-			st = hvd_allreduce_async("probe", HVD_IN_PLACE, buf, 4,
-						 HVD_FLOAT32, HVD_SUM, NULL,
-						 &h);
+			st =
+			    hvd_allreduce_async("probe", HVD_IN_PLACE, buf, 4,
+						HVD_FLOAT32, HVD_SUM, NULL, &h);
 			if (st != HVD_OK)
 				break;
 			nanosleep(&ts, NULL);
@@ -164,8 +162,9 @@ static void stall(void)
 			hvd_wait(h);
 		}
 	}
-	check(st == HVD_ERR_STALLED, "stalled op fails with HVD_ERR_STALLED on "
-				     "every rank (got %s)",
+	check(st == HVD_ERR_STALLED,
+	      "stalled op fails with HVD_ERR_STALLED on "
+	      "every rank (got %s)",
 	      hvd_status_name(st));
 	check(rank != 0 || strstr(hvd_last_error(), "lonely"),
 	      "the error names the stalled tensor");
@@ -192,10 +191,10 @@ static void timeline(const char *second)
 			snprintf(name, sizeof(name), "grad.%d", i);
 			for (int k = 0; k < 8; k++)
 				buf[i * 8 + k] = 1;
-			good &= hvd_allreduce_async(name, HVD_IN_PLACE,
-						    buf + i * 8, 8, HVD_FLOAT32,
-						    HVD_SUM, NULL,
-						    &h[i]) == HVD_OK;
+			good &=
+			    hvd_allreduce_async(name, HVD_IN_PLACE, buf + i * 8,
+						8, HVD_FLOAT32, HVD_SUM, NULL,
+						&h[i]) == HVD_OK;
 		}
 		for (int i = 0; i < 8; i++)
 			good &= hvd_wait(h[i]) == HVD_OK;
@@ -228,7 +227,7 @@ static void psets(void)
 	check(hvd_pset_size(1) == 2 && hvd_pset_size(2) == size - 1,
 	      "set sizes");
 	check(hvd_pset_rank(1) == (rank < 2 ? rank : -1) &&
-		      hvd_pset_rank(2) == (rank >= 1 ? rank - 1 : -1),
+		  hvd_pset_rank(2) == (rank >= 1 ? rank - 1 : -1),
 	      "set ranks (-1 outside)");
 	/* Overlapping sets used at once: rank 1 is in both. */
 	for (int set = 1; set <= 2; set++) {
@@ -244,8 +243,8 @@ static void psets(void)
 		if (st == HVD_OK)
 			st = hvd_wait(h);
 		if (member) {
-			float want = set == 1 ? 3
-					      : (float)(size * (size + 1) / 2 - 1);
+			float want =
+			    set == 1 ? 3 : (float)(size * (size + 1) / 2 - 1);
 
 			check(st == HVD_OK && buf[0] == want,
 			      "set %d: members-only allreduce", set);
@@ -286,11 +285,11 @@ static void psets(void)
 			check(1, "allreduce on the dynamic set");
 		}
 		check(hvd_pset_remove(dyn) == HVD_OK &&
-			      hvd_pset_size(dyn) == -1,
+			  hvd_pset_size(dyn) == -1,
 		      "dynamic remove");
 		st = hvd_pset_add(mine, 2, &dyn);
 		check(st == HVD_ERR_PROCESS_SET &&
-			      strstr(hvd_last_error(), "on rank 3"),
+			  strstr(hvd_last_error(), "on rank 3"),
 		      "sets that differ between ranks: HVD_ERR_PROCESS_SET "
 		      "naming the ranks");
 		if (rank == 0)
@@ -422,8 +421,8 @@ int main(int argc, char **argv)
 		/* Rank from the launcher's PMIx environment, before init. */
 		const char *r = getenv("PMIX_RANK");
 
-		setenv("HOROVOD_PROCESS_SETS", r && atoi(r) == 1 ? "0,2" : "0,1",
-		       1);
+		setenv("HOROVOD_PROCESS_SETS",
+		       r && atoi(r) == 1 ? "0,2" : "0,1", 1);
 		st = hvd_init();
 		printf("%s %s\n", hvd_status_name(st), hvd_last_error());
 		if (st == HVD_OK)

@@ -30,7 +30,10 @@ static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint16_t to_half(float f)
 {
 	/* exact for integers and halves up to 2048 */
-	union { float f; uint32_t u; } v = {f};
+	union {
+		float f;
+		uint32_t u;
+	} v = {f};
 	uint32_t sign = (v.u >> 16) & 0x8000;
 	int exp = (int)((v.u >> 23) & 0xff) - 127 + 15;
 	uint32_t man = (v.u >> 13) & 0x3ff;
@@ -45,7 +48,10 @@ static float from_half(uint16_t h)
 	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
 	int exp = (h >> 10) & 0x1f;
 	uint32_t man = h & 0x3ff;
-	union { uint32_t u; float f; } v;
+	union {
+		uint32_t u;
+		float f;
+	} v;
 
 	if (!exp && !man) {
 		v.u = sign;
@@ -60,38 +66,67 @@ static float from_half(uint16_t h)
 static void put(void *buf, size_t i, hvd_dtype_t t, double x)
 {
 	switch (t) {
-	case HVD_UINT8: ((uint8_t *)buf)[i] = (uint8_t)x; break;
-	case HVD_INT8: ((int8_t *)buf)[i] = (int8_t)x; break;
-	case HVD_INT32: ((int32_t *)buf)[i] = (int32_t)x; break;
-	case HVD_INT64: ((int64_t *)buf)[i] = (int64_t)x; break;
-	case HVD_FLOAT16: ((uint16_t *)buf)[i] = to_half((float)x); break;
+	case HVD_UINT8:
+		((uint8_t *)buf)[i] = (uint8_t)x;
+		break;
+	case HVD_INT8:
+		((int8_t *)buf)[i] = (int8_t)x;
+		break;
+	case HVD_INT32:
+		((int32_t *)buf)[i] = (int32_t)x;
+		break;
+	case HVD_INT64:
+		((int64_t *)buf)[i] = (int64_t)x;
+		break;
+	case HVD_FLOAT16:
+		((uint16_t *)buf)[i] = to_half((float)x);
+		break;
 	case HVD_BFLOAT16: {
-		union { float f; uint32_t u; } v = {(float)x};
+		union {
+			float f;
+			uint32_t u;
+		} v = {(float)x};
 		((uint16_t *)buf)[i] = (uint16_t)(v.u >> 16);
 		break;
 	}
-	case HVD_FLOAT32: ((float *)buf)[i] = (float)x; break;
-	case HVD_FLOAT64: ((double *)buf)[i] = x; break;
-	default: break;
+	case HVD_FLOAT32:
+		((float *)buf)[i] = (float)x;
+		break;
+	case HVD_FLOAT64:
+		((double *)buf)[i] = x;
+		break;
+	default:
+		break;
 	}
 }
 
 static double get(const void *buf, size_t i, hvd_dtype_t t)
 {
 	switch (t) {
-	case HVD_UINT8: return ((const uint8_t *)buf)[i];
-	case HVD_INT8: return ((const int8_t *)buf)[i];
-	case HVD_INT32: return ((const int32_t *)buf)[i];
-	case HVD_INT64: return (double)((const int64_t *)buf)[i];
-	case HVD_FLOAT16: return from_half(((const uint16_t *)buf)[i]);
+	case HVD_UINT8:
+		return ((const uint8_t *)buf)[i];
+	case HVD_INT8:
+		return ((const int8_t *)buf)[i];
+	case HVD_INT32:
+		return ((const int32_t *)buf)[i];
+	case HVD_INT64:
+		return (double)((const int64_t *)buf)[i];
+	case HVD_FLOAT16:
+		return from_half(((const uint16_t *)buf)[i]);
 	case HVD_BFLOAT16: {
-		union { uint32_t u; float f; } v;
+		union {
+			uint32_t u;
+			float f;
+		} v;
 		v.u = (uint32_t)((const uint16_t *)buf)[i] << 16;
 		return v.f;
 	}
-	case HVD_FLOAT32: return ((const float *)buf)[i];
-	case HVD_FLOAT64: return ((const double *)buf)[i];
-	default: return 0;
+	case HVD_FLOAT32:
+		return ((const float *)buf)[i];
+	case HVD_FLOAT64:
+		return ((const double *)buf)[i];
+	default:
+		return 0;
 	}
 }
 
@@ -113,7 +148,7 @@ struct op {
 	int kind; /* 0 allreduce 1 allgather 2 broadcast 3 alltoall 4 rs */
 	hvd_dtype_t t;
 	hvd_op_t red;
-	size_t count;   /* this rank's */
+	size_t count; /* this rank's */
 	int root, salt, inplace;
 	double pre, post;
 	int fp16;
@@ -156,9 +191,15 @@ static void draw(struct op *o, int thread, int i)
 	o->count = count_of(seed, o->kind);
 	o->pre = o->post = 1.0;
 	switch (rand_r(seed) % 4) {
-	case 0: o->red = HVD_MIN; break;
-	case 1: o->red = HVD_MAX; break;
-	default: o->red = HVD_SUM; break;
+	case 0:
+		o->red = HVD_MIN;
+		break;
+	case 1:
+		o->red = HVD_MAX;
+		break;
+	default:
+		o->red = HVD_SUM;
+		break;
 	}
 	if (is_float(o->t) && rand_r(seed) % 3 == 0)
 		o->red = HVD_AVERAGE;
@@ -215,9 +256,9 @@ static void fail(const struct op *o, const char *fmt, ...)
 /* Averages over 3 ranks are not exact in 8- or 11-bit mantissas. */
 static int close_enough(const struct op *o, double got, double want)
 {
-	double tol = o->t == HVD_BFLOAT16 ? 1e-2
+	double tol = o->t == HVD_BFLOAT16	      ? 1e-2
 		     : o->t == HVD_FLOAT16 || o->fp16 ? 2e-3
-						       : 1e-6;
+						      : 1e-6;
 
 	return fabs(got - want) <= tol * (1 + fabs(want));
 }
@@ -264,8 +305,10 @@ static void check(struct op *o)
 			size_t rc = o->count - (size_t)rank + (size_t)r;
 
 			for (size_t i = 0; i < rc; i++, off++)
-				if (get(o->recv, off, o->t) != val(r, i, o->salt)) {
-					fail(o, "from rank %d [%zu] = %g, want %g",
+				if (get(o->recv, off, o->t) !=
+				    val(r, i, o->salt)) {
+					fail(o,
+					     "from rank %d [%zu] = %g, want %g",
 					     r, i, get(o->recv, off, o->t),
 					     val(r, i, o->salt));
 					return;
@@ -288,8 +331,8 @@ static void check(struct op *o)
 				want = val(r, (size_t)rank * n + i, o->salt);
 				got = get(o->recv, (size_t)r * n + i, o->t);
 				if (got != want) {
-					fail(o, "from %d [%zu] = %g, want %g", r,
-					     i, got, want);
+					fail(o, "from %d [%zu] = %g, want %g",
+					     r, i, got, want);
 					return;
 				}
 			}
@@ -385,13 +428,14 @@ static void *worker(void *arg)
 				size_t want = 0;
 
 				for (int r = 0; r < size; r++)
-					want += o->count - (size_t)rank +
-						(size_t)r;
+					want +=
+					    o->count - (size_t)rank + (size_t)r;
 				while (hvd_test(o->h) == HVD_IN_PROGRESS)
 					sched_yield();
 				if (hvd_test(o->h) == HVD_OK &&
 				    hvd_handle_count(o->h) != want)
-					fail(o, "hvd_handle_count %zu, want %zu",
+					fail(o,
+					     "hvd_handle_count %zu, want %zu",
 					     hvd_handle_count(o->h), want);
 			}
 			st = hvd_wait(o->h);

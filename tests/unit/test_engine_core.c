@@ -24,10 +24,7 @@ hvd_status_t comm_create(const int *world_ranks, int n, hvd_comm_t **out)
 	return HVD_ERR_INTERNAL;
 }
 
-void comm_destroy(hvd_comm_t *comm)
-{
-	(void)comm;
-}
+void comm_destroy(hvd_comm_t *comm) { (void)comm; }
 
 static struct eng_req *req(const char *name, int kind, int dtype,
 			   uint64_t count)
@@ -100,8 +97,8 @@ static void test_wire(void)
 	wire_put_req(&w, q);
 	b = (struct rbuf){w.data, w.data + w.len, 0};
 	ok(wire_get_req(&b, &q2) == 0 && strcmp(q2.name, "grad/conv1") == 0 &&
-		   q2.p.count == 77 && q2.group_size == 3 &&
-		   strcmp(q2.group, "g") == 0 && q2.age == 1.5,
+	       q2.p.count == 77 && q2.group_size == 3 &&
+	       strcmp(q2.group, "g") == 0 && q2.age == 1.5,
 	   "wire: request round trip");
 	eng_req_free(&q2);
 	b = (struct rbuf){w.data, w.data + w.len - 3, 0};
@@ -115,7 +112,7 @@ static void test_wire(void)
 	wire_put_resp(&w, &r);
 	b = (struct rbuf){w.data, w.data + w.len, 0};
 	ok(wire_get_resp(&b, &r2) == 0 && r2.ncounts == 3 &&
-		   r2.counts[2] == 3 && strcmp(r2.message, "msg") == 0,
+	       r2.counts[2] == 3 && strcmp(r2.message, "msg") == 0,
 	   "wire: response round trip");
 	eng_resp_free(&r2);
 	wbuf_free(&w);
@@ -186,8 +183,8 @@ static void test_cache(void)
 	rc_free(&c);
 }
 
-static void mismatch(const char *what, void (*mod)(struct eng_req *),
-		     int kind, const char *needle)
+static void mismatch(const char *what, void (*mod)(struct eng_req *), int kind,
+		     const char *needle)
 {
 	struct coord c;
 	struct resp_list l = {0};
@@ -202,8 +199,8 @@ static void mismatch(const char *what, void (*mod)(struct eng_req *),
 	coord_add(&c, 2, d, 0);
 	coord_collect(&c, &l);
 	ok(l.n == 1 && l.v[0].p.kind == EK_ERROR &&
-		   l.v[0].status == HVD_ERR_MISMATCH && l.v[0].message &&
-		   strstr(l.v[0].message, needle),
+	       l.v[0].status == HVD_ERR_MISMATCH && l.v[0].message &&
+	       strstr(l.v[0].message, needle),
 	   "mismatch %s: %s", what,
 	   l.n && l.v[0].message ? l.v[0].message : "(none)");
 	resp_list_free(&l);
@@ -253,7 +250,7 @@ static void test_coordinator(void)
 	coord_add(&c, 2, g, 0);
 	coord_collect(&c, &l);
 	ok(l.n == 1 && l.v[0].p.kind == EK_ALLGATHER && l.v[0].ncounts == 2 &&
-		   l.v[0].counts[0] == 5 && l.v[0].counts[1] == 7,
+	       l.v[0].counts[0] == 5 && l.v[0].counts[1] == 7,
 	   "coordinator: process set {0,2} allgather, counts per set rank");
 	resp_list_free(&l);
 	/* Join: rank 1 joins, z is ready with ranks 0 and 2, zeros. */
@@ -264,7 +261,7 @@ static void test_coordinator(void)
 	coord_add(&c, 2, req("w", EK_BROADCAST, HVD_FLOAT32, 4), 0);
 	coord_collect(&c, &l);
 	ok(l.n == 2 && l.v[0].p.kind == EK_ALLREDUCE && l.v[0].joined == 1 &&
-		   l.v[1].p.kind == EK_ERROR,
+	       l.v[1].p.kind == EK_ERROR,
 	   "coordinator: with rank 1 joined, allreduce runs (1 joined), "
 	   "broadcast is refused");
 	resp_list_free(&l);
@@ -303,7 +300,7 @@ static void test_coordinator(void)
 	}
 	coord_collect(&c, &l);
 	ok(l.n == 1 && l.v[0].status == HVD_ERR_PROCESS_SET &&
-		   strstr(l.v[0].message, "[0,1] on ranks 0-1; [0,2] on rank 2"),
+	       strstr(l.v[0].message, "[0,1] on ranks 0-1; [0,2] on rank 2"),
 	   "coordinator: differing process sets: %s",
 	   l.n ? l.v[0].message : "");
 	resp_list_free(&l);
@@ -324,14 +321,19 @@ static void test_coordinator(void)
 		   msg);
 	}
 	coord_free(&c);
-	mismatch("type", m_dtype, EK_ALLREDUCE, "float32 on ranks 0,2; float16 on rank 1");
-	mismatch("count", m_count, EK_ALLREDUCE, "count for ALLREDUCE 't': 8 on ranks 0,2; 9 on rank 1");
+	mismatch("type", m_dtype, EK_ALLREDUCE,
+		 "float32 on ranks 0,2; float16 on rank 1");
+	mismatch("count", m_count, EK_ALLREDUCE,
+		 "count for ALLREDUCE 't': 8 on ranks 0,2; 9 on rank 1");
 	mismatch("reduction", m_op, EK_ALLREDUCE, "reduction");
 	mismatch("root", m_root, EK_BROADCAST, "root rank");
-	mismatch("scale factors", m_scale, EK_ALLREDUCE, "(1, 1) on ranks 0,2; (0.5, 1) on rank 1");
-	mismatch("operation", m_kind, EK_ALLREDUCE, "ALLREDUCE on ranks 0,2; ALLGATHER on rank 1");
+	mismatch("scale factors", m_scale, EK_ALLREDUCE,
+		 "(1, 1) on ranks 0,2; (0.5, 1) on rank 1");
+	mismatch("operation", m_kind, EK_ALLREDUCE,
+		 "ALLREDUCE on ranks 0,2; ALLGATHER on rank 1");
 	mismatch("process set", m_pset, EK_ALLREDUCE, "process set");
-	mismatch("device", m_dev, EK_ALLREDUCE, "CPU on ranks 0,2; GPU on rank 1");
+	mismatch("device", m_dev, EK_ALLREDUCE,
+		 "CPU on ranks 0,2; GPU on rank 1");
 	mismatch("compression", m_comp, EK_ALLREDUCE, "fp16 compression");
 	pset_table_free(&sets);
 }
@@ -343,7 +345,7 @@ static void test_fusion_plan(void)
 
 	for (int i = 0; i < 6; i++)
 		resp_of(&r[i], "x", 100); /* 400 bytes each */
-	r[1].p.dtype = HVD_FLOAT64;       /* interleaved type */
+	r[1].p.dtype = HVD_FLOAT64;	  /* interleaved type */
 	r[3].p.kind = EK_BROADCAST;
 	r[4].p.prescale = 2.0;
 	fusion_plan_build(r, 6, 1000, 0, &p);
@@ -370,25 +372,25 @@ static void test_pset_parse(void)
 	char err[256];
 
 	ok(pset_parse("0,1;2-3", 4, &s, &n, &ns, err, sizeof(err)) == HVD_OK &&
-		   ns == 2 && n[0] == 2 && n[1] == 2 && s[1][1] == 3,
+	       ns == 2 && n[0] == 2 && n[1] == 2 && s[1][1] == 3,
 	   "pset: \"0,1;2-3\" is two sets");
 	for (int i = 0; i < ns; i++)
 		free(s[i]);
 	free(s);
 	free(n);
 	ok(pset_parse("0,4", 4, &s, &n, &ns, err, sizeof(err)) ==
-			   HVD_ERR_INVALID_ARG &&
-		   strstr(err, "rank 4 is outside"),
+		   HVD_ERR_INVALID_ARG &&
+	       strstr(err, "rank 4 is outside"),
 	   "pset: rank out of range: %s", err);
 	ok(pset_parse("1,1", 4, &s, &n, &ns, err, sizeof(err)) ==
-			   HVD_ERR_INVALID_ARG &&
-		   strstr(err, "duplicate rank 1"),
+		   HVD_ERR_INVALID_ARG &&
+	       strstr(err, "duplicate rank 1"),
 	   "pset: duplicate: %s", err);
 	ok(pset_parse("0;x", 4, &s, &n, &ns, err, sizeof(err)) ==
-		   HVD_ERR_INVALID_ARG,
+	       HVD_ERR_INVALID_ARG,
 	   "pset: garbage: %s", err);
 	ok(pset_parse("", 4, &s, &n, &ns, err, sizeof(err)) == HVD_OK &&
-		   ns == 0,
+	       ns == 0,
 	   "pset: empty spec, no sets");
 }
 
@@ -419,18 +421,17 @@ static void test_timeline(void)
 	ok(strstr(buf, "\"name\": \"g\\\"1\"") != NULL,
 	   "timeline: tensor names are JSON-escaped");
 	ok(strstr(buf, "CYCLE_START") && strstr(buf, "NEGOTIATE_ALLREDUCE") &&
-		   strstr(buf, "\"shape\": \"[7]\""),
+	       strstr(buf, "\"shape\": \"[7]\""),
 	   "timeline: cycle marks, negotiation and shapes");
 	timeline_close(&t);
 	f = fopen(path, "r");
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	buf[n] = '\0';
 	fclose(f);
-	ok(n > 2 && strcmp(buf + n - 2, "]\n") == 0,
-	   "timeline: closed with ]");
+	ok(n > 2 && strcmp(buf + n - 2, "]\n") == 0, "timeline: closed with ]");
 	unlink(path);
 	ok(timeline_open(&t, "/nonexistent/dir/tl.json", 0) == HVD_ERR_IO &&
-		   strstr(hvd_last_error(), "/nonexistent/dir/tl.json"),
+	       strstr(hvd_last_error(), "/nonexistent/dir/tl.json"),
 	   "timeline: unwritable path names the file: %s", hvd_last_error());
 }
 
@@ -450,8 +451,8 @@ static void test_autotune(void)
 			       1e4 / (1 + 10 * fabs(a.cycle_ms - 2.5));
 
 		t += 1.0;
-		changes += autotune_record(&a, "first", (size_t)(speed * 1e3),
-					   t);
+		changes +=
+		    autotune_record(&a, "first", (size_t)(speed * 1e3), t);
 		changes += autotune_record(&a, "second", 0, t);
 	}
 	ok(!a.active && a.fusion == 16u << 20 && a.cycle_ms == 2.5,

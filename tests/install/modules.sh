@@ -17,27 +17,45 @@ clean_env() {
 
 # One module system: $1 = name, $2 = init script, $3 = module tree.
 check_system() {
-	local name=$1 init=$2 tree=$3 out
+	local name=$1 init=$2 tree=$3 out other
+	# A second version of the module, for the conflict check.
+	other=$(mktemp -d /var/tmp/hvd-modtest.XXXXXX)
+	mkdir -p "$other/horovod"
+	for f in "$tree"/horovod/*; do
+		case $f in
+		*.lua) sed "s/$version/9.9.9/g" "$f" > "$other/horovod/9.9.9.lua" ;;
+		*) sed "s/$version/9.9.9/g" "$f" > "$other/horovod/9.9.9" ;;
+		esac
+	done
 	out=$(clean_env bash -c '
 		set -u
 		. "'"$init"'" >/dev/null 2>&1
 		before=$(env | grep -E "^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|MANPATH|CPATH)=" | sort)
-		command -v hvdrun >/dev/null && echo "LEAK hvdrun visible before load"
+		[ "$(command -v hvdrun)" = "'"$prefix"'/bin/hvdrun" ] && echo "LEAK hvdrun visible before load"
 		module use "'"$tree"'"
 		before=$(env | grep -E "^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|MANPATH|CPATH)=" | sort)
 		module load horovod 2>&1 || echo "LOADFAIL"
-		command -v hvdrun >/dev/null && echo "HVDRUN ok"
+		[ "$(command -v hvdrun)" = "'"$prefix"'/bin/hvdrun" ] && echo "HVDRUN ok"
 		timeout 120 hvdrun -np 2 hvd-bench -e 1M -n 5 -w 1 >/dev/null 2>&1 && echo "BENCH ok"
 		pkg-config --cflags --libs hvd | grep -q -- "-lhvd" && echo "PKGCONFIG ok"
 		case ":${MANPATH:-}:" in *"'"$prefix"'/share/man"*) echo "MANPATH ok";; esac
 		case ":${CPATH:-}:" in *"'"$prefix"'/include"*) echo "CPATH ok";; esac
 		module help horovod 2>&1 | grep -q "hvdrun -np" && echo "HELP ok"
 		module unload horovod 2>&1
+		# Two versions never load together: a second one is refused or
+		# swapped in (the copy under $other is the same module as 9.9.9).
+		module use "'"$other"'"
+		module load horovod/'"$version"' >/dev/null 2>&1
+		module load horovod/9.9.9 >/dev/null 2>&1
+		[ "$(module -t list 2>&1 | grep -c "^horovod/")" = 1 ] && echo "CONFLICT ok"
+		module unload horovod >/dev/null 2>&1
+		module unuse "'"$other"'"
 		after=$(env | grep -E "^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|MANPATH|CPATH)=" | sort)
 		[ "$before" = "$after" ] && echo "RESTORED ok" || { echo "RESTORED differs:"; diff <(echo "$before") <(echo "$after"); }
 	' 2>&1)
 	echo "$out" | sed 's/^/# /'
-	for what in HVDRUN BENCH PKGCONFIG MANPATH CPATH HELP RESTORED; do
+	rm -rf "$other"
+	for what in HVDRUN BENCH PKGCONFIG MANPATH CPATH HELP CONFLICT RESTORED; do
 		echo "$out" | grep -q "^$what ok"
 		ok $? "$name: $what after module load horovod"
 	done
@@ -46,7 +64,7 @@ check_system() {
 }
 
 export DEBIAN_FRONTEND=noninteractive
-echo "1..16"
+echo "1..18"
 if [ -z "$version" ]; then
 	echo "Bail out! no hvd.pc under $prefix/lib/pkgconfig: install first"
 	exit 1

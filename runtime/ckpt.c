@@ -1,20 +1,7 @@
 /*
- * ckpt.c - the checkpointer: open, register, write and commit, async mode.
- *
- * Commit protocol (every rank calls save/step with the same step):
- *   1. each rank writes its files into DIR/step-N.partial-TAG and fsyncs
- *      them (rank 0 also writes replicated.bin);
- *   2. allreduce MIN: did every rank succeed?  (no: rank 0 removes the
- *      partial directory, every rank returns an error, nothing changed);
- *   3. allreduce SUM gathers each file's XXH3 checksum on every rank;
- *   4. rank 0 writes MANIFEST, fsyncs it and the directory, renames the
- *      directory to DIR/step-N, fsyncs DIR, then replaces DIR/latest
- *      (temp + rename + fsync) and prunes old checkpoints;
- *   5. allreduce MAX of rank 0's status: every rank returns the same answer.
- * A crash anywhere before the rename leaves only a partial directory, which
- * restore ignores and retention removes; after the rename the checkpoint is
- * complete and durable.  The manifest's own checksum and the per-file
- * checksums catch everything else (torn or edited files).
+ * ckpt.c - the checkpointer: open, register, metadata, save/step/wait/close
+ * and async mode.  The commit protocol is in ckpt_commit.c, staging memory
+ * (async, GPU buffers) in ckpt_stage.c, restore in ckpt_restore.c.
  *
  * Async mode: step/save copy the registered buffers into staging memory
  * and start a writer thread that does step 1 only.  Steps 2-5 need
@@ -27,7 +14,6 @@
 #include "config.h"
 
 #include "ckpt_internal.h"
-#include "device.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -383,8 +369,6 @@ hvd_status_t hvd_ckpt_get_meta(hvd_ckpt_t *c, void *meta, size_t max,
 
 /* ------------------------------------------------------------- registry */
 
-static hvd_status_t stage_prepare(hvd_ckpt_t *c);
-
 hvd_status_t ckpt_freeze(hvd_ckpt_t *c)
 {
 	XXH3_state_t *xs;
@@ -428,349 +412,10 @@ hvd_status_t ckpt_freeze(hvd_ckpt_t *c)
 	/* async: allocate and touch the staging memory now, so that the first
 	 * checkpoint does not pay for page faults inside the training loop */
 	if (c->async) {
-		st = stage_prepare(c);
+		st = ckpt_stage_prepare(c);
 		if (st != HVD_OK)
 			return st;
 	}
-	return HVD_OK;
-}
-
-/* ---------------------------------------------------------------- write */
-
-static void *stage_alloc(hvd_ckpt_t *c, size_t bytes);
-static void stage_free(hvd_ckpt_t *c, void *p);
-
-static hvd_status_t stage_prepare(hvd_ckpt_t *c)
-{
-	c->stage_pinned = c->has_device && cuda_host_alloc;
-	if (c->repl_bytes && c->rank == 0 && !c->stage_repl) {
-		c->stage_repl = stage_alloc(c, c->repl_bytes);
-		if (!c->stage_repl)
-			goto err_oom;
-		memset(c->stage_repl, 0, c->repl_bytes);
-	}
-	if (c->rank_bytes && !c->stage_rank) {
-		c->stage_rank = stage_alloc(c, c->rank_bytes);
-		if (!c->stage_rank)
-			goto err_oom;
-		memset(c->stage_rank, 0, c->rank_bytes);
-	}
-	return HVD_OK;
-err_oom:
-	return hvd_error(HVD_ERR_NO_MEMORY,
-			 "checkpoint: cannot allocate %llu bytes of staging "
-			 "memory (async mode keeps a copy of the state): use "
-			 "synchronous checkpoints or more memory",
-			 (unsigned long long)(c->rank == 0 ? c->repl_bytes +
-							   c->rank_bytes
-							 : c->rank_bytes));
-}
-
-/* The staging copy is what async mode costs the training loop: large ones
- * are split between a few threads, since one core cannot saturate the
- * memory bandwidth of a server (HOROVOD_CHECKPOINT_COPY_THREADS, default:
- * the cores per local rank, at most 4). */
-#define PAR_COPY_MIN (16u << 20)
-#define PAR_COPY_MAX 16
-
-struct copy_piece {
-	void *dst;
-	const void *src;
-	size_t n;
-};
-
-static void *copy_main(void *arg)
-{
-	struct copy_piece *p = arg;
-
-	memcpy(p->dst, p->src, p->n);
-	return NULL;
-}
-
-static void par_copy(void *dst, const void *src, size_t n, int threads)
-{
-	struct copy_piece piece[PAR_COPY_MAX];
-	pthread_t tid[PAR_COPY_MAX];
-	int started[PAR_COPY_MAX] = { 0 };
-	size_t per, off = 0;
-
-	if (threads > PAR_COPY_MAX)
-		threads = PAR_COPY_MAX;
-	if (threads <= 1 || n < PAR_COPY_MIN) {
-		memcpy(dst, src, n);
-		return;
-	}
-	per = (n / (size_t)threads + 4095) & ~(size_t)4095;
-	for (int i = 0; i < threads; i++) {
-		piece[i].dst = (char *)dst + off;
-		piece[i].src = (const char *)src + off;
-		piece[i].n = off >= n ? 0 : (n - off < per ? n - off : per);
-		off += piece[i].n;
-	}
-	for (int i = 1; i < threads; i++)
-		started[i] = pthread_create(&tid[i], NULL, copy_main,
-					    &piece[i]) == 0;
-	copy_main(&piece[0]);
-	for (int i = 1; i < threads; i++) {
-		if (started[i])
-			pthread_join(tid[i], NULL);
-		else
-			copy_main(&piece[i]); /* no thread: do it here */
-	}
-}
-
-static hvd_status_t stage(hvd_ckpt_t *c)
-{
-	hvd_status_t st = stage_prepare(c);
-
-	if (st != HVD_OK)
-		return st;
-	for (size_t i = 0; i < c->nregs; i++) {
-		const struct ckpt_reg *r = &c->regs[i];
-		unsigned char *dst;
-
-		if (r->kind == HVD_CKPT_REPLICATED && c->rank != 0)
-			continue;
-		dst = (r->kind == HVD_CKPT_REPLICATED ? c->stage_repl
-						      : c->stage_rank) +
-		      r->offset;
-		if (r->device) {
-			st = ckpt_dev_copy(dst, r->buf, r->bytes, 1);
-			if (st != HVD_OK)
-				return hvd_error_prefix(st, "checkpoint: "
-							"staging %s", r->name);
-		} else {
-			par_copy(dst, r->buf, r->bytes, c->copy_threads);
-		}
-	}
-	return HVD_OK;
-}
-
-static hvd_status_t write_one(hvd_ckpt_t *c, struct ckpt_write *w,
-			      const char *name, hvd_ckpt_kind_t kind,
-			      const unsigned char *staged, uint64_t *hash)
-{
-	struct ckpt_part *parts;
-	char path[PATH_MAX];
-	size_t n = 0;
-	hvd_status_t st;
-
-	parts = calloc(c->nregs + 1, sizeof(*parts));
-	if (!parts)
-		return hvd_error(HVD_ERR_NO_MEMORY, "checkpoint: out of memory");
-	if (staged) {
-		parts[n].buf = staged;
-		parts[n++].bytes = kind == HVD_CKPT_REPLICATED ? c->repl_bytes
-							       : c->rank_bytes;
-	} else {
-		for (size_t i = 0; i < c->nregs; i++) {
-			if (c->regs[i].kind != kind)
-				continue;
-			parts[n].buf = c->regs[i].buf;
-			parts[n++].bytes = c->regs[i].bytes;
-		}
-	}
-	ckpt_fmt(path, sizeof(path), "%s/%s", w->partial, name);
-	if (unlink(path) != 0 && errno != ENOENT)
-		st = ckpt_errno(errno, "cannot replace", path);
-	else
-		st = ckpt_write_file(path, parts, n, hash);
-	free(parts);
-	return st;
-}
-
-/* Step 1 of the protocol: this rank's files, durable, in the partial
- * directory.  Runs on the caller's thread or on the writer thread; the
- * message is kept in w->error because hvd_last_error() is per thread. */
-static void write_local(hvd_ckpt_t *c, struct ckpt_write *w, int staged)
-{
-	hvd_status_t st = HVD_OK;
-	char name[CKPT_FILE_NAME_MAX];
-
-	w->error[0] = '\0';
-	if (mkdir(w->partial, 0755) != 0 && errno != EEXIST)
-		st = ckpt_errno(errno, "cannot create directory", w->partial);
-	ckpt_test_point(c, "begin", w->step);
-	if (st == HVD_OK && c->rank == 0 && c->repl_bytes)
-		st = write_one(c, w, CKPT_REPLICATED_FILE, HVD_CKPT_REPLICATED,
-			       staged ? c->stage_repl : NULL, &w->repl_hash);
-	if (st == HVD_OK && c->rank_bytes) {
-		ckpt_rank_file(name, sizeof(name), c->rank);
-		st = write_one(c, w, name, HVD_CKPT_PER_RANK,
-			       staged ? c->stage_rank : NULL, &w->rank_hash);
-	}
-	if (st == HVD_OK)
-		st = ckpt_fsync_dir(w->partial);
-	if (st == HVD_OK)
-		ckpt_test_point(c, "written", w->step);
-	w->status = st;
-	if (st != HVD_OK)
-		ckpt_fmt(w->error, sizeof(w->error), "%s", hvd_last_error());
-}
-
-/* Step 4, rank 0: manifest, rename, latest, retention. */
-static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
-			    const int64_t *hashes)
-{
-	struct ckpt_manifest m = { 0 };
-	char final[PATH_MAX], name[64], path[PATH_MAX];
-	struct ckpt_part part;
-	hvd_status_t st;
-	uint64_t mhash;
-	size_t len, fi = 0;
-	char *text;
-
-	m.version = CKPT_FORMAT_VERSION;
-	m.step = w->step;
-	m.world_size = c->size;
-	m.created = (long long)time(NULL);
-	ckpt_fmt(m.job, sizeof(m.job), "%s", c->job);
-	m.replicated_bytes = c->repl_bytes;
-	m.per_rank_bytes = c->rank_bytes;
-	m.nbuffers = c->nregs;
-	m.buffers = calloc(c->nregs, sizeof(*m.buffers));
-	if (!m.buffers)
-		return hvd_error(HVD_ERR_NO_MEMORY, "checkpoint: out of memory");
-	for (size_t i = 0; i < c->nregs; i++) {
-		ckpt_fmt(m.buffers[i].name, sizeof(m.buffers[i].name), "%s",
-			 c->regs[i].name);
-		m.buffers[i].kind = c->regs[i].kind;
-		m.buffers[i].offset = c->regs[i].offset;
-		m.buffers[i].bytes = c->regs[i].bytes;
-	}
-	st = ckpt_manifest_layout(&m);
-	if (st != HVD_OK)
-		goto err_free;
-	if (c->repl_bytes)
-		m.files[fi++].hash = (uint64_t)hashes[0];
-	for (int r = 0; c->rank_bytes && r < c->size; r++)
-		m.files[fi++].hash = (uint64_t)hashes[1 + r];
-	m.meta = w->meta;
-	m.meta_len = w->meta_len;
-	st = ckpt_manifest_format(&m, &text, &len);
-	m.meta = NULL;
-	m.meta_len = 0;
-	if (st != HVD_OK)
-		goto err_free;
-	ckpt_fmt(path, sizeof(path), "%s/%s", w->partial, CKPT_MANIFEST_NAME);
-	unlink(path);
-	part.buf = text;
-	part.bytes = len;
-	st = ckpt_write_file(path, &part, 1, &mhash);
-	free(text);
-	if (st == HVD_OK)
-		st = ckpt_fsync_dir(w->partial);
-	if (st != HVD_OK)
-		goto err_free;
-	ckpt_test_point(c, "manifest", w->step);
-
-	ckpt_dir_name(name, sizeof(name), w->step, NULL);
-	ckpt_path(c, final, sizeof(final), name);
-	if (rename(w->partial, final) != 0) {
-		if (errno != EEXIST && errno != ENOTEMPTY) {
-			st = ckpt_errno(errno, "cannot rename into place",
-					final);
-			goto err_free;
-		}
-		/* The same step was saved before (a restarted run saving the
-		 * step it resumed from): swap atomically where the file system
-		 * can, and drop the old one. */
-		if (renameat2(AT_FDCWD, w->partial, AT_FDCWD, final,
-			      RENAME_EXCHANGE) != 0) {
-			char old[PATH_MAX];
-
-			ckpt_fmt(old, sizeof(old), "%s.partial-replaced", final);
-			if (rename(final, old) != 0 ||
-			    rename(w->partial, final) != 0) {
-				st = ckpt_errno(errno, "cannot replace", final);
-				goto err_free;
-			}
-		}
-	}
-	st = ckpt_fsync_dir(c->dir);
-	if (st != HVD_OK)
-		goto err_free;
-	ckpt_test_point(c, "renamed", w->step);
-	st = ckpt_write_latest(c->dir, name);
-	if (st != HVD_OK)
-		goto err_free;
-	ckpt_test_point(c, "latest", w->step);
-	/* a failed prune is a warning (logged), not a failed checkpoint */
-	/* protect what was just written even when older runs left higher
-	 * steps behind (a fresh start in a used directory).  Async: deleting
-	 * old checkpoints (seconds for big ones) is left to the next writer
-	 * thread or to close, off the training loop. */
-	if (c->async)
-		c->prune_step = w->step;
-	else
-		ckpt_prune(c->dir, c->keep, w->step, NULL, NULL);
-	hvd_error_clear();
-	st = HVD_OK;
-err_free:
-	ckpt_manifest_free(&m);
-	return st;
-}
-
-/* Steps 2-5, on every rank, after write_local finished everywhere. */
-static hvd_status_t commit(hvd_ckpt_t *c, struct ckpt_write *w)
-{
-	int64_t v[1], *hashes;
-	hvd_status_t st, st2;
-
-	v[0] = w->status == HVD_OK ? INT64_MAX : c->rank;
-	if (w->status != HVD_OK)
-		hvd_log(HVD_LOG_ERROR, "%s", w->error);
-	st = ckpt_allreduce(c, v, 1, HVD_MIN);
-	if (st != HVD_OK)
-		return st;
-	if (v[0] != INT64_MAX) {
-		if (c->rank == 0) {
-			const char *base = strrchr(w->partial, '/');
-
-			ckpt_remove_dir(c->dir, base ? base + 1 : w->partial);
-		}
-		if (w->status != HVD_OK)
-			return hvd_error(w->status, "%s", w->error);
-		return hvd_error(HVD_ERR_IO,
-				 "checkpoint step %ld not written: rank %lld "
-				 "could not write its files (its message says "
-				 "why); the previous checkpoint is intact",
-				 w->step, (long long)v[0]);
-	}
-	hashes = calloc((size_t)c->size + 1, sizeof(*hashes));
-	if (!hashes)
-		return hvd_error(HVD_ERR_NO_MEMORY, "checkpoint: out of memory");
-	if (c->rank == 0)
-		hashes[0] = (int64_t)w->repl_hash;
-	hashes[1 + c->rank] = (int64_t)w->rank_hash;
-	st = ckpt_allreduce(c, hashes, (size_t)c->size + 1, HVD_SUM);
-	if (st != HVD_OK) {
-		free(hashes);
-		return st;
-	}
-	v[0] = 0;
-	if (c->rank == 0) {
-		st = publish(c, w, hashes);
-		v[0] = st;
-		if (st != HVD_OK)
-			hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
-	}
-	free(hashes);
-	st2 = ckpt_allreduce(c, v, 1, HVD_MAX);
-	if (st2 != HVD_OK)
-		return st2;
-	if (v[0] != HVD_OK) {
-		if (c->rank == 0)
-			return st;
-		return hvd_error((hvd_status_t)v[0],
-				 "checkpoint step %ld not committed: rank 0 "
-				 "failed (its message says why)", w->step);
-	}
-	c->last_step = w->step;
-	/* a newer checkpoint exists now: the restored one may age out */
-	c->restored_step = -1;
-	hvd_log(HVD_LOG_INFO, "checkpoint: step %ld committed (%.3f s)",
-		w->step, hvd_now() - w->started);
 	return HVD_OK;
 }
 
@@ -791,7 +436,7 @@ static void *writer_main(void *arg)
 		ckpt_prune(c->dir, c->keep, c->prune_step, c->tag, NULL);
 		c->prune_step = -1;
 	}
-	write_local(c, &c->w, 1);
+	ckpt_write_local(c, &c->w, 1);
 	__atomic_store_n(&c->thread_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -806,7 +451,7 @@ static hvd_status_t finish_async(hvd_ckpt_t *c)
 		pthread_join(c->thread, NULL);
 	c->thread_started = 0;
 	c->in_flight = 0;
-	st = commit(c, &c->w);
+	st = ckpt_commit(c, &c->w);
 	free(c->w.meta);
 	c->w.meta = NULL;
 	return st;
@@ -859,7 +504,7 @@ static hvd_status_t save(hvd_ckpt_t *c, long step)
 	if (c->async) {
 		st = begin_write(c, &c->w, step);
 		if (st == HVD_OK)
-			st = stage(c);
+			st = ckpt_stage(c);
 		if (st == HVD_OK) {
 			c->thread_done = 0;
 			err = pthread_create(&c->thread, NULL, writer_main, c);
@@ -884,14 +529,14 @@ static hvd_status_t save(hvd_ckpt_t *c, long step)
 	}
 	st = begin_write(c, &w, step);
 	if (st == HVD_OK && c->has_device)
-		st = stage(c);
+		st = ckpt_stage(c);
 	if (st == HVD_OK) {
-		write_local(c, &w, c->has_device);
+		ckpt_write_local(c, &w, c->has_device);
 	} else {
 		w.status = st;
 		ckpt_fmt(w.error, sizeof(w.error), "%s", hvd_last_error());
 	}
-	st = commit(c, &w);
+	st = ckpt_commit(c, &w);
 	free(w.meta);
 	c->last_blocked = hvd_now() - t0;
 	return st != HVD_OK ? st : prev;
@@ -977,47 +622,8 @@ hvd_status_t hvd_ckpt_close(hvd_ckpt_t *c)
 	free(c->regs);
 	free(c->meta);
 	free(c->loaded_meta);
-	stage_free(c, c->stage_repl);
-	stage_free(c, c->stage_rank);
+	ckpt_stage_free(c, c->stage_repl);
+	ckpt_stage_free(c, c->stage_rank);
 	free(c);
 	return st;
-}
-
-/* --------------------------------------------------------- GPU hooks */
-
-/* Device buffers go through host memory: the GPU path's hooks (device.h,
- * weak: NULL in a build without CUDA) copy them; staging for them is
- * page-locked when the GPU path can allocate it. */
-int ckpt_dev_is_device(const void *ptr)
-{
-	return hvd_device_ptr(ptr);
-}
-
-hvd_status_t ckpt_dev_copy(void *dst, const void *src, size_t n, int to_host)
-{
-	if (to_host && cuda_memcpy_to_host)
-		return cuda_memcpy_to_host(dst, src, n);
-	if (!to_host && cuda_memcpy_to_device)
-		return cuda_memcpy_to_device(dst, src, n);
-	return hvd_error(HVD_ERR_UNSUPPORTED,
-			 "checkpoint: device memory needs libhvd built with "
-			 "CUDA");
-}
-
-static void *stage_alloc(hvd_ckpt_t *c, size_t bytes)
-{
-	void *p = NULL;
-
-	if (c->has_device && cuda_host_alloc &&
-	    cuda_host_alloc(&p, bytes) == HVD_OK)
-		return p;
-	return malloc(bytes);
-}
-
-static void stage_free(hvd_ckpt_t *c, void *p)
-{
-	if (p && c->stage_pinned && cuda_host_free)
-		cuda_host_free(p);
-	else
-		free(p);
 }

@@ -1,6 +1,7 @@
 /*
- * ckpt_internal.h - the checkpointer object shared by ckpt.c (open, write,
- * commit, async), ckpt_restore.c and ckpt_signal.c.
+ * ckpt_internal.h - the checkpointer object shared by ckpt.c (open, save,
+ * step, async), ckpt_commit.c, ckpt_stage.c, ckpt_restore.c and
+ * ckpt_signal.c.
  *
  * Agreement between ranks goes through the public blocking collectives
  * (hvd_allreduce on small int64 buffers).  When libhvd is not initialised
@@ -97,6 +98,17 @@ hvd_status_t ckpt_freeze(hvd_ckpt_t *c);
 hvd_status_t ckpt_check_compat(hvd_ckpt_t *c, const struct ckpt_manifest *m);
 /* Path of a checkpoint directory. */
 void ckpt_path(hvd_ckpt_t *c, char *buf, size_t n, const char *name);
+
+/* Writing (ckpt_commit.c): step 1 of the protocol on this rank (from the
+ * staging copy when staged), then steps 2-5 on every rank. */
+void ckpt_write_local(hvd_ckpt_t *c, struct ckpt_write *w, int staged);
+hvd_status_t ckpt_commit(hvd_ckpt_t *c, struct ckpt_write *w);
+
+/* Staging (ckpt_stage.c): allocate and touch once; copy the registered
+ * buffers in; free. */
+hvd_status_t ckpt_stage_prepare(hvd_ckpt_t *c);
+hvd_status_t ckpt_stage(hvd_ckpt_t *c);
+void ckpt_stage_free(hvd_ckpt_t *c, void *p);
 
 /* Signals (ckpt_signal.c): installed at the first open, counted. */
 hvd_status_t ckpt_signals_install(void);

@@ -67,14 +67,16 @@ static double now(void)
 }
 
 /* Busy compute: what async writes must overlap with. */
+static volatile double sink;
+
 static void compute(double ms)
 {
-	double end = now() + ms / 1000.0;
-	volatile double acc = 0;
+	double end = now() + ms / 1000.0, acc = 0;
 
 	while (now() < end)
 		for (int i = 0; i < 1000; i++)
 			acc += i * 0.5;
+	sink = acc;
 }
 
 int main(int argc, char **argv)

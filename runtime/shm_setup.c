@@ -184,7 +184,7 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 	g->n = local_size;
 	make_name(g->name, sizeof(g->name), key);
 	g->timeout = hvd_env_double("HOROVOD_PEER_TIMEOUT", 60.0);
-	g->nt_min = hvd_env_size("HOROVOD_SHM_STREAM", 16u << 20);
+	g->nt_min = hvd_env_size("HOROVOD_SHM_STREAM", 64u << 20);
 	if (g->timeout <= 0)
 		g->timeout = 60.0;
 	g->oversub = local_size > online_cpus();

@@ -99,10 +99,7 @@ uint16_t hvd_float_to_bf16(float f)
 	return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
 }
 
-float hvd_bf16_to_float(uint16_t h)
-{
-	return u2f((uint32_t)h << 16);
-}
+float hvd_bf16_to_float(uint16_t h) { return u2f((uint32_t)h << 16); }
 
 /* ---------------------------------------------------- generic table */
 
@@ -134,17 +131,17 @@ static const struct reduce_isa *isa_lookup(const char *name)
 	__builtin_cpu_init();
 	if (strcmp(name, "avx2") == 0)
 		return __builtin_cpu_supports("avx2") &&
-				       __builtin_cpu_supports("fma") &&
-				       __builtin_cpu_supports("f16c")
-			       ? &reduce_isa_avx2
-			       : NULL;
+			       __builtin_cpu_supports("fma") &&
+			       __builtin_cpu_supports("f16c")
+			   ? &reduce_isa_avx2
+			   : NULL;
 	if (strcmp(name, "avx512") == 0)
 		return __builtin_cpu_supports("avx512f") &&
-				       __builtin_cpu_supports("avx512bw") &&
-				       __builtin_cpu_supports("avx512vl") &&
-				       isa_lookup("avx2")
-			       ? &reduce_isa_avx512
-			       : NULL;
+			       __builtin_cpu_supports("avx512bw") &&
+			       __builtin_cpu_supports("avx512vl") &&
+			       isa_lookup("avx2")
+			   ? &reduce_isa_avx512
+			   : NULL;
 #endif
 	return NULL;
 }
@@ -190,10 +187,7 @@ int reduce_select_isa(const char *name)
 	return 0;
 }
 
-const char *reduce_isa_name(void)
-{
-	return get_isa()->name;
-}
+const char *reduce_isa_name(void) { return get_isa()->name; }
 
 void reduce_apply(void *dst, const void *src, size_t n, hvd_dtype_t dtype,
 		  hvd_op_t op)
@@ -217,15 +211,15 @@ void reduce_apply3(void *dst, const void *a, const void *b, size_t n,
 
 /* Integers: multiply in double, truncate toward zero, saturate at the
  * type's range (a float-to-int conversion out of range is undefined). */
-#define SCALE_INT(T, LO, HI)                                                  \
-	do {                                                                  \
-		T *p = buf;                                                   \
-		for (size_t i = 0; i < n; i++) {                              \
-			double v = trunc((double)p[i] * factor);              \
-			p[i] = v <= (double)(LO)  ? (T)(LO)                   \
-			       : v >= (double)(HI) ? (T)(HI)                  \
-						   : (T)v;                    \
-		}                                                             \
+#define SCALE_INT(T, LO, HI)                                                   \
+	do {                                                                   \
+		T *p = buf;                                                    \
+		for (size_t i = 0; i < n; i++) {                               \
+			double v = trunc((double)p[i] * factor);               \
+			p[i] = v <= (double)(LO)   ? (T)(LO)                   \
+			       : v >= (double)(HI) ? (T)(HI)                   \
+						   : (T)v;                     \
+		}                                                              \
 	} while (0)
 
 void reduce_scale(void *buf, size_t n, hvd_dtype_t dtype, double factor)

@@ -19,11 +19,11 @@
 static inline __m128i bf16_narrow(__m256 v)
 {
 	__m256i u = _mm256_castps_si256(v);
-	__m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16),
-				       _mm256_set1_epi32(1));
+	__m256i lsb =
+	    _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
 	__m256i r = _mm256_add_epi32(u, _mm256_set1_epi32(0x7fff));
-	__m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16),
-				      _mm256_set1_epi32(0x40));
+	__m256i nan =
+	    _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
 	__m256i isnan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 	__m256i packed;
 
@@ -40,13 +40,12 @@ static inline __m128i bf16_narrow(__m256 v)
 #define RK_W 8
 typedef __m256 rk_vec;
 #define RK_LD_H(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-#define RK_ST_H(p, v)                                                         \
-	_mm_storeu_si128((__m128i *)(p),                                      \
+#define RK_ST_H(p, v)                                                          \
+	_mm_storeu_si128((__m128i *)(p),                                       \
 			 _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
-#define RK_LD_B(p)                                                            \
-	_mm256_castsi256_ps(_mm256_slli_epi32(                                \
-		_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), \
-		16))
+#define RK_LD_B(p)                                                             \
+	_mm256_castsi256_ps(_mm256_slli_epi32(                                 \
+	    _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define RK_ST_B(p, v) _mm_storeu_si128((__m128i *)(p), bf16_narrow(v))
 #define RK_ADD(a, b) _mm256_add_ps((a), (b))
 #define RK_MUL(a, b) _mm256_mul_ps((a), (b))

@@ -18,11 +18,11 @@
 static inline __m256i bf16_narrow(__m512 v)
 {
 	__m512i u = _mm512_castps_si512(v);
-	__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16),
-				       _mm512_set1_epi32(1));
+	__m512i lsb =
+	    _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
 	__m512i r = _mm512_add_epi32(u, _mm512_set1_epi32(0x7fff));
-	__m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16),
-				      _mm512_set1_epi32(0x40));
+	__m512i nan =
+	    _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
 	__mmask16 isnan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
 
 	r = _mm512_srli_epi32(_mm512_add_epi32(r, lsb), 16);
@@ -35,15 +35,14 @@ static inline __m256i bf16_narrow(__m512 v)
 #define RK_W 16
 typedef __m512 rk_vec;
 #define RK_LD_H(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define RK_ST_H(p, v)                                                         \
-	_mm256_storeu_si256((__m256i *)(p),                                   \
-			    _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT |  \
+#define RK_ST_H(p, v)                                                          \
+	_mm256_storeu_si256((__m256i *)(p),                                    \
+			    _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT |   \
 						     _MM_FROUND_NO_EXC))
-#define RK_LD_B(p)                                                            \
-	_mm512_castsi512_ps(_mm512_slli_epi32(                                \
-		_mm512_cvtepu16_epi32(                                        \
-			_mm256_loadu_si256((const __m256i *)(p))),            \
-		16))
+#define RK_LD_B(p)                                                             \
+	_mm512_castsi512_ps(_mm512_slli_epi32(                                 \
+	    _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))),   \
+	    16))
 #define RK_ST_B(p, v) _mm256_storeu_si256((__m256i *)(p), bf16_narrow(v))
 #define RK_ADD(a, b) _mm512_add_ps((a), (b))
 #define RK_MUL(a, b) _mm512_mul_ps((a), (b))

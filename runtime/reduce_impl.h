@@ -17,8 +17,7 @@
 #pragma GCC visibility push(hidden)
 
 /* dst[i] = a[i] OP b[i]; dst may equal a or b (never partially overlap). */
-typedef void (*reduce_fn)(void *dst, const void *a, const void *b,
-			  size_t n);
+typedef void (*reduce_fn)(void *dst, const void *a, const void *b, size_t n);
 
 struct reduce_isa {
 	const char *name;

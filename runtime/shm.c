@@ -54,8 +54,8 @@
  */
 #include "config.h"
 
-#include "shm_impl.h"
 #include "comm.h"
+#include "shm_impl.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -94,11 +94,10 @@ static int pid_dead(pid_t pid)
 	return dead;
 }
 
-static hvd_status_t fail(shm_group_t *g, hvd_status_t st, const char *fmt,
-			 ...) HVD_PRINTF(3, 4);
+static hvd_status_t fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
+    HVD_PRINTF(3, 4);
 
-static hvd_status_t fail(shm_group_t *g, hvd_status_t st, const char *fmt,
-			 ...)
+static hvd_status_t fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -112,8 +111,8 @@ static hvd_status_t fail(shm_group_t *g, hvd_status_t st, const char *fmt,
 /* The slow part of a wait: sleep on the flag's futex (the publisher wakes
  * us), waking every 20 ms to check for a dead or silent peer.  flag
  * belongs to member peer. */
-static hvd_status_t wait_slow(shm_group_t *g, struct shm_flag *f,
-			      uint64_t want, int peer)
+static hvd_status_t wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
+			      int peer)
 {
 	const struct timespec tick = {0, 20 * 1000 * 1000};
 	double t0 = hvd_now(), now;
@@ -197,16 +196,16 @@ static inline void set_budget(shm_group_t *g, size_t bytes)
 }
 
 /* Wait until field f of every other member reached want. */
-#define WAIT_ALL(g, f, want)                                                  \
-	do {                                                                  \
-		for (int q_ = 0; q_ < (g)->n; q_++) {                         \
-			hvd_status_t st_;                                     \
-			if (q_ == (g)->rank)                                  \
-				continue;                                     \
-			st_ = wait_ge((g), &(g)->ctl[q_].f, (want), q_);      \
-			if (st_ != HVD_OK)                                    \
-				return st_;                                   \
-		}                                                             \
+#define WAIT_ALL(g, f, want)                                                   \
+	do {                                                                   \
+		for (int q_ = 0; q_ < (g)->n; q_++) {                          \
+			hvd_status_t st_;                                      \
+			if (q_ == (g)->rank)                                   \
+				continue;                                      \
+			st_ = wait_ge((g), &(g)->ctl[q_].f, (want), q_);       \
+			if (st_ != HVD_OK)                                     \
+				return st_;                                    \
+		}                                                              \
 	} while (0)
 
 static inline hvd_status_t check(shm_group_t *g, const char *what)
@@ -219,8 +218,7 @@ static inline hvd_status_t check(shm_group_t *g, const char *what)
 
 /* ------------------------------------------------------ small path */
 
-static inline struct shm_flag *small_line(shm_group_t *g, int r,
-						uint64_t s)
+static inline struct shm_flag *small_line(shm_group_t *g, int r, uint64_t s)
 {
 	return (s & 1) ? &g->ctl[r].small1 : &g->ctl[r].small0;
 }
@@ -276,8 +274,8 @@ static hvd_status_t small_exchange(shm_group_t *g, const void *src,
 
 enum pipe_kind { PIPE_ALLREDUCE, PIPE_REDUCE_SCATTER, PIPE_ALLGATHER };
 
-static inline unsigned char *region(shm_group_t *g, int r, uint64_t b,
-				    int p, size_t rbytes)
+static inline unsigned char *region(shm_group_t *g, int r, uint64_t b, int p,
+				    size_t rbytes)
 {
 	return g->slots + ((size_t)r * g->nbuf + b) * g->chunk +
 	       (size_t)p * rbytes;
@@ -394,8 +392,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				for (int p = 0; p < n; p++) {
 					if (p == me)
 						continue;
-					step_range(count, n, p, R, k, &f,
-						   &len);
+					step_range(count, n, p, R, k, &f, &len);
 					memcpy(region(g, me, b, p, rbytes),
 					       send + f * es, len * es);
 				}
@@ -405,13 +402,13 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				mine = send + f * es;
 				/* reduce-scatter: recv is the own slice */
 				dst = kind == PIPE_REDUCE_SCATTER
-					      ? recv + (f - moff) * es
-					      : recv + f * es;
+					  ? recv + (f - moff) * es
+					  : recv + f * es;
 				if (kind == PIPE_ALLREDUCE && nt) {
 					/* reduce into the cached segment,
 					 * stream to the output */
 					unsigned char *own =
-						region(g, me, b, me, rbytes);
+					    region(g, me, b, me, rbytes);
 
 					reduce_step(g, b, rbytes, mine, own,
 						    len, dtype, op);
@@ -465,8 +462,8 @@ static int in_place(const void *send, const void *recv)
 }
 
 static hvd_status_t check_args(shm_group_t *g, const char *what,
-			       const void *send, const void *recv,
-			       size_t count, hvd_dtype_t dtype, hvd_op_t op)
+			       const void *send, const void *recv, size_t count,
+			       hvd_dtype_t dtype, hvd_op_t op)
 {
 	hvd_status_t st = check(g, what);
 
@@ -491,8 +488,8 @@ static hvd_status_t check_args(shm_group_t *g, const char *what,
 hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
 			   size_t count, hvd_dtype_t dtype, hvd_op_t op)
 {
-	hvd_status_t st = check_args(g, "allreduce", sendbuf, recvbuf, count,
-				     dtype, op);
+	hvd_status_t st =
+	    check_args(g, "allreduce", sendbuf, recvbuf, count, dtype, op);
 	size_t es = hvd_dtype_size(dtype), bytes = count * es;
 	const void *send = in_place(sendbuf, recvbuf) ? recvbuf : sendbuf;
 	uint64_t s;
@@ -521,17 +518,16 @@ hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
 
 		for (int q = 0; q < 2; q++)
 			src[q] = q == g->rank && own_ok
-					 ? send
-					 : (const void *)small_buf(g, q, s,
-								   bytes);
+				     ? send
+				     : (const void *)small_buf(g, q, s, bytes);
 		reduce_apply3(recvbuf, src[0], src[1], count, dtype, op);
 		for (int q = 2; q < g->n; q++)
-			reduce_apply(recvbuf,
-				     q == g->rank && send != recvbuf
-					     ? send
-					     : (const void *)small_buf(
-						       g, q, s, bytes),
-				     count, dtype, op);
+			reduce_apply(
+			    recvbuf,
+			    q == g->rank && send != recvbuf
+				? send
+				: (const void *)small_buf(g, q, s, bytes),
+			    count, dtype, op);
 	}
 	return HVD_OK;
 }
@@ -554,8 +550,8 @@ static hvd_status_t reduce_scatter(shm_group_t *g, const void *send,
 		return HVD_OK;
 	}
 	if (bytes > g->small_max)
-		return pipeline(g, PIPE_REDUCE_SCATTER, send, out, count,
-				dtype, op);
+		return pipeline(g, PIPE_REDUCE_SCATTER, send, out, count, dtype,
+				op);
 	st = small_exchange(g, send, bytes, &s);
 	if (st != HVD_OK || cnt == 0)
 		return st;
@@ -568,21 +564,20 @@ static hvd_status_t reduce_scatter(shm_group_t *g, const void *send,
 }
 
 hvd_status_t shm_reduce_scatter(shm_group_t *g, const void *sendbuf,
-				void *recvbuf, size_t count,
-				hvd_dtype_t dtype, hvd_op_t op)
+				void *recvbuf, size_t count, hvd_dtype_t dtype,
+				hvd_op_t op)
 {
-	hvd_status_t st = check_args(g, "reduce-scatter", sendbuf, recvbuf,
-				     count, dtype, op);
+	hvd_status_t st =
+	    check_args(g, "reduce-scatter", sendbuf, recvbuf, count, dtype, op);
 	const void *send = in_place(sendbuf, recvbuf) ? recvbuf : sendbuf;
 	size_t off;
 
 	if (st != HVD_OK || count == 0)
 		return st;
 	off = hvd_reducescatter_offset(count, g->rank, g->n);
-	return reduce_scatter(g, send,
-			      (unsigned char *)recvbuf +
-				      off * hvd_dtype_size(dtype),
-			      count, dtype, op);
+	return reduce_scatter(
+	    g, send, (unsigned char *)recvbuf + off * hvd_dtype_size(dtype),
+	    count, dtype, op);
 }
 
 hvd_status_t shm_reduce_scatter_slice(shm_group_t *g, const void *sendbuf,
@@ -605,8 +600,8 @@ hvd_status_t shm_reduce_scatter_slice(shm_group_t *g, const void *sendbuf,
 hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,
 				  hvd_dtype_t dtype)
 {
-	hvd_status_t st = check_args(g, "allgather", buf, buf, count, dtype,
-				     HVD_SUM);
+	hvd_status_t st =
+	    check_args(g, "allgather", buf, buf, count, dtype, HVD_SUM);
 	size_t es = hvd_dtype_size(dtype), bytes = count * es;
 	size_t off, cnt;
 	uint64_t s;
@@ -664,8 +659,7 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "shared-memory broadcast: NULL buffer");
 	if (bytes <= g->small_max) {
-		st = small_exchange(g, g->rank == root ? buf : NULL, bytes,
-				    &s);
+		st = small_exchange(g, g->rank == root ? buf : NULL, bytes, &s);
 		if (st == HVD_OK && g->rank != root)
 			memcpy(buf, small_buf(g, root, s, bytes), bytes);
 		return st;
@@ -700,8 +694,8 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 				size_t len = k < K ? C : bytes - (k - 1) * C;
 
 				if (me != root) {
-					st = wait_ge(g, &g->ctl[root].red,
-						     st_s, root);
+					st = wait_ge(g, &g->ctl[root].red, st_s,
+						     root);
 					if (st != HVD_OK)
 						return st;
 					memcpy(p + (k - 1) * C,

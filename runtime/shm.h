@@ -37,8 +37,8 @@ hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
  * same offset of its recvbuf (recvbuf holds count elements). AVERAGE is
  * reduced as SUM (the caller scales). */
 hvd_status_t shm_reduce_scatter(shm_group_t *g, const void *sendbuf,
-				void *recvbuf, size_t count,
-				hvd_dtype_t dtype, hvd_op_t op);
+				void *recvbuf, size_t count, hvd_dtype_t dtype,
+				hvd_op_t op);
 /* The same, but recvslice holds only this member's slice
  * (hvd_reducescatter_count(count, rank, n) elements, as hvd_reducescatter
  * returns it): no full-size scratch buffer.  sendbuf must be a separate

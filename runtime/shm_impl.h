@@ -21,7 +21,7 @@
 #define SHM_INLINE 48 /* inline payload in the 64-byte small flag line */
 #define SHM_MAX_SEGMENT (256ul << 20)
 #define SHM_PREFETCH 4096 /* bytes of the next small buffer to reclaim */
-#define SHM_YIELDS 16     /* sched_yield()s between spinning and sleeping */
+#define SHM_YIELDS 16	  /* sched_yield()s between spinning and sleeping */
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
@@ -29,11 +29,11 @@ struct shm_header {
 	uint64_t magic;
 	uint32_t n;
 	uint32_t nbuf;
-	uint64_t chunk;     /* bytes of one pipeline buffer of one member */
+	uint64_t chunk;	    /* bytes of one pipeline buffer of one member */
 	uint64_t small_max; /* bytes of one small buffer                  */
-	uint64_t size;      /* of the whole segment                       */
+	uint64_t size;	    /* of the whole segment                       */
 	uint32_t attached;  /* members that mapped it                     */
-	uint32_t dead;      /* 1 + local rank of a member seen dead       */
+	uint32_t dead;	    /* 1 + local rank of a member seen dead       */
 };
 
 /* A flag: its owner's sequence number, the number of peers asleep on it
@@ -61,13 +61,13 @@ struct shm_group {
 	unsigned char *slots;
 	int rank, n, nbuf;
 	size_t chunk, small_max;
-	size_t nt_min;  /* outputs from this size are streamed  */
-	uint64_t step;  /* pipeline steps done by this group */
-	uint64_t sseq;  /* small calls done by this group   */
-	unsigned spin;  /* pause iterations before yielding */
+	size_t nt_min;	   /* outputs from this size are streamed  */
+	uint64_t step;	   /* pipeline steps done by this group */
+	uint64_t sseq;	   /* small calls done by this group   */
+	unsigned spin;	   /* pause iterations before yielding */
 	unsigned spin_now; /* the same, for the running collective */
-	int oversub;    /* more members than the node has CPUs */
-	double timeout; /* HOROVOD_PEER_TIMEOUT             */
+	int oversub;	   /* more members than the node has CPUs */
+	double timeout;	   /* HOROVOD_PEER_TIMEOUT             */
 	hvd_status_t failed;
 	char failmsg[256];
 	const char *what; /* name of the running collective, for errors */

@@ -65,8 +65,10 @@ static hvd_status_t map_segment(shm_group_t *g, int fd, size_t size)
 void shm_layout(shm_group_t *g)
 {
 	size_t ctl_off = 4096;
-	size_t small_off = ALIGN_UP(ctl_off + (size_t)g->n * sizeof(struct shm_ctl), 4096);
-	size_t slot_off = ALIGN_UP(small_off + (size_t)g->n * 2 * g->small_max, 4096);
+	size_t small_off =
+	    ALIGN_UP(ctl_off + (size_t)g->n * sizeof(struct shm_ctl), 4096);
+	size_t slot_off =
+	    ALIGN_UP(small_off + (size_t)g->n * 2 * g->small_max, 4096);
 
 	g->hdr = (struct shm_header *)g->base;
 	g->ctl = (struct shm_ctl *)(g->base + ctl_off);
@@ -220,11 +222,10 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 		{
 			size_t ctl_off = 4096;
 			size_t small_off = ALIGN_UP(
-				ctl_off + (size_t)g->n * sizeof(struct shm_ctl),
-				4096);
+			    ctl_off + (size_t)g->n * sizeof(struct shm_ctl),
+			    4096);
 			size_t slot_off = ALIGN_UP(
-				small_off + (size_t)g->n * 2 * g->small_max,
-				4096);
+			    small_off + (size_t)g->n * 2 * g->small_max, 4096);
 			g->size = slot_off + (size_t)g->n * g->nbuf * g->chunk;
 		}
 		st = create_segment(g);
@@ -250,7 +251,7 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 		shm_unlink(g->name); /* all attached: nothing left behind */
 	if (st == HVD_OK &&
 	    __atomic_load_n(&g->hdr->attached, __ATOMIC_ACQUIRE) !=
-		    (uint32_t)local_size)
+		(uint32_t)local_size)
 		st = hvd_error(HVD_ERR_TRANSPORT,
 			       "shared memory: only %u of %d local ranks "
 			       "attached to %s; see the others' errors",

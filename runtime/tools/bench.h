@@ -29,13 +29,13 @@ struct bench_opts {
 	double factor;
 	hvd_dtype_t dtype;
 	hvd_op_t op;
-	int iters;       /* 0: as many as fit in target_s             */
+	int iters; /* 0: as many as fit in target_s             */
 	int warmup;
-	int check;       /* -c 1: verify one result per size          */
+	int check; /* -c 1: verify one result per size          */
 	int cmp_mpi, cmp_gloo, cmp_memcpy;
 	const char *csv; /* NULL: no CSV file                         */
 	double target_s; /* seconds per measurement when iters == 0   */
-	int median;      /* time per call: median (1) or mean (0)     */
+	int median;	 /* time per call: median (1) or mean (0)     */
 	int rank, size;
 };
 
@@ -84,7 +84,7 @@ void bench_gloo_finalize(void);
 /* --grads SPEC: the engine's gradient-set benchmark, linked in when
  * runtime/tools/bench_grads.c is part of hvd-bench. */
 int bench_grads(const struct bench_opts *opts, const char *spec)
-	__attribute__((weak));
+    __attribute__((weak));
 
 #ifdef __cplusplus
 }

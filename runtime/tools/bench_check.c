@@ -11,7 +11,6 @@
 #include <stdint.h>
 #include <string.h>
 
-
 static uint32_t hash(uint32_t x)
 {
 	x ^= x >> 16;
@@ -27,7 +26,8 @@ static uint32_t hash(uint32_t x)
  * even for float16 products). */
 static double gen(int r, size_t i, hvd_dtype_t t)
 {
-	uint32_t h = hash((uint32_t)i * 2654435761u ^ ((uint32_t)r + 1) * 40503u);
+	uint32_t h =
+	    hash((uint32_t)i * 2654435761u ^ ((uint32_t)r + 1) * 40503u);
 
 	switch (t) {
 	case HVD_UINT8:
@@ -197,8 +197,8 @@ static int same(double got, double want, const struct bench_case *c)
 	 * precision decides */
 	tol = is_int(c->dtype) ? 1.0
 	      : c->dtype == HVD_FLOAT16 || c->dtype == HVD_BFLOAT16
-		      ? 1e-2 * fmax(1.0, fabs(want))
-		      : 1e-5 * fmax(1.0, fabs(want));
+		  ? 1e-2 * fmax(1.0, fabs(want))
+		  : 1e-5 * fmax(1.0, fabs(want));
 	return fabs(got - want) <= tol;
 }
 

@@ -21,12 +21,12 @@
 #include <memory>
 #include <vector>
 
-namespace {
+namespace
+{
 
 std::shared_ptr<gloo::rendezvous::Context> context;
 
-template <typename T>
-const gloo::ReductionFunction<T> *reduction(hvd_op_t op)
+template <typename T> const gloo::ReductionFunction<T> *reduction(hvd_op_t op)
 {
 	switch (op) {
 	case HVD_PRODUCT:
@@ -46,9 +46,8 @@ template <typename T>
 void run_typed(const struct bench_case *c, int iters, double *times)
 {
 	std::vector<T *> ptrs{static_cast<T *>(c->recv)};
-	gloo::AllreduceRingChunked<T> algo(context, ptrs,
-					   static_cast<int>(c->count),
-					   reduction<T>(c->op));
+	gloo::AllreduceRingChunked<T> algo(
+	    context, ptrs, static_cast<int>(c->count), reduction<T>(c->op));
 	auto t0 = std::chrono::steady_clock::now();
 
 	for (int i = 0; i < iters; i++) {
@@ -70,8 +69,8 @@ extern "C" int bench_gloo_init(int rank, int size, const char *dir)
 		auto dev = gloo::transport::tcp::CreateDevice(attr);
 		gloo::rendezvous::FileStore store(dir);
 
-		context = std::make_shared<gloo::rendezvous::Context>(rank,
-								      size);
+		context =
+		    std::make_shared<gloo::rendezvous::Context>(rank, size);
 		context->connectFullMesh(store, dev);
 	} catch (const std::exception &e) {
 		std::fprintf(stderr, "hvd-bench: Gloo set-up in %s: %s\n", dir,
@@ -125,7 +124,4 @@ extern "C" int bench_gloo_run(const struct bench_case *c, int iters,
 	return 0;
 }
 
-extern "C" void bench_gloo_finalize(void)
-{
-	context.reset();
-}
+extern "C" void bench_gloo_finalize(void) { context.reset(); }

@@ -111,8 +111,8 @@ int bench_mpi_run(const struct bench_case *c, int iters, double *times)
 					  MPI_COMM_WORLD);
 			break;
 		default:
-			rc = MPI_Reduce_scatter(c->send, c->recv, rs_counts,
-						t, op, MPI_COMM_WORLD);
+			rc = MPI_Reduce_scatter(c->send, c->recv, rs_counts, t,
+						op, MPI_COMM_WORLD);
 			break;
 		}
 		t1 = MPI_Wtime();

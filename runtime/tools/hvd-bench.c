@@ -9,11 +9,11 @@
  * taken as the maximum over the ranks (the slowest rank decides when a
  * collective is done).  The median by default because the machines this
  * runs on are shared: a call during which another job took the CPU says
- * nothing about the collective, and every peer is measured the same way.  Without -n the iteration count is
- * chosen so that one measurement takes about 0.3 s, from the slowest
- * rank's warm-up time, so that all ranks agree on it.  Peers get the same
- * treatment; libhvd's own collectives carry the agreement, which is fair
- * because they are outside the timed loops.
+ * nothing about the collective, and every peer is measured the same way.
+ * Without -n the iteration count is chosen so that one measurement takes about
+ * 0.3 s, from the slowest rank's warm-up time, so that all ranks agree on it.
+ * Peers get the same treatment; libhvd's own collectives carry the agreement,
+ * which is fair because they are outside the timed loops.
  */
 #include "config.h"
 
@@ -35,11 +35,9 @@
 #include <unistd.h>
 
 static const char *const coll_names[BENCH_COLL_COUNT] = {
-	[BENCH_ALLREDUCE] = "allreduce",
-	[BENCH_ALLGATHER] = "allgather",
-	[BENCH_BROADCAST] = "broadcast",
-	[BENCH_ALLTOALL] = "alltoall",
-	[BENCH_REDUCESCATTER] = "reducescatter",
+    [BENCH_ALLREDUCE] = "allreduce",	     [BENCH_ALLGATHER] = "allgather",
+    [BENCH_BROADCAST] = "broadcast",	     [BENCH_ALLTOALL] = "alltoall",
+    [BENCH_REDUCESCATTER] = "reducescatter",
 };
 
 static double now(void)
@@ -133,7 +131,8 @@ static int run_ours(const struct bench_case *c, int iters, double *times)
 		hvd_status_t st = ours_once(c);
 
 		if (st != HVD_OK) {
-			fprintf(stderr, "hvd-bench: %s of %zu elements: %s: %s\n",
+			fprintf(stderr,
+				"hvd-bench: %s of %zu elements: %s: %s\n",
 				coll_names[c->coll], c->count,
 				hvd_status_name(st), hvd_last_error());
 			return -1;
@@ -163,8 +162,8 @@ static int run_memcpy(const struct bench_case *c, int iters, double *times)
 
 static int agree_max(double *v)
 {
-	hvd_status_t st = hvd_allreduce(HVD_IN_PLACE, v, 1, HVD_FLOAT64,
-					HVD_MAX);
+	hvd_status_t st =
+	    hvd_allreduce(HVD_IN_PLACE, v, 1, HVD_FLOAT64, HVD_MAX);
 
 	if (st != HVD_OK) {
 		fprintf(stderr, "hvd-bench: allreduce of the timings: %s\n",
@@ -314,18 +313,18 @@ static void print_row(const struct bench_opts *o, const struct row *r,
 		      FILE *csv)
 {
 	char wrong[32], a[32], b[32];
-	const char *redop = o->coll == BENCH_ALLREDUCE ||
-					    o->coll == BENCH_REDUCESCATTER
-				    ? hvd_op_name(o->op)
-				    : "none";
+	const char *redop =
+	    o->coll == BENCH_ALLREDUCE || o->coll == BENCH_REDUCESCATTER
+		? hvd_op_name(o->op)
+		: "none";
 
 	if (o->check)
 		snprintf(wrong, sizeof(wrong), "%ld", r->wrong);
 	else
 		snprintf(wrong, sizeof(wrong), "n/a");
-	printf("%12zu %12zu %9s %6s %10.2f %8.3f %8.3f %7s", r->bytes,
-	       r->count, hvd_dtype_name(o->dtype), redop, r->time_us,
-	       r->algbw, r->busbw, wrong);
+	printf("%12zu %12zu %9s %6s %10.2f %8.3f %8.3f %7s", r->bytes, r->count,
+	       hvd_dtype_name(o->dtype), redop, r->time_us, r->algbw, r->busbw,
+	       wrong);
 	if (csv)
 		fprintf(csv, "%zu,%zu,%s,%s,%.3f,%.4f,%.4f,%s", r->bytes,
 			r->count, hvd_dtype_name(o->dtype), redop, r->time_us,
@@ -391,11 +390,11 @@ static int parse_args(int argc, char **argv, struct bench_opts *o,
 		      const char **grads)
 {
 	static const struct option longopts[] = {
-		{"compare", required_argument, NULL, 'C'},
-		{"csv", required_argument, NULL, 'S'},
-		{"grads", required_argument, NULL, 'G'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"compare", required_argument, NULL, 'C'},
+	    {"csv", required_argument, NULL, 'S'},
+	    {"grads", required_argument, NULL, 'G'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c, i;
 	char *end;
@@ -441,11 +440,12 @@ static int parse_args(int argc, char **argv, struct bench_opts *o,
 			break;
 		case 'd':
 			if (hvd_dtype_parse(optarg, &o->dtype) != HVD_OK) {
-				fprintf(stderr,
-					"hvd-bench: -d %s: expected uint8, "
-					"int8, int32, int64, float16, bfloat16, "
-					"float32 or float64\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "hvd-bench: -d %s: expected uint8, "
+				    "int8, int32, int64, float16, bfloat16, "
+				    "float32 or float64\n",
+				    optarg);
 				return -1;
 			}
 			break;
@@ -475,8 +475,9 @@ static int parse_args(int argc, char **argv, struct bench_opts *o,
 			break;
 		case 'c':
 			if (strcmp(optarg, "0") && strcmp(optarg, "1")) {
-				fprintf(stderr, "hvd-bench: -c %s: expected 0 "
-						"or 1\n",
+				fprintf(stderr,
+					"hvd-bench: -c %s: expected 0 "
+					"or 1\n",
 					optarg);
 				return -1;
 			}
@@ -484,8 +485,9 @@ static int parse_args(int argc, char **argv, struct bench_opts *o,
 			break;
 		case 'D': /* GPU path hook: buffers in device memory */
 			if (strcmp(optarg, "host") && strcmp(optarg, "cuda")) {
-				fprintf(stderr, "hvd-bench: -D %s: expected host "
-						"or cuda\n",
+				fprintf(stderr,
+					"hvd-bench: -D %s: expected host "
+					"or cuda\n",
 					optarg);
 				return -1;
 			}
@@ -540,8 +542,7 @@ static int setup_gloo(const struct bench_opts *o, char *dir, size_t len)
 		}
 	}
 	if (hvd_broadcast(dir, len, HVD_UINT8, 0) != HVD_OK) {
-		fprintf(stderr, "hvd-bench: broadcast: %s\n",
-			hvd_last_error());
+		fprintf(stderr, "hvd-bench: broadcast: %s\n", hvd_last_error());
 		return -1;
 	}
 	if (!dir[0])
@@ -571,17 +572,17 @@ static void remove_dir(const char *dir)
 int main(int argc, char **argv)
 {
 	struct bench_opts o = {
-		.coll = BENCH_ALLREDUCE,
-		.min_bytes = 8,
-		.max_bytes = 256u << 20,
-		.factor = 2.0,
-		.dtype = HVD_FLOAT32,
-		.op = HVD_SUM,
-		.iters = 0,
-		.warmup = 5,
-		.check = 1,
-		.target_s = 0.3,
-		.median = 1,
+	    .coll = BENCH_ALLREDUCE,
+	    .min_bytes = 8,
+	    .max_bytes = 256u << 20,
+	    .factor = 2.0,
+	    .dtype = HVD_FLOAT32,
+	    .op = HVD_SUM,
+	    .iters = 0,
+	    .warmup = 5,
+	    .check = 1,
+	    .target_s = 0.3,
+	    .median = 1,
 	};
 	const char *grads = NULL;
 	char gloo_dir[256] = "";
@@ -600,8 +601,9 @@ int main(int argc, char **argv)
 		const char *m = getenv("HVD_BENCH_TIME");
 
 		if (strcmp(m, "mean") && strcmp(m, "median")) {
-			fprintf(stderr, "hvd-bench: HVD_BENCH_TIME=%s: expected "
-					"mean or median\n",
+			fprintf(stderr,
+				"hvd-bench: HVD_BENCH_TIME=%s: expected "
+				"mean or median\n",
 				m);
 			return 2;
 		}
@@ -636,8 +638,9 @@ int main(int argc, char **argv)
 		have_mpi = 1;
 #else
 		if (o.rank == 0)
-			fprintf(stderr, "hvd-bench: --compare mpi: not built "
-					"in (configure did not find OpenMPI)\n");
+			fprintf(stderr,
+				"hvd-bench: --compare mpi: not built "
+				"in (configure did not find OpenMPI)\n");
 		goto out;
 #endif
 	}
@@ -679,20 +682,24 @@ int main(int argc, char **argv)
 
 	for (bytes = o.min_bytes; bytes <= o.max_bytes;) {
 		struct bench_case c = {
-			.coll = o.coll, .dtype = o.dtype, .op = o.op,
-			.send = send, .recv = recv, .rank = o.rank,
-			.size = n,
+		    .coll = o.coll,
+		    .dtype = o.dtype,
+		    .op = o.op,
+		    .send = send,
+		    .recv = recv,
+		    .rank = o.rank,
+		    .size = n,
 		};
-		struct row r = {.mpi_busbw = -1, .gloo_busbw = -1,
-				.memcpy_bw = -1};
-		size_t next, per = o.coll == BENCH_ALLREDUCE ||
-						   o.coll == BENCH_BROADCAST
-					   ? es
-					   : es * (size_t)n;
-		double factor = o.coll == BENCH_ALLREDUCE
-					? 2.0 * (n - 1) / n
-				: o.coll == BENCH_BROADCAST ? 1.0
-							    : (double)(n - 1) / n;
+		struct row r = {
+		    .mpi_busbw = -1, .gloo_busbw = -1, .memcpy_bw = -1};
+		size_t next,
+		    per = o.coll == BENCH_ALLREDUCE || o.coll == BENCH_BROADCAST
+			      ? es
+			      : es * (size_t)n;
+		double factor = o.coll == BENCH_ALLREDUCE ? 2.0 * (n - 1) / n
+				: o.coll == BENCH_BROADCAST
+				    ? 1.0
+				    : (double)(n - 1) / n;
 		double t;
 		/* -D cuda: the same case on the device mirrors (GPU hook) */
 		struct bench_case dc = c;
@@ -717,7 +724,8 @@ int main(int argc, char **argv)
 			bench_fill_inputs(&c);
 			if (use_cuda && bench_cuda_upload(send, recv))
 				goto out;
-			if (hvd_barrier() != HVD_OK || ours_once(&dc) != HVD_OK) {
+			if (hvd_barrier() != HVD_OK ||
+			    ours_once(&dc) != HVD_OK) {
 				fprintf(stderr, "hvd-bench: %s: %s\n",
 					coll_names[o.coll], hvd_last_error());
 				goto out;

@@ -109,7 +109,8 @@ static void test_conversions(void)
 				diag("half 0x%04x -> %g -> 0x%04x", u, f, back);
 		}
 	}
-	ok(bad == 0, "float16 -> float32 -> float16 exact for all 65536 values");
+	ok(bad == 0,
+	   "float16 -> float32 -> float16 exact for all 65536 values");
 
 	/* float32 -> float16 rounding: random bits, plus the boundaries */
 	bad = 0;
@@ -119,17 +120,19 @@ static void test_conversions(void)
 
 		if (isnan(f) ? (got & 0x7fff) <= 0x7c00 : got != want) {
 			if (bad++ < 5)
-				diag("to_half(%a) = 0x%04x, want 0x%04x", f, got,
-				     want);
+				diag("to_half(%a) = 0x%04x, want 0x%04x", f,
+				     got, want);
 		}
 	}
 	{
 		const float edge[] = {
-			0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f,
-			INFINITY, -INFINITY, 0x1p-14f, 0x1p-24f, 0x1p-25f,
-			0x1.000002p-25f, 0x1.8p-24f, 0x1.4p-24f, 0x1.ffcp-15f,
-			0x1.ffep-15f, 1.0f + 0x1p-11f, 1.0f + 0x1.8p-10f, 1e-30f,
-			3.0e38f,
+		    0.0f,	  -0.0f,	   65504.0f,
+		    65519.99f,	  65520.0f,	   -65520.0f,
+		    INFINITY,	  -INFINITY,	   0x1p-14f,
+		    0x1p-24f,	  0x1p-25f,	   0x1.000002p-25f,
+		    0x1.8p-24f,	  0x1.4p-24f,	   0x1.ffcp-15f,
+		    0x1.ffep-15f, 1.0f + 0x1p-11f, 1.0f + 0x1.8p-10f,
+		    1e-30f,	  3.0e38f,
 		};
 
 		for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); i++) {
@@ -199,7 +202,8 @@ static void ref_elem(void *d, const void *a, const void *b, size_t i,
 	switch (t) {
 	case HVD_UINT8:
 	case HVD_INT8: {
-		uint8_t p = ((const uint8_t *)a)[i], q = ((const uint8_t *)b)[i];
+		uint8_t p = ((const uint8_t *)a)[i],
+			q = ((const uint8_t *)b)[i];
 		uint8_t r;
 
 		if (op == HVD_MIN || op == HVD_MAX) {
@@ -217,7 +221,8 @@ static void ref_elem(void *d, const void *a, const void *b, size_t i,
 		break;
 	}
 	case HVD_INT32: {
-		int32_t p = ((const int32_t *)a)[i], q = ((const int32_t *)b)[i];
+		int32_t p = ((const int32_t *)a)[i],
+			q = ((const int32_t *)b)[i];
 		uint32_t r;
 
 		if (op == HVD_MIN)
@@ -232,7 +237,8 @@ static void ref_elem(void *d, const void *a, const void *b, size_t i,
 		break;
 	}
 	case HVD_INT64: {
-		int64_t p = ((const int64_t *)a)[i], q = ((const int64_t *)b)[i];
+		int64_t p = ((const int64_t *)a)[i],
+			q = ((const int64_t *)b)[i];
 		uint64_t r;
 
 		if (op == HVD_MIN)
@@ -264,9 +270,9 @@ static void ref_elem(void *d, const void *a, const void *b, size_t i,
 	case HVD_FLOAT32: {
 		float p = ((const float *)a)[i], q = ((const float *)b)[i];
 		float r = op == HVD_PRODUCT ? p * q
-			  : op == HVD_MIN  ? (q < p ? q : p)
-			  : op == HVD_MAX  ? (q > p ? q : p)
-					   : p + q;
+			  : op == HVD_MIN   ? (q < p ? q : p)
+			  : op == HVD_MAX   ? (q > p ? q : p)
+					    : p + q;
 
 		((float *)d)[i] = r;
 		break;
@@ -303,23 +309,23 @@ static void fill(void *buf, size_t n, hvd_dtype_t t)
 			break;
 		case HVD_FLOAT16:
 			((uint16_t *)buf)[i] = (r >> 32) % 61 == 0
-						       ? (uint16_t)(r >> 40)
-						       : ref_to_half((float)v);
+						   ? (uint16_t)(r >> 40)
+						   : ref_to_half((float)v);
 			break;
 		case HVD_BFLOAT16:
 			((uint16_t *)buf)[i] = (r >> 32) % 61 == 0
-						       ? (uint16_t)(r >> 40)
-						       : ref_to_bf16((float)v);
+						   ? (uint16_t)(r >> 40)
+						   : ref_to_bf16((float)v);
 			break;
 		case HVD_FLOAT32:
 			((float *)buf)[i] = (r >> 32) % 61 == 0
-						    ? u2f((uint32_t)(r >> 20))
-						    : (float)v;
+						? u2f((uint32_t)(r >> 20))
+						: (float)v;
 			break;
 		case HVD_FLOAT64:
 			((double *)buf)[i] = (r >> 32) % 61 == 0
-						     ? ((r & 1) ? INFINITY : NAN)
-						     : v * 1e3;
+						 ? ((r & 1) ? INFINITY : NAN)
+						 : v * 1e3;
 			break;
 		default:
 			break;
@@ -360,9 +366,9 @@ static size_t count_diff(const void *got, const void *want, size_t n,
 
 static void test_kernels(const char *isa)
 {
-	static const size_t lens[] = {0, 1, 2, 3, 15, 16, 17, 31, 32, 33,
-				      63, 64, 65, 127, 255, 256, 257, 1000,
-				      4099};
+	static const size_t lens[] = {0,   1,	2,   3,	   15,	16, 17,
+				      31,  32,	33,  63,   64,	65, 127,
+				      255, 256, 257, 1000, 4099};
 	size_t maxn = 4099 + 8, bad_total = 0, checked = 0;
 	char *a = malloc(maxn * 8), *b = malloc(maxn * 8);
 	char *d = malloc(maxn * 8), *w = malloc(maxn * 8);
@@ -409,8 +415,9 @@ static void test_kernels(const char *isa)
 			bad_total += bad;
 		}
 	}
-	ok(bad_total == 0, "%s kernels: 8 types x 5 ops x 19 lengths, in and "
-			   "out of place (%zu elements checked)",
+	ok(bad_total == 0,
+	   "%s kernels: 8 types x 5 ops x 19 lengths, in and "
+	   "out of place (%zu elements checked)",
 	   isa, checked);
 	free(a);
 	free(b);
@@ -430,7 +437,7 @@ static void test_scale(void)
 
 	reduce_scale(i32, 6, HVD_INT32, 0.5);
 	ok(i32[0] == 3 && i32[1] == -3 && i32[2] == 5 && i32[3] == -5 &&
-		   i32[4] == INT32_MAX / 2 && i32[5] == INT32_MIN / 2,
+	       i32[4] == INT32_MAX / 2 && i32[5] == INT32_MIN / 2,
 	   "reduce_scale int32 truncates toward zero");
 	reduce_scale(i8, 4, HVD_INT8, 2.0);
 	ok(i8[0] == 10 && i8[1] == -10 && i8[2] == 127 && i8[3] == -128,
@@ -442,9 +449,9 @@ static void test_scale(void)
 	reduce_scale(bf, 2, HVD_BFLOAT16, 0.5);
 	reduce_scale(f64, 2, HVD_FLOAT64, 2.0);
 	ok(ref_from_half(h[0]) == 1.5f && ref_from_half(h[1]) == -0.5f &&
-		   hvd_bf16_to_float(bf[0]) == 1.5f &&
-		   hvd_bf16_to_float(bf[1]) == -0.5f && f64[0] == 18.0 &&
-		   f64[1] == -3.0,
+	       hvd_bf16_to_float(bf[0]) == 1.5f &&
+	       hvd_bf16_to_float(bf[1]) == -0.5f && f64[0] == 18.0 &&
+	       f64[1] == -3.0,
 	   "reduce_scale float16, bfloat16, float64");
 }
 

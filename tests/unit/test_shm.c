@@ -33,8 +33,7 @@
 #define MAXN 8
 #define NKINDS 5
 static const char *const kind_names[NKINDS] = {
-	"allreduce", "reduce_scatter", "allgather_slices", "broadcast",
-	"barrier"};
+    "allreduce", "reduce_scatter", "allgather_slices", "broadcast", "barrier"};
 
 struct shared {
 	uint64_t barrier;
@@ -73,8 +72,8 @@ static uint32_t hash(uint32_t x)
 /* Value of element i of member r's input, as a double (exact). */
 static double gen(int r, size_t i, hvd_dtype_t t, uint32_t salt)
 {
-	uint32_t h = hash((uint32_t)i * 2654435761u ^ (uint32_t)r * 40503u ^
-			  salt);
+	uint32_t h =
+	    hash((uint32_t)i * 2654435761u ^ (uint32_t)r * 40503u ^ salt);
 
 	switch (t) {
 	case HVD_UINT8:
@@ -127,8 +126,8 @@ static void put(void *buf, size_t i, hvd_dtype_t t, double v)
 static void expect(void *out, size_t i, int n, hvd_dtype_t t, hvd_op_t op,
 		   uint32_t salt)
 {
-	int is_int = t == HVD_UINT8 || t == HVD_INT8 || t == HVD_INT32 ||
-		     t == HVD_INT64;
+	int is_int =
+	    t == HVD_UINT8 || t == HVD_INT8 || t == HVD_INT32 || t == HVD_INT64;
 	uint64_t ai = 0;
 	double af = 0;
 
@@ -183,8 +182,8 @@ static void expect(void *out, size_t i, int n, hvd_dtype_t t, hvd_op_t op,
 	}
 }
 
-static long compare(const void *got, const void *want, size_t first,
-		    size_t n, size_t es)
+static long compare(const void *got, const void *want, size_t first, size_t n,
+		    size_t es)
 {
 	long bad = 0;
 
@@ -197,8 +196,8 @@ static long compare(const void *got, const void *want, size_t first,
 
 /* ------------------------------------------------------------ member */
 
-static const size_t counts[] = {0, 1, 2, 3, 5, 13, 97, 255, 256, 257,
-				1021, 4099, 20011, 65537};
+static const size_t counts[] = {0,   1,	  2,   3,    5,	   13,	  97,
+				255, 256, 257, 1021, 4099, 20011, 65537};
 
 static void note(int me, const char *fmt, ...) HVD_PRINTF(2, 3);
 
@@ -235,10 +234,12 @@ static void run_member(int me, int n, const char *key, int big)
 			for (size_t ci = 0;
 			     ci < sizeof(counts) / sizeof(counts[0]) + 2;
 			     ci++) {
-				size_t c = ci < sizeof(counts) / sizeof(counts[0])
-						   ? counts[ci]
-						   : (ci % 2 ? maxc : maxc / 3 + 1);
-				uint32_t salt = (uint32_t)(t * 131 + op * 7 + ci);
+				size_t c =
+				    ci < sizeof(counts) / sizeof(counts[0])
+					? counts[ci]
+					: (ci % 2 ? maxc : maxc / 3 + 1);
+				uint32_t salt =
+				    (uint32_t)(t * 131 + op * 7 + ci);
 
 				if (ci >= sizeof(counts) / sizeof(counts[0]) &&
 				    !big)
@@ -264,46 +265,44 @@ static void run_member(int me, int n, const char *key, int big)
 					else
 						memset(recv, 0x5a, c * es);
 					st = shm_allreduce(
-						g, ip ? HVD_IN_PLACE : send,
-						recv, c, (hvd_dtype_t)t,
-						(hvd_op_t)op);
-					bad = st ? (long)c + 1
-						 : compare(recv, want, 0, c,
-							   es);
+					    g, ip ? HVD_IN_PLACE : send, recv,
+					    c, (hvd_dtype_t)t, (hvd_op_t)op);
+					bad =
+					    st ? (long)c + 1
+					       : compare(recv, want, 0, c, es);
 					if (bad)
 						note(me,
 						     "allreduce %s %s count "
 						     "%zu %s: %ld wrong (%s)",
 						     hvd_dtype_name(t),
 						     hvd_op_name(op), c,
-						     ip ? "in place" : "",
-						     bad, hvd_last_error());
+						     ip ? "in place" : "", bad,
+						     hvd_last_error());
 					sh->wrong[me][0] += bad;
 					sh->checked[me][0] += (long)c;
 
 					/* reduce-scatter */
-					off = hvd_reducescatter_offset(c, me,
-								       n);
-					cnt = hvd_reducescatter_count(c, me,
-								      n);
+					off =
+					    hvd_reducescatter_offset(c, me, n);
+					cnt = hvd_reducescatter_count(c, me, n);
 					if (ip)
 						memcpy(recv, send, c * es);
 					else
 						memset(recv, 0x5a, c * es);
 					st = shm_reduce_scatter(
-						g, ip ? HVD_IN_PLACE : send,
-						recv, c, (hvd_dtype_t)t,
-						(hvd_op_t)op);
+					    g, ip ? HVD_IN_PLACE : send, recv,
+					    c, (hvd_dtype_t)t, (hvd_op_t)op);
 					bad = st ? (long)cnt + 1
-						 : compare(recv, want, off,
-							   cnt, es);
+						 : compare(recv, want, off, cnt,
+							   es);
 					if (bad)
-						note(me,
-						     "reduce_scatter %s %s "
-						     "count %zu: %ld wrong (%s)",
-						     hvd_dtype_name(t),
-						     hvd_op_name(op), c, bad,
-						     hvd_last_error());
+						note(
+						    me,
+						    "reduce_scatter %s %s "
+						    "count %zu: %ld wrong (%s)",
+						    hvd_dtype_name(t),
+						    hvd_op_name(op), c, bad,
+						    hvd_last_error());
 					sh->wrong[me][1] += bad;
 					sh->checked[me][1] += (long)cnt;
 
@@ -313,26 +312,27 @@ static void run_member(int me, int n, const char *key, int big)
 					if (!ip) {
 						memset(recv, 0x5a, c * es);
 						st = shm_reduce_scatter_slice(
-							g, send, recv, c,
-							(hvd_dtype_t)t,
-							(hvd_op_t)op);
+						    g, send, recv, c,
+						    (hvd_dtype_t)t,
+						    (hvd_op_t)op);
 						bad = st ? (long)cnt + 1
 							 : compare(recv,
-								   want + off * es,
+								   want +
+								       off * es,
 								   0, cnt, es);
 						if (bad)
-							note(me,
-							     "reduce_scatter_"
-							     "slice %s %s count "
-							     "%zu: %ld wrong "
-							     "(%s)",
-							     hvd_dtype_name(t),
-							     hvd_op_name(op),
-							     c, bad,
-							     hvd_last_error());
+							note(
+							    me,
+							    "reduce_scatter_"
+							    "slice %s %s count "
+							    "%zu: %ld wrong "
+							    "(%s)",
+							    hvd_dtype_name(t),
+							    hvd_op_name(op), c,
+							    bad,
+							    hvd_last_error());
 						sh->wrong[me][1] += bad;
-						sh->checked[me][1] +=
-							(long)cnt;
+						sh->checked[me][1] += (long)cnt;
 					}
 					if (op != HVD_SUM)
 						continue;
@@ -340,22 +340,30 @@ static void run_member(int me, int n, const char *key, int big)
 					/* allgather of the slices: start
 					 * from only my slice being right */
 					memset(recv, 0x5a, c * es);
-					memcpy(recv + off * es,
-					       send + off * es, cnt * es);
+					memcpy(recv + off * es, send + off * es,
+					       cnt * es);
 					st = shm_allgather_slices(
-						g, recv, c, (hvd_dtype_t)t);
+					    g, recv, c, (hvd_dtype_t)t);
 					/* member r's slice holds r's input */
 					for (int r = 0; r < n; r++) {
-						size_t o = hvd_reducescatter_offset(c, r, n);
-						size_t k = hvd_reducescatter_count(c, r, n);
+						size_t o =
+						    hvd_reducescatter_offset(
+							c, r, n);
+						size_t k =
+						    hvd_reducescatter_count(
+							c, r, n);
 
-						for (size_t i = o; i < o + k; i++)
-							put(want, i, (hvd_dtype_t)t,
-							    gen(r, i, (hvd_dtype_t)t, salt));
+						for (size_t i = o; i < o + k;
+						     i++)
+							put(want, i,
+							    (hvd_dtype_t)t,
+							    gen(r, i,
+								(hvd_dtype_t)t,
+								salt));
 					}
-					bad = st ? (long)c + 1
-						 : compare(recv, want, 0, c,
-							   es);
+					bad =
+					    st ? (long)c + 1
+					       : compare(recv, want, 0, c, es);
 					if (bad)
 						note(me,
 						     "allgather %s count %zu: "
@@ -367,7 +375,8 @@ static void run_member(int me, int n, const char *key, int big)
 
 					/* broadcast from root ci % n */
 					{
-						int root = (int)(ci % (size_t)n);
+						int root =
+						    (int)(ci % (size_t)n);
 
 						if (me == root)
 							memcpy(recv, send,
@@ -375,9 +384,8 @@ static void run_member(int me, int n, const char *key, int big)
 						else
 							memset(recv, 0x5a,
 							       c * es);
-						st = shm_broadcast(g, recv,
-								   c * es,
-								   root);
+						st = shm_broadcast(
+						    g, recv, c * es, root);
 						for (size_t i = 0; i < c; i++)
 							put(want, i,
 							    (hvd_dtype_t)t,
@@ -392,8 +400,7 @@ static void run_member(int me, int n, const char *key, int big)
 							     "broadcast root "
 							     "%d %zu bytes: "
 							     "%ld wrong (%s)",
-							     root, c * es,
-							     bad,
+							     root, c * es, bad,
 							     hvd_last_error());
 						sh->wrong[me][3] += bad;
 						sh->checked[me][3] += (long)c;
@@ -481,14 +488,14 @@ static void failing_member(int me, int n, const char *key, int mode)
 	if (me == n - 1) {
 		if (mode == 0)
 			_exit(0); /* dies without taking part */
-		sleep(4);         /* alive but silent */
+		sleep(4);	  /* alive but silent */
 		_exit(0);
 	}
 	t0 = hvd_now();
 	st = shm_allreduce(g, x, y, 4, HVD_FLOAT32, HVD_SUM);
 	sh->status[me] = st;
-	snprintf(sh->msg[me], sizeof(sh->msg[me]), "%.1f s: %s",
-		 hvd_now() - t0, hvd_last_error());
+	snprintf(sh->msg[me], sizeof(sh->msg[me]), "%.1f s: %s", hvd_now() - t0,
+		 hvd_last_error());
 	/* the group stays failed */
 	st = shm_barrier(g);
 	if (st == HVD_OK)
@@ -520,7 +527,7 @@ static void check_failure(int mode)
 	snprintf(want, sizeof(want), "local rank %d", n - 1);
 	for (int r = 0; r < n - 1; r++) {
 		hvd_status_t expect_st =
-			mode == 0 ? HVD_ERR_PEER_FAILED : HVD_ERR_TIMEOUT;
+		    mode == 0 ? HVD_ERR_PEER_FAILED : HVD_ERR_TIMEOUT;
 
 		if (sh->status[r] != (int)expect_st ||
 		    !strstr(sh->msg[r], want)) {

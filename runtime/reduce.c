@@ -211,9 +211,18 @@ void reduce_apply3(void *dst, const void *a, const void *b, size_t n,
 
 /* Integers: multiply in double, truncate toward zero, saturate at the
  * type's range (a float-to-int conversion out of range is undefined). */
+/* Integers scaled by 1/k (averages: k ranks) are divided exactly, like
+ * C's division and NCCL's ncclAvg: 9 * (1/3.0) is 2.999... in double and
+ * would truncate to 2, and int64 values past 2^53 would lose digits. */
 #define SCALE_INT(T, LO, HI)                                                   \
 	do {                                                                   \
 		T *p = buf;                                                    \
+		long long k_ = exact_divisor(factor);                          \
+		if (k_ > 0) {                                                  \
+			for (size_t i = 0; i < n; i++)                         \
+				p[i] = (T)(p[i] / (T)k_);                      \
+			break;                                                 \
+		}                                                              \
 		for (size_t i = 0; i < n; i++) {                               \
 			double v = trunc((double)p[i] * factor);               \
 			p[i] = v <= (double)(LO)   ? (T)(LO)                   \
@@ -221,6 +230,21 @@ void reduce_apply3(void *dst, const void *a, const void *b, size_t n,
 						   : (T)v;                     \
 		}                                                              \
 	} while (0)
+
+/* k when factor is 1/k for a whole k in [1, 2^31), else 0. */
+static long long exact_divisor(double factor)
+{
+	double inv;
+	long long k;
+
+	if (!(factor > 0.0) || factor > 1.0)
+		return 0;
+	inv = 1.0 / factor;
+	if (inv >= 2147483648.0)
+		return 0;
+	k = llround(inv);
+	return fabs(inv - (double)k) <= 1e-9 * (double)k ? k : 0;
+}
 
 void reduce_scale(void *buf, size_t n, hvd_dtype_t dtype, double factor)
 {

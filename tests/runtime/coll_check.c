@@ -194,8 +194,8 @@ static int close_enough(double got, double want, hvd_dtype_t t, hvd_op_t op)
 {
 	if (op != HVD_AVERAGE)
 		return got == want;
-	if (is_integer(t)) /* sum * (1/n) truncated: within one of sum / n */
-		return fabs(got - want) <= 1.0;
+	if (is_integer(t)) /* integer division of the sum, toward zero */
+		return got == trunc(want);
 	if (t == HVD_FLOAT16 || t == HVD_BFLOAT16)
 		return fabs(got - want) <= 0.02 * fabs(want) + 0.01;
 	return fabs(got - want) <= 1e-5 * fabs(want) + 1e-6;

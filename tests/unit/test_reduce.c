@@ -453,13 +453,28 @@ static void test_scale(void)
 	       hvd_bf16_to_float(bf[1]) == -0.5f && f64[0] == 18.0 &&
 	       f64[1] == -3.0,
 	   "reduce_scale float16, bfloat16, float64");
+
+	/* Averages of integers divide exactly (as NCCL's ncclAvg does). */
+	int32_t avg32[] = {9, -9, 10, 2};
+	int64_t avg64[] = {(INT64_C(1) << 62) + 3, -((INT64_C(1) << 62) + 3)};
+	uint8_t avg8[] = {255, 9};
+
+	reduce_scale(avg32, 4, HVD_INT32, 1.0 / 3);
+	reduce_scale(avg64, 2, HVD_INT64, 1.0 / 3);
+	reduce_scale(avg8, 2, HVD_UINT8, 1.0 / 5);
+	ok(avg32[0] == 3 && avg32[1] == -3 && avg32[2] == 3 && avg32[3] == 0 &&
+	       avg64[0] == ((INT64_C(1) << 62) + 3) / 3 &&
+	       avg64[1] == -(((INT64_C(1) << 62) + 3) / 3) && avg8[0] == 51 &&
+	       avg8[1] == 1,
+	   "reduce_scale by 1/k divides integers exactly (9/3 == 3, int64 "
+	   "past 2^53)");
 }
 
 int main(void)
 {
 	static const char *const isas[] = {"generic", "avx2", "avx512"};
 
-	plan(4 + 3 * 2 + 4);
+	plan(4 + 3 * 2 + 5);
 	test_conversions();
 	for (int i = 0; i < 3; i++) {
 		if (reduce_select_isa(isas[i]) != 0) {

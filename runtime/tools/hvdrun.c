@@ -35,6 +35,7 @@
 #include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +299,23 @@ static int read_output(int r, int s)
 
 /* ---- launch (the mechanics are in hvdrun_launch.c) */
 
+/* The CPU rank r is bound to: the r-th CPU hvdrun may run on, when there
+ * are at least as many as ranks (as mpirun binds to cores); else -1, so
+ * that oversubscribed ranks are left to the scheduler. */
+static int rank_cpu(int r)
+{
+	cpu_set_t allowed;
+	int seen = 0;
+
+	if (!opts.bind || sched_getaffinity(0, sizeof(allowed), &allowed) ||
+	    CPU_COUNT(&allowed) < opts.np)
+		return -1;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &allowed) && seen++ == r)
+			return cpu;
+	return -1;
+}
+
 static int launch(int r, const char *path, sigset_t *blocked)
 {
 	char **env = hvdrun_child_env();
@@ -312,7 +330,7 @@ static int launch(int r, const char *path, sigset_t *blocked)
 		hvdrun_free_env(env);
 		return -1;
 	}
-	pid = hvdrun_spawn(r, path, opts.argv, env, blocked, fd);
+	pid = hvdrun_spawn(r, rank_cpu(r), path, opts.argv, env, blocked, fd);
 	hvdrun_free_env(env);
 	if (pid < 0)
 		return -1;

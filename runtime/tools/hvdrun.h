@@ -37,6 +37,8 @@ struct hvdrun_opts {
 	int timeout;	/* seconds, 0 = none */
 	int grace;	/* seconds between SIGTERM and SIGKILL */
 	int verbose;
+	int bind;	/* bind rank r to the r-th allowed CPU when there are
+			   at least np of them (--bind-to core, default) */
 	char **argv; /* program and its arguments (in main's argv) */
 };
 
@@ -86,9 +88,10 @@ char *hvdrun_resolve(const char *prog);
 /* A rank's environment (malloc'd array of malloc'd strings). */
 char **hvdrun_child_env(void);
 void hvdrun_free_env(char **env);
-/* Fork and exec rank r; its stdout and stderr go to pipes whose read ends
- * are returned in fd[].  Returns the pid, or -1 with a message printed. */
-pid_t hvdrun_spawn(int r, const char *path, char **argv, char **env,
+/* Fork and exec rank r, bound to CPU cpu (-1: not bound); its stdout and
+ * stderr go to pipes whose read ends are returned in fd[].  Returns the
+ * pid, or -1 with a message printed. */
+pid_t hvdrun_spawn(int r, int cpu, const char *path, char **argv, char **env,
 		   const sigset_t *unblock, int fd[2]);
 
 /* ---- PMIx server (hvdrun_pmix.c) */

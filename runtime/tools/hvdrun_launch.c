@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,7 +114,7 @@ void hvdrun_free_env(char **env)
 	free(env);
 }
 
-pid_t hvdrun_spawn(int r, const char *path, char **argv, char **env,
+pid_t hvdrun_spawn(int r, int cpu, const char *path, char **argv, char **env,
 		   const sigset_t *unblock, int fd[2])
 {
 	int out[2] = {-1, -1}, err[2] = {-1, -1};
@@ -147,6 +148,18 @@ pid_t hvdrun_spawn(int r, const char *path, char **argv, char **env,
 				dup2(in, STDIN_FILENO);
 				close(in);
 			}
+		}
+		if (cpu >= 0) {
+			cpu_set_t set;
+
+			CPU_ZERO(&set);
+			CPU_SET(cpu, &set);
+			/* Binding is a placement hint: a failure is not fatal. */
+			if (sched_setaffinity(0, sizeof(set), &set))
+				fprintf(stderr,
+					"hvdrun: rank %d: cannot bind to CPU %d: "
+					"%s\n",
+					r, cpu, strerror(errno));
 		}
 		signal(SIGPIPE, SIG_DFL);
 		sigprocmask(SIG_UNBLOCK, unblock, NULL);

@@ -29,6 +29,9 @@ void hvdrun_usage(FILE *f)
 	      "  --grace SECONDS     wait between SIGTERM and SIGKILL when "
 	      "stopping ranks\n"
 	      "                      (default 5)\n"
+	      "  --bind-to core|none bind each rank to a CPU of its own when "
+	      "there are\n"
+	      "                      enough (default core), or not at all\n"
 	      "  -v, --verbose       report PMIx connections, fences, exits\n"
 	      "  -h, --help          this text\n"
 	      "  --version           print the version\n",
@@ -92,6 +95,7 @@ enum hvdrun_parse hvdrun_parse_args(int argc, char **argv,
 	memset(o, 0, sizeof(*o));
 	o->np = -1;
 	o->grace = 5;
+	o->bind = 1;
 	err[0] = '\0';
 
 	for (i = 1; i < argc; i++) {
@@ -150,6 +154,19 @@ enum hvdrun_parse hvdrun_parse_args(int argc, char **argv,
 				return HVDRUN_PARSE_ERROR;
 			}
 			o->grace = (int)t;
+			continue;
+		}
+		if ((v = opt_value(a, "--bind-to", argc, argv, &i, &missing))) {
+			if (!missing && !strcmp(v, "core")) {
+				o->bind = 1;
+			} else if (!missing && !strcmp(v, "none")) {
+				o->bind = 0;
+			} else {
+				say(err, errlen,
+				    "--bind-to %s: expected core or none",
+				    missing ? "" : v);
+				return HVDRUN_PARSE_ERROR;
+			}
 			continue;
 		}
 		if (!strcmp(a, "--tag-output")) {

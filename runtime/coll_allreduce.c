@@ -378,12 +378,6 @@ hvd_status_t coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 			memcpy(recvbuf, src, count * esz);
 		return HVD_OK;
 	}
-	/* In place, recvbuf holds the whole input and is scratch too. */
-	full = in_place ? recvbuf : malloc(count * esz);
-	if (!full)
-		return hvd_error(HVD_ERR_NO_MEMORY,
-				 "hvd: out of memory (%zu bytes)",
-				 count * esz);
 	coll_place_of(comm, &p);
 	a = coll_select(coll_tuning(), CK_REDUCESCATTER, count * esz, count,
 			&p);
@@ -391,6 +385,24 @@ hvd_status_t coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		a = count * esz <= coll_tuning()->reducescatter_small_max
 			    ? ALGO_RD
 			    : ALGO_RING;
+	/* Out of place on one node, ranks reduce their slice straight from
+	 * the segment into recvbuf: no full-size scratch buffer. */
+	if (a == ALGO_SHM && !in_place) {
+		st = shm_reduce_scatter_slice(comm->shm, sendbuf, recvbuf,
+					      count, dt, rop);
+		if (st == HVD_OK && op == HVD_AVERAGE)
+			reduce_scale(recvbuf, mine, dt, 1.0 / n);
+		if (st != HVD_OK)
+			return coll_fail(comm, st, "reducescatter of %zu x %s",
+					 count, hvd_dtype_name(dt));
+		return HVD_OK;
+	}
+	/* In place, recvbuf holds the whole input and is scratch too. */
+	full = in_place ? recvbuf : malloc(count * esz);
+	if (!full)
+		return hvd_error(HVD_ERR_NO_MEMORY,
+				 "hvd: out of memory (%zu bytes)",
+				 count * esz);
 	switch (a) {
 	case ALGO_SHM:
 		st = shm_reduce_scatter(comm->shm, src, full, count, dt, rop);

@@ -33,7 +33,7 @@ check_run() {
 }
 
 out=$(HOROVOD_LOG_LEVEL=trace run_timeout "$HVD_TEST_TIMEOUT" \
-	srun --mpi=pmix -N2 -n4 --ntasks-per-node=2 "$CHECK" 2>"$err")
+	srun -Q --mpi=pmix -N2 -n4 --ntasks-per-node=2 "$CHECK" 2>"$err")
 check_run "srun -N2 -n4: coll_check" "$out"
 hier=$(grep -c 'allreduce ctx 1: .*: hier$' "$err")
 nodes=$(grep -c 'info: rank [0-3] of 4, node [01] of 2 .*local [01] of 2, cross [01] of 2' \
@@ -42,17 +42,17 @@ ok $(( hier > 0 && nodes == 4 ? 0 : 1 )) \
 	"4 ranks saw 2 nodes x 2 ($nodes did); allreduce ran hierarchical ($hier calls on rank 0..3)"
 
 out=$(HVD_SHM=0 HOROVOD_HIERARCHICAL_ALLREDUCE=0 run_timeout \
-	"$HVD_TEST_TIMEOUT" srun --mpi=pmix -N2 -n4 --ntasks-per-node=2 \
+	"$HVD_TEST_TIMEOUT" srun -Q --mpi=pmix -N2 -n4 --ntasks-per-node=2 \
 	"$CHECK" 2>&1)
 check_run "srun -N2 -n4, UCX only (HVD_SHM=0)" "$out"
 
-out=$(run_timeout "$HVD_TEST_TIMEOUT" srun --mpi=pmix -N2 -n3 \
+out=$(run_timeout "$HVD_TEST_TIMEOUT" srun -Q --mpi=pmix -N2 -n3 \
 	--distribution=block "$CHECK" 2>&1)
 check_run "srun -N2 -n3 (uneven nodes: flat algorithms)" "$out"
 
 # Rank 1 (node 1) dies inside an allreduce; ranks 0, 2 and 3 name it.
 start=$(date +%s)
-out=$(HOROVOD_PEER_TIMEOUT=10 run_timeout 90 srun --mpi=pmix -N2 -n4 \
+out=$(HOROVOD_PEER_TIMEOUT=10 run_timeout 90 srun -Q --mpi=pmix -N2 -n4 \
 	--ntasks-per-node=2 "$CHECK" kill 1 2>/dev/null)
 took=$(($(date +%s) - start))
 named=$(grep -c 'HVD_ERR_PEER_FAILED after .*rank 1 failed' <<<"$out")

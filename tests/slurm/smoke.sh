@@ -8,7 +8,7 @@
 plan 6
 
 # --- srun: PMIx ranks 0..3 over both nodes
-out=$(run_timeout "$HVD_TEST_TIMEOUT" srun -N2 -n4 --mpi=pmix \
+out=$(run_timeout "$HVD_TEST_TIMEOUT" srun -Q -N2 -n4 --mpi=pmix \
 	bash -c 'echo "$SLURMD_NODENAME ${PMIX_RANK-unset} ${SLURM_PROCID-unset}"' 2>&1)
 st=$?
 ok "$st" "srun -N2 -n4 --mpi=pmix ran" || diag "$out"

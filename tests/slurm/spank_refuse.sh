@@ -10,14 +10,14 @@ wd=$(slurm_workdir)
 
 # --- bad option: srun exits non-zero, the task never ran, message says
 # key, value and accepted form.
-out=$(run_timeout 60 srun --horovod=ckpt-every=abc -N1 -n1 touch "$wd/ran1" 2>&1)
+out=$(run_timeout 60 srun -Q --horovod=ckpt-every=abc -N1 -n1 touch "$wd/ran1" 2>&1)
 st=$?
 ok $((st == 0)) "srun with ckpt-every=abc fails (status $st)"
 like "$out" 'ckpt-every=abc: expected ckpt-every=N' "message names key, value, form"
 ok "$([[ -e $wd/ran1 ]] && echo 1 || echo 0)" "the task never ran"
 like "$out" '^[^q]*$' "refused before asking for an allocation (no 'queued')"
 
-out=$(run_timeout 60 srun --horovod=bogus=1 -N1 -n1 true 2>&1)
+out=$(run_timeout 60 srun -Q --horovod=bogus=1 -N1 -n1 true 2>&1)
 like "$out" "unknown key 'bogus'" "unknown key named"
 
 out=$(run_timeout 60 sbatch --horovod=net=infiniband --wrap true 2>&1)
@@ -33,12 +33,12 @@ ok $((st == 0)) "salloc with a relative ckpt-dir fails (status $st)"
 # --- srun's check bypassed (the option injected straight into the job
 # environment): slurmstepd parses it again and fails the step.
 out=$(_SLURM_SPANK_OPTION_horovod_horovod=ckpt-every=abc run_timeout 60 \
-	srun -N1 -n1 touch "$wd/ran3" 2>&1)
+	srun -Q -N1 -n1 touch "$wd/ran3" 2>&1)
 like "$out" 'slurmstepd.*ckpt-every=abc: expected' "slurmstepd re-validates the option"
 ok "$([[ -e $wd/ran3 ]] && echo 1 || echo 0)" "... and the task never ran"
 
 # --- not PMIx: refused in task_init, the program never starts.
-out=$(run_timeout 60 srun --horovod --mpi=none -N2 -n2 touch "$wd/ran2" 2>&1)
+out=$(run_timeout 60 srun -Q --horovod --mpi=none -N2 -n2 touch "$wd/ran2" 2>&1)
 st=$?
 ok $((st == 0)) "srun --mpi=none --horovod fails (status $st)"
 like "$out" '--mpi=pmix.*MpiDefault=pmix' "message says --mpi=pmix or MpiDefault=pmix"
@@ -48,7 +48,7 @@ ok "$([[ -e $wd/ran2 ]] && echo 1 || echo 0)" "the task never started"
 out=$(run_timeout 60 srun -Q --horovod=ckpt-dir="$wd/ck/%j",ckpt-every=5 -N1 -n1 \
 	bash -c 'echo "$HOROVOD_CHECKPOINT_DIR"' 2>&1)
 is "$(stat -c '%a %U' "$out" 2>&1)" "700 $(id -un)" "ckpt dir $out created, 0700, by the job's user"
-out=$(run_timeout 60 srun --horovod=ckpt-dir=/proc/none/x -N1 -n1 true 2>&1)
+out=$(run_timeout 60 srun -Q --horovod=ckpt-dir=/proc/none/x -N1 -n1 true 2>&1)
 st=$?
 ok $((st == 0)) "uncreatable ckpt-dir fails the step (status $st)"
 like "$out" 'ckpt-dir: cannot create' "message says why"

@@ -187,6 +187,10 @@ static void pubsub(long size)
 			     PMIx_Error_string(rc));
 		PMIX_INFO_DESTRUCT(&info);
 	}
+	/* The duplicate must be refused before rank 0 unpublishes: without
+	 * this fence the server may serve the unpublish first, and then the
+	 * "duplicate" is a fresh publish that the last lookup finds. */
+	fence(0);
 	if (me.rank == 0) {
 		rc = PMIx_Unpublish(NULL, NULL, 0);
 		if (rc != PMIX_SUCCESS)

@@ -6,25 +6,13 @@
  * of a user value.
  */
 #include "horovod_config.h"
+#include "horovod_err.h"
 #include "horovod_hints.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 void hvdcfg_init(struct hvdcfg *c)
 {
@@ -76,7 +64,7 @@ static int parse_roots(const char *v, char *out, size_t outlen, char *err,
 	}
 	return 0;
 bad:
-	seterr(err, errlen,
+	hvd_seterr(err, errlen,
 	       "ckpt_roots=%s: expected absolute directories separated by "
 	       "':' (ckpt_roots=/scratch:/home), without '..'",
 	       v);
@@ -100,7 +88,7 @@ static int add_force(struct hvdcfg *c, const char *v, char *err,
 		memcpy(name, p, l);
 		name[l] = '\0';
 		if (!hvdhints_known_var(name)) {
-			seterr(err, errlen,
+			hvd_seterr(err, errlen,
 			       "force=%s: '%s' is not a variable the plugin "
 			       "sets (see horovod(8) for the list)",
 			       v, name);
@@ -119,7 +107,7 @@ static int add_force(struct hvdcfg *c, const char *v, char *err,
 	}
 	return 0;
 bad:
-	seterr(err, errlen,
+	hvd_seterr(err, errlen,
 	       "force=%s: expected variable names separated by ',' "
 	       "(force=NCCL_SOCKET_IFNAME,NCCL_IB_HCA)",
 	       v);
@@ -140,7 +128,7 @@ int hvdcfg_parse(int ac, char *const *av, struct hvdcfg *c, char *err,
 		eq = strchr(w, '=');
 
 		if (!eq || eq == w) {
-			seterr(err, errlen,
+			hvd_seterr(err, errlen,
 			       "plugstack argument '%s': expected key=value",
 			       w);
 			return -1;
@@ -158,7 +146,7 @@ int hvdcfg_parse(int ac, char *const *av, struct hvdcfg *c, char *err,
 			snprintf(opt, sizeof(opt), "%s=%s",
 				 hvdopt_key_name((enum hvdopt_key)k), v);
 			if (hvdopt_parse(opt, &c->defaults, why, sizeof(why))) {
-				seterr(err, errlen, "plugstack argument '%s': %s",
+				hvd_seterr(err, errlen, "plugstack argument '%s': %s",
 				       w, why);
 				return -1;
 			}
@@ -178,7 +166,7 @@ int hvdcfg_parse(int ac, char *const *av, struct hvdcfg *c, char *err,
 			seen |= 2;
 			if (!*v || strlen(v) >= sizeof(c->nccl_socket_ifname) ||
 			    !only_chars(v, "^=,._-:")) {
-				seterr(err, errlen,
+				hvd_seterr(err, errlen,
 				       "nccl_socket_ifname=%s: expected "
 				       "NCCL_SOCKET_IFNAME syntax, e.g. ib0 or "
 				       "=eth0 or ^docker",
@@ -192,7 +180,7 @@ int hvdcfg_parse(int ac, char *const *av, struct hvdcfg *c, char *err,
 			seen |= 4;
 			if (!*v || strlen(v) >= sizeof(c->ib_hca) ||
 			    !only_chars(v, "^=,_:")) {
-				seterr(err, errlen,
+				hvd_seterr(err, errlen,
 				       "ib_hca=%s: expected NCCL_IB_HCA syntax, "
 				       "e.g. =mlx5_0:1,mlx5_1:1",
 				       v);
@@ -210,14 +198,14 @@ int hvdcfg_parse(int ac, char *const *av, struct hvdcfg *c, char *err,
 	c->defaults.given = 0;
 	return 0;
 unknown:
-	seterr(err, errlen,
+	hvd_seterr(err, errlen,
 	       "plugstack argument '%s': unknown key; expected "
 	       "default_<option>=VALUE (e.g. default_ckpt_every=1000), "
 	       "ckpt_roots=, nccl_socket_ifname=, ib_hca= or force=",
 	       w);
 	return -1;
 twice:
-	seterr(err, errlen,
+	hvd_seterr(err, errlen,
 	       "plugstack argument '%s': this key is given twice; give it "
 	       "once",
 	       w);

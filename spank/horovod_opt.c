@@ -10,6 +10,7 @@
  * accepted form, because the message is what the user sees from srun.
  */
 #include "horovod_opt.h"
+#include "horovod_err.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -111,19 +112,6 @@ void hvdopt_init(struct hvdopt *o)
 	o->net = HVDOPT_NET_AUTO;
 }
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Copy user text for a message: printable ASCII kept, the rest as \xNN,
  * cut at 48 input bytes so a message always fits. */
@@ -215,11 +203,11 @@ int hvdopt_normalise_path(char *path, char *err, size_t errlen)
 	const char *p = path, *end = path + n;
 
 	if (n == 0 || path[0] != '/') {
-		seterr(err, errlen, "not an absolute path");
+		hvd_seterr(err, errlen, "not an absolute path");
 		return -1;
 	}
 	if (n >= sizeof(buf)) {
-		seterr(err, errlen, "path longer than %d bytes",
+		hvd_seterr(err, errlen, "path longer than %d bytes",
 		       HVDOPT_PATH_MAX - 1);
 		return -1;
 	}
@@ -236,7 +224,7 @@ int hvdopt_normalise_path(char *path, char *err, size_t errlen)
 		if (cl == 0 || (cl == 1 && s[0] == '.'))
 			continue;
 		if (cl == 2 && s[0] == '.' && s[1] == '.') {
-			seterr(err, errlen, "'..' is not allowed in a path");
+			hvd_seterr(err, errlen, "'..' is not allowed in a path");
 			return -1;
 		}
 		buf[o++] = '/';
@@ -244,7 +232,7 @@ int hvdopt_normalise_path(char *path, char *err, size_t errlen)
 		o += cl;
 	}
 	if (o == 0) {
-		seterr(err, errlen, "'/' itself is not allowed");
+		hvd_seterr(err, errlen, "'/' itself is not allowed");
 		return -1;
 	}
 	buf[o] = '\0';
@@ -257,19 +245,19 @@ static int parse_path(const char *v, size_t len, char *out, char *why,
 		      size_t whylen)
 {
 	if (len == 0 || len >= HVDOPT_PATH_MAX) {
-		seterr(why, whylen, "%s", len ? "too long" : "empty");
+		hvd_seterr(why, whylen, "%s", len ? "too long" : "empty");
 		return -1;
 	}
 	for (size_t i = 0; i < len; i++) {
 		if (v[i] == ':' || v[i] == '=' || v[i] == '+') {
-			seterr(why, whylen, "'%c' is not allowed in a path",
+			hvd_seterr(why, whylen, "'%c' is not allowed in a path",
 			       v[i]);
 			return -1;
 		}
 		if (v[i] != '%')
 			continue;
 		if (i + 1 >= len || !strchr("ujx%", v[i + 1])) {
-			seterr(why, whylen,
+			hvd_seterr(why, whylen,
 			       "only %%u, %%j, %%x and %%%% may follow '%%'");
 			return -1;
 		}
@@ -294,7 +282,7 @@ static int parse_item(const char *item, size_t len, struct hvdopt *o,
 	quote(item, klen, qk, sizeof(qk));
 	quote(v ? v : "", vlen, qv, sizeof(qv));
 	if (len == 0) {
-		seterr(err, errlen,
+		hvd_seterr(err, errlen,
 		       "--horovod: empty item (two commas, or a comma at an "
 		       "end); expected KEY=VALUE,KEY=VALUE");
 		return -1;
@@ -304,7 +292,7 @@ static int parse_item(const char *item, size_t len, struct hvdopt *o,
 	if (k >= 0 && memchr(item, '_', klen))
 		k = -1;
 	if (k < 0) {
-		seterr(err, errlen,
+		hvd_seterr(err, errlen,
 		       "--horovod: unknown key '%s'; known keys: ckpt-every, "
 		       "ckpt-dir, ckpt-keep, fusion-mb, cycle-ms, cache, "
 		       "timeline, hierarchical, stall-s, log, gpu-bind, "
@@ -314,7 +302,7 @@ static int parse_item(const char *item, size_t len, struct hvdopt *o,
 	}
 	d = &keys[k];
 	if (*seen & (1u << k)) {
-		seterr(err, errlen,
+		hvd_seterr(err, errlen,
 		       "--horovod: key '%s' given more than once; expected %s",
 		       d->name, d->form);
 		return -1;
@@ -322,14 +310,14 @@ static int parse_item(const char *item, size_t len, struct hvdopt *o,
 	*seen |= 1u << k;
 	if (d->kind == K_FLAG) {
 		if (v) {
-			seterr(err, errlen,
+			hvd_seterr(err, errlen,
 			       "--horovod: %s=%s: this key takes no value; "
 			       "expected %s",
 			       d->name, qv, d->form);
 			return -1;
 		}
 	} else if (!v || vlen == 0) {
-		seterr(err, errlen, "--horovod: %s: missing value; expected %s",
+		hvd_seterr(err, errlen, "--horovod: %s: missing value; expected %s",
 		       d->name, d->form);
 		return -1;
 	}
@@ -393,7 +381,7 @@ static int parse_item(const char *item, size_t len, struct hvdopt *o,
 	o->given |= 1u << k;
 	return 0;
 bad:
-	seterr(err, errlen, "--horovod: %s=%s: %s%sexpected %s", d->name, qv,
+	hvd_seterr(err, errlen, "--horovod: %s=%s: %s%sexpected %s", d->name, qv,
 	       why, why[0] ? "; " : "", d->form);
 	return -1;
 }
@@ -411,13 +399,13 @@ int hvdopt_parse(const char *str, struct hvdopt *o, char *err, size_t errlen)
 		return 0;
 	len = strnlen(str, HVDOPT_MAX_LEN + 1);
 	if (len == 0) {
-		seterr(err, errlen,
+		hvd_seterr(err, errlen,
 		       "--horovod=: empty value; give --horovod alone for the "
 		       "defaults, or --horovod=KEY=VALUE,...");
 		return -1;
 	}
 	if (len > HVDOPT_MAX_LEN) {
-		seterr(err, errlen,
+		hvd_seterr(err, errlen,
 		       "--horovod: option longer than %d characters; expected "
 		       "KEY=VALUE,... of at most %d characters",
 		       HVDOPT_MAX_LEN, HVDOPT_MAX_LEN);
@@ -428,7 +416,7 @@ int hvdopt_parse(const char *str, struct hvdopt *o, char *err, size_t errlen)
 			char q[64];
 
 			quote(str + i, 1, q, sizeof(q));
-			seterr(err, errlen,
+			hvd_seterr(err, errlen,
 			       "--horovod: character '%s' at position %zu is not "
 			       "allowed; expected KEY=VALUE,... made of letters, "
 			       "digits and . _ / %% : + - =",
@@ -507,7 +495,7 @@ int hvdopt_expand_path(const char *tmpl, const char *user, unsigned long jobid,
 			n = 1;
 			break;
 		default:
-			seterr(err, errlen, "bad escape in path template '%s'",
+			hvd_seterr(err, errlen, "bad escape in path template '%s'",
 			       tmpl);
 			return -1;
 		}
@@ -521,7 +509,7 @@ int hvdopt_expand_path(const char *tmpl, const char *user, unsigned long jobid,
 	strcpy(out, buf);
 	return 0;
 toolong:
-	seterr(err, errlen, "expanded path from '%s' is longer than %zu bytes",
+	hvd_seterr(err, errlen, "expanded path from '%s' is longer than %zu bytes",
 	       tmpl, (outlen < HVDOPT_PATH_MAX ? outlen : HVDOPT_PATH_MAX) - 1);
 	return -1;
 }

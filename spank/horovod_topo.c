@@ -10,6 +10,7 @@
  * table: that is all a smallest-common-ancestor search needs.
  */
 #include "horovod_topo.h"
+#include "horovod_err.h"
 
 #include <hwloc.h>
 #include <stdarg.h>
@@ -113,19 +114,6 @@ int hvdcpu_parse(const char *str, struct hvd_cpuset *s)
 	return 0;
 }
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static void from_hwloc_set(struct hvd_cpuset *d, hwloc_const_bitmap_t b)
 {
@@ -389,7 +377,7 @@ int hvdtopo_load(struct hvdtopo *t, const char *xml, const char *sysfs_root,
 		sysfs_root = "/sys";
 	/* Built against one hwloc ABI, loaded with another: refuse. */
 	if ((hwloc_get_api_version() >> 16) != (HWLOC_API_VERSION >> 16)) {
-		seterr(err, errlen,
+		hvd_seterr(err, errlen,
 		       "built for hwloc API 0x%x but running with 0x%x; rebuild "
 		       "against the installed hwloc",
 		       (unsigned)HWLOC_API_VERSION,
@@ -398,12 +386,12 @@ int hvdtopo_load(struct hvdtopo *t, const char *xml, const char *sysfs_root,
 	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
-		seterr(err, errlen, "out of memory");
+		hvd_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	b->t = t;
 	if (hwloc_topology_init(&topo)) {
-		seterr(err, errlen, "hwloc_topology_init failed");
+		hvd_seterr(err, errlen, "hwloc_topology_init failed");
 		goto err_free;
 	}
 	hwloc_topology_set_io_types_filter(topo,
@@ -434,14 +422,14 @@ int hvdtopo_load(struct hvdtopo *t, const char *xml, const char *sysfs_root,
 				slow[i]);
 	}
 	if (xml && hwloc_topology_set_xml(topo, xml)) {
-		seterr(err, errlen,
+		hvd_seterr(err, errlen,
 		       "cannot read hwloc XML '%s' (expected a file written "
 		       "by lstopo/hwloc 1.x or 2.x)",
 		       xml);
 		goto err_destroy;
 	}
 	if (hwloc_topology_load(topo)) {
-		seterr(err, errlen, "hwloc cannot load the topology of %s",
+		hvd_seterr(err, errlen, "hwloc cannot load the topology of %s",
 		       xml ? xml : "this machine");
 		goto err_destroy;
 	}

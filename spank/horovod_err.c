@@ -1,0 +1,16 @@
+/* horovod_err.c - see horovod_err.h. */
+#include "horovod_err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+void hvd_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}

@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #if defined(__GNUC__)
 #define HVD_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -56,6 +57,10 @@ int hvd_env_bool(const char *name, int def);
 size_t hvd_env_size(const char *name, size_t def);
 /* Parse "123", "64K", "1M", "2G" (binary units); -1 on a malformed value. */
 int hvd_parse_size(const char *s, size_t *out);
+
+/* 1 when process pid is gone or a zombie (exited, not yet reaped by its
+ * launcher: it still answers kill(pid, 0)); 0 when it runs or pid <= 0. */
+int hvd_pid_dead(pid_t pid);
 
 /* Monotonic clock in seconds / nanoseconds. */
 double hvd_now(void);

@@ -70,30 +70,6 @@
 
 /* ------------------------------------------------------------ waiting */
 
-static int pid_dead(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	FILE *f;
-	int dead = 0;
-
-	if (pid <= 0)
-		return 0;
-	if (kill(pid, 0) != 0 && errno == ESRCH)
-		return 1;
-	/* an exited child not yet reaped by its launcher is a zombie */
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (fgets(buf, sizeof(buf), f)) {
-		p = strrchr(buf, ')');
-		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
-			dead = 1;
-	}
-	fclose(f);
-	return dead;
-}
-
 static hvd_status_t fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
     HVD_PRINTF(3, 4);
 
@@ -137,7 +113,7 @@ static hvd_status_t wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
 				  g->what, dead - 1);
 			break;
 		}
-		if (pid_dead((pid_t)g->ctl[peer].pid)) {
+		if (hvd_pid_dead((pid_t)g->ctl[peer].pid)) {
 			__atomic_store_n(&g->hdr->dead, (uint32_t)peer + 1,
 					 __ATOMIC_RELEASE);
 			st = fail(g, HVD_ERR_PEER_FAILED,

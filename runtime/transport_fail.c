@@ -78,30 +78,6 @@ int tp_any_failed(void)
 	return -1;
 }
 
-static int pid_dead(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	FILE *f;
-	int dead = 0;
-
-	if (pid <= 0)
-		return 0;
-	if (kill(pid, 0) != 0)
-		return errno == ESRCH;
-	/* A zombie still answers kill(): look at its state. */
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (fgets(buf, sizeof(buf), f)) {
-		p = strrchr(buf, ')');
-		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
-			dead = 1;
-	}
-	fclose(f);
-	return dead;
-}
-
 void tp_check_local_pids(const hvd_comm_t *comm)
 {
 	for (int i = 0; i < comm->size; i++) {
@@ -110,7 +86,7 @@ void tp_check_local_pids(const hvd_comm_t *comm)
 		if (w == my_rank || !peers[w].local ||
 		    atomic_load(&peers[w].failed))
 			continue;
-		if (pid_dead(peers[w].pid)) {
+		if (hvd_pid_dead(peers[w].pid)) {
 			char why[96];
 
 			snprintf(why, sizeof(why),

@@ -9,21 +9,7 @@ set -u
 LIMIT=${ENGINE_TEST_LIMIT:-120}
 TESTS_BIN=$top_builddir/tests/runtime
 
-tap_n=0
-tap_fail=0
-plan() { echo "1..$1"; }
-ok() {	# ok STATUS DESCRIPTION
-	tap_n=$((tap_n + 1))
-	if [ "$1" -eq 0 ]; then
-		echo "ok $tap_n - $2"
-	else
-		echo "not ok $tap_n - $2"
-		tap_fail=$((tap_fail + 1))
-	fi
-}
-skip() { tap_n=$((tap_n + 1)); echo "ok $tap_n # SKIP $1"; }
-diag_file() { sed 's/^/# /' "$1" | head -n "${2:-20}"; }
-done_testing() { exit $((tap_fail > 0)); }
+. "$(dirname "$0")/../tap.sh"
 
 # ENGINE_ENV="VAR=value ..." adds variables to the ranks' environment.
 ENGINE_ENV=${ENGINE_ENV:-}

@@ -9,30 +9,7 @@ CLIENT=${CLIENT:-$top_builddir/tests/runtime/pmix_client}
 # fails (SIGKILL 10 s after the SIGTERM, should hvdrun not react).
 LIMIT=${HVDRUN_TEST_LIMIT:-60}
 
-tap_n=0
-tap_fail=0
-
-plan() { echo "1..$1"; }
-ok() {	# ok COND-STATUS DESCRIPTION
-	tap_n=$((tap_n + 1))
-	if [ "$1" -eq 0 ]; then
-		echo "ok $tap_n - $2"
-	else
-		echo "not ok $tap_n - $2"
-		tap_fail=$((tap_fail + 1))
-	fi
-}
-is() {	# is FOUND EXPECTED DESCRIPTION
-	if [ "$1" = "$2" ]; then
-		ok 0 "$3"
-	else
-		ok 1 "$3"
-		echo "# expected: $2"
-		echo "# found:    $1"
-	fi
-}
-diag_file() { sed 's/^/# /' "$1" | head -n "${2:-20}"; }
-done_testing() { exit $((tap_fail > 0)); }
+. "$(dirname "$0")/../tap.sh"
 
 if [ ! -x "$HVDRUN" ] || [ ! -x "$CLIENT" ]; then
 	echo "1..0 # SKIP $HVDRUN or $CLIENT not built"

@@ -141,6 +141,93 @@ hvd_status_t transport_init(void **addr, size_t *addr_len)
 	return HVD_OK;
 }
 
+/*
+ * Connect to every peer and wait until each connection is wired up, here in
+ * hvd_init while this is the only thread on the worker.  Lazily, the first
+ * messages of the engine thread and of the caller's blocking collectives
+ * race with UCX 1.13's wireup between two threads (both progressing, both
+ * sending on the new endpoints): seen on the mini-cluster as both threads
+ * of both ranks waiting 60 s for messages that never came, about a second
+ * into the job (tests/slurm/ckpt_signal.sh, 1 run in 4 on a loaded
+ * machine).  Flushing an endpoint completes once its wireup has.  Above
+ * HVD_EAGER_CONNECT_MAX ranks (default 256) endpoints stay lazy, so that
+ * big jobs do not open a connection per pair; HVD_EAGER_CONNECT=0 turns it
+ * off.
+ */
+static hvd_status_t connect_all(const struct hvd_world *w)
+{
+	long max = hvd_env_long("HVD_EAGER_CONNECT_MAX", 256);
+	void **reqs;
+	hvd_status_t st = HVD_OK;
+	double deadline;
+	int left;
+
+	if (w->size < 2 || w->size > max ||
+	    !hvd_env_bool("HVD_EAGER_CONNECT", 1))
+		return HVD_OK;
+	reqs = calloc((size_t)w->size, sizeof(*reqs));
+	if (!reqs)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	/* From the next rank on, so that not every rank starts with 0. */
+	for (int i = 1; i < w->size && st == HVD_OK; i++) {
+		int r = (w->rank + i) % w->size;
+		ucp_request_param_t prm;
+		ucp_ep_h ep = tp_get_ep(r, &st);
+		void *q;
+
+		if (!ep)
+			break;
+		memset(&prm, 0, sizeof(prm));
+		q = ucp_ep_flush_nbx(ep, &prm);
+		if (UCS_PTR_IS_ERR(q))
+			st = hvd_error(HVD_ERR_PEER_FAILED,
+				       "hvd: cannot connect to rank %d: "
+				       "ucp_ep_flush failed (%s)",
+				       r, UCS_MSG(UCS_PTR_STATUS(q)));
+		else
+			reqs[r] = q;
+	}
+	deadline = hvd_now() + peer_timeout;
+	do {
+		ucp_worker_progress(worker);
+		left = 0;
+		for (int r = 0; r < w->size; r++) {
+			ucs_status_t s;
+
+			if (!reqs[r])
+				continue;
+			s = ucp_request_check_status(reqs[r]);
+			if (s == UCS_INPROGRESS) {
+				left++;
+				continue;
+			}
+			ucp_request_free(reqs[r]);
+			reqs[r] = NULL;
+			if (s != UCS_OK && st == HVD_OK)
+				st = hvd_error(HVD_ERR_PEER_FAILED,
+					       "hvd: cannot connect to rank %d "
+					       "(%s)",
+					       r, UCS_MSG(s));
+		}
+		if (left && yield_always)
+			sched_yield();
+	} while (left && hvd_now() < deadline);
+	for (int r = 0; r < w->size; r++) {
+		if (!reqs[r])
+			continue;
+		if (st == HVD_OK)
+			st = hvd_error(HVD_ERR_PEER_FAILED,
+				       "hvd: rank %d did not answer the "
+				       "connection within %.0f s "
+				       "(HOROVOD_PEER_TIMEOUT); did it call "
+				       "hvd_init()?",
+				       r, peer_timeout);
+		ucp_request_free(reqs[r]); /* UCX releases it when done */
+	}
+	free(reqs);
+	return st;
+}
+
 hvd_status_t transport_set_peers(const struct hvd_world *w,
 				 struct bootstrap_peer *bp)
 {
@@ -168,7 +255,7 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
 				    ncpu > 0 && w->local_size > ncpu);
 	err_peer_local = hvd_env_bool("HVD_UCX_PEER_ERRORS", 0);
 	tp_post_abort_recv();
-	return HVD_OK;
+	return connect_all(w);
 }
 
 /* ------------------------------------------------------- failures */

@@ -14,7 +14,7 @@ case $CHECK in
 /tmp/*) skip_all "the build tree is under /tmp, which the nodes do not share" ;;
 esac
 
-plan 6
+plan 7
 slurm_workdir >/dev/null
 err=$hvdt_workdir/stderr
 
@@ -49,6 +49,29 @@ check_run "srun -N2 -n4, UCX only (HVD_SHM=0)" "$out"
 out=$(run_timeout "$HVD_TEST_TIMEOUT" srun -Q --mpi=pmix -N2 -n3 \
 	--distribution=block "$CHECK" 2>&1)
 check_run "srun -N2 -n3 (uneven nodes: flat algorithms)" "$out"
+
+# Job start-up, several times over: the first messages of the engine
+# thread and of the blocking collectives once raced with the endpoints'
+# wireup (both ranks then waited 60 s for each other; 1 ckpt_signal.sh in
+# 4 on a loaded machine).  Short jobs and a short peer timeout: a hang
+# fails in seconds.
+TRAIN=$top_builddir/contrib/examples/train
+if [[ -x $TRAIN ]]; then
+	good=0
+	for i in 1 2 3 4 5 6; do
+		out=$(HOROVOD_PEER_TIMEOUT=20 run_timeout 60 srun --mpi=pmix \
+			-N2 -n2 "$TRAIN" --steps 40 --sleep-ms 2 \
+			--ckpt-dir "$hvdt_workdir/ck$i" --ckpt-every 0 2>&1)
+		if grep -q '^train: done: 40 steps' <<<"$out"; then
+			good=$((good + 1))
+		else
+			diag "start $i: $(tail -n 5 <<<"$out")"
+		fi
+	done
+	is "$good" 6 "6 short 2-node training jobs in a row start and finish"
+else
+	skip "$TRAIN not built"
+fi
 
 # Rank 1 (node 1) dies inside an allreduce; ranks 0, 2 and 3 name it.
 start=$(date +%s)

@@ -143,13 +143,14 @@ hvd_status_t transport_init(void **addr, size_t *addr_len)
 
 /*
  * Connect to every peer and wait until each connection is wired up, here in
- * hvd_init while this is the only thread on the worker.  Lazily, the first
- * messages of the engine thread and of the caller's blocking collectives
- * race with UCX 1.13's wireup between two threads (both progressing, both
- * sending on the new endpoints): seen on the mini-cluster as both threads
- * of both ranks waiting 60 s for messages that never came, about a second
- * into the job (tests/slurm/ckpt_signal.sh, 1 run in 4 on a loaded
- * machine).  Flushing an endpoint completes once its wireup has.  Above
+ * hvd_init while this is the only thread on the worker.  Lazily, the
+ * wireup ran while the engine thread and the caller's thread both
+ * progressed and sent on the new endpoints, and once (shared mini-cluster,
+ * tests/slurm/ckpt_signal.sh, loaded machine) both threads of both ranks
+ * waited 60 s for messages that never came, a second into the job; that
+ * race in UCX 1.13's wireup is the suspected cause (not reproduced in
+ * about 200 loaded runs since).  Flushing an endpoint completes once its
+ * wireup has.  Above
  * HVD_EAGER_CONNECT_MAX ranks (default 256) endpoints stay lazy, so that
  * big jobs do not open a connection per pair; HVD_EAGER_CONNECT=0 turns it
  * off.

@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include "device.h"
 #include "engine.h"
 
 #include <ctype.h>
@@ -264,6 +265,19 @@ hvd_status_t pset_table_add(struct pset_table *t, int32_t id, const int *ranks,
 	} else if (p->my_rank >= 0 && engine_comm) {
 		st = comm_create(ranks, n, &p->comm);
 		if (st != HVD_OK) {
+			free(p->ranks);
+			free(p);
+			return hvd_error_prefix(st, "hvd: process set %d", id);
+		}
+	}
+	/* On a GPU job the set's NCCL communicator comes from ncclCommSplit
+	 * of the engine's: collective over all ranks (non-members pass NULL),
+	 * which holds here since every rank adds every set, in one order. */
+	if (id != HVD_PSET_GLOBAL && engine_comm && cuda_comm_split) {
+		st = cuda_comm_split(engine_comm, p->comm);
+		if (st != HVD_OK) {
+			if (p->comm)
+				comm_destroy(p->comm);
 			free(p->ranks);
 			free(p);
 			return hvd_error_prefix(st, "hvd: process set %d", id);

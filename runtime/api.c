@@ -90,6 +90,21 @@ hvd_status_t hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
 	return coll_allreduce(comm_world(), sendbuf, recvbuf, count, dtype, op);
 }
 
+/* n counts of count each: the v-variant arguments of the even
+ * collectives (NULL with the error set when out of memory). */
+static size_t *uniform_counts(int n, size_t count)
+{
+	size_t *counts = malloc((size_t)n * sizeof(size_t));
+
+	if (!counts) {
+		hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+		return NULL;
+	}
+	for (int i = 0; i < n; i++)
+		counts[i] = count;
+	return counts;
+}
+
 hvd_status_t hvd_allgather(const void *sendbuf, void *recvbuf, size_t count,
 			   hvd_dtype_t dtype)
 {
@@ -104,11 +119,9 @@ hvd_status_t hvd_allgather(const void *sendbuf, void *recvbuf, size_t count,
 	CHECK(check_count(fn, count, dtype, (size_t)n));
 	CHECK(check_buf(fn, "sendbuf", sendbuf, count));
 	CHECK(check_buf(fn, "recvbuf", recvbuf, count));
-	counts = malloc((size_t)n * sizeof(size_t));
+	counts = uniform_counts(n, count);
 	if (!counts)
-		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-	for (int i = 0; i < n; i++)
-		counts[i] = count;
+		return HVD_ERR_NO_MEMORY;
 	st = coll_allgatherv(comm_world(), sendbuf, count, recvbuf, counts,
 			     NULL, dtype);
 	free(counts);
@@ -184,11 +197,9 @@ hvd_status_t hvd_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 	CHECK(check_count(fn, count, dtype, (size_t)n));
 	CHECK(check_buf(fn, "sendbuf", sendbuf, count));
 	CHECK(check_buf(fn, "recvbuf", recvbuf, count));
-	counts = malloc((size_t)n * sizeof(size_t));
+	counts = uniform_counts(n, count);
 	if (!counts)
-		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-	for (int i = 0; i < n; i++)
-		counts[i] = count;
+		return HVD_ERR_NO_MEMORY;
 	st = coll_alltoallv(comm_world(), sendbuf, counts, NULL, recvbuf,
 			    counts, NULL, dtype);
 	free(counts);

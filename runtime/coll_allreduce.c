@@ -365,6 +365,7 @@ hvd_status_t coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 	hvd_status_t st;
 	enum coll_algo a;
 	char *full;
+	int slice_only;
 
 	if (hvd_device_ptr(recvbuf) && cuda_coll_reducescatter)
 		return cuda_coll_reducescatter(comm, sendbuf, recvbuf, count,
@@ -385,27 +386,22 @@ hvd_status_t coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		a = count * esz <= coll_tuning()->reducescatter_small_max
 			    ? ALGO_RD
 			    : ALGO_RING;
-	/* Out of place on one node, ranks reduce their slice straight from
-	 * the segment into recvbuf: no full-size scratch buffer. */
-	if (a == ALGO_SHM && !in_place) {
-		st = shm_reduce_scatter_slice(comm->shm, sendbuf, recvbuf,
-					      count, dt, rop);
-		if (st == HVD_OK && op == HVD_AVERAGE)
-			reduce_scale(recvbuf, mine, dt, 1.0 / n);
-		if (st != HVD_OK)
-			return coll_fail(comm, st, "reducescatter of %zu x %s",
-					 count, hvd_dtype_name(dt));
-		return HVD_OK;
-	}
-	/* In place, recvbuf holds the whole input and is scratch too. */
-	full = in_place ? recvbuf : malloc(count * esz);
-	if (!full)
+	/* In place, recvbuf holds the whole input and is scratch too.  Out
+	 * of place on one node there is no scratch: ranks reduce their slice
+	 * straight from the segment into recvbuf. */
+	slice_only = a == ALGO_SHM && !in_place;
+	full = in_place ? recvbuf : slice_only ? NULL : malloc(count * esz);
+	if (!full && !slice_only)
 		return hvd_error(HVD_ERR_NO_MEMORY,
 				 "hvd: out of memory (%zu bytes)",
 				 count * esz);
 	switch (a) {
 	case ALGO_SHM:
-		st = shm_reduce_scatter(comm->shm, src, full, count, dt, rop);
+		st = slice_only ? shm_reduce_scatter_slice(comm->shm, sendbuf,
+							    recvbuf, count, dt,
+							    rop)
+				: shm_reduce_scatter(comm->shm, src, full,
+						     count, dt, rop);
 		break;
 	case ALGO_RD:
 		st = coll_allreduce_rd(comm, src, full, count, dt, rop);
@@ -417,7 +413,8 @@ hvd_status_t coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		break;
 	}
 	if (st == HVD_OK) {
-		memmove(recvbuf, full + moff * esz, mine * esz);
+		if (full)
+			memmove(recvbuf, full + moff * esz, mine * esz);
 		if (op == HVD_AVERAGE)
 			reduce_scale(recvbuf, mine, dt, 1.0 / n);
 	}

@@ -258,6 +258,10 @@ typedef struct {
 			    only on a stop request)                    */
 	int keep;        /* <=0: HOROVOD_CHECKPOINT_KEEP (default 3)  */
 	int async;       /* write in the background                   */
+	int overlap;     /* async: the staging copy runs in the
+			    background too; the program must call
+			    hvd_ckpt_fence() before it modifies a
+			    registered buffer                         */
 } hvd_ckpt_config_t;
 
 /* hvd_ckpt_step() returns HVD_OK and sets *stop to 1 when a SIGTERM or
@@ -284,6 +288,10 @@ hvd_status_t hvd_ckpt_step(hvd_ckpt_t *ckpt, long step, int *stop);
 hvd_status_t hvd_ckpt_save(hvd_ckpt_t *ckpt, long step);
 /* Wait for a background write to finish. */
 hvd_status_t hvd_ckpt_wait(hvd_ckpt_t *ckpt);
+/* The program is about to modify registered buffers: returns once the
+ * staging copy of the checkpoint in flight is done (config.overlap; at
+ * once otherwise).  Not collective. */
+hvd_status_t hvd_ckpt_fence(hvd_ckpt_t *ckpt);
 hvd_status_t hvd_ckpt_close(hvd_ckpt_t *ckpt);
 /* 1 when a stop (SIGTERM/SIGUSR1) was requested on this rank. */
 int hvd_ckpt_stop_requested(void);

@@ -1,15 +1,14 @@
 /*
- * ckpt.c - the checkpointer: open, register, metadata, save/step/wait/close
- * and async mode.  The commit protocol is in ckpt_commit.c, staging memory
- * (async, GPU buffers) in ckpt_stage.c, restore in ckpt_restore.c.
+ * ckpt.c - the checkpointer: open, register, metadata, save/step/wait/close.
+ * The commit protocol is in ckpt_commit.c, async mode (the checkpoint in
+ * flight) in ckpt_async.c, staging memory (async, GPU buffers) in
+ * ckpt_stage.c, restore in ckpt_restore.c.
  *
- * Async mode: step/save copy the registered buffers into staging memory
- * and start a writer thread that does step 1 only.  Steps 2-5 need
- * collectives, which must be issued in the same order on every rank, so
- * they run on the caller's thread: at each later step every rank reports
- * whether its writer is done (the same allreduce that carries the stop
- * flag), and when all are, the write is committed.  At most one write is
- * in flight: a checkpoint due while one is in flight waits for it.
+ * Every hvd_ckpt_step() costs one small allreduce, which carries the stop
+ * flag and, in async mode, the progress of the checkpoint in flight: the
+ * collectives of the commit must be issued in the same order on every
+ * rank, so they run on the caller's thread, when that allreduce says every
+ * rank is ready for them.
  */
 #include "config.h"
 
@@ -66,7 +65,8 @@ static void write_hook(const char *path, uint64_t written)
 	hvd_ckpt_t *c = hook_ckpt;
 
 	if (c && written && written >= (uint64_t)ckpt_write_chunk)
-		ckpt_test_point(c, "mid-file", c->in_flight ? c->w.step : -1);
+		ckpt_test_point(c, "mid-file",
+				c->in_flight ? c->w.step : -1);
 }
 
 void ckpt_test_point(hvd_ckpt_t *c, const char *point, long step)
@@ -181,10 +181,13 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 	}
 	c->async = (config && config->async) ||
 		   hvd_env_bool("HOROVOD_CHECKPOINT_ASYNC", 0);
+	/* only from the config, never from the environment: it is safe only
+	 * in a program that calls hvd_ckpt_fence() */
+	c->overlap = c->async && config && config->overlap;
 	c->last_step = -1;
 	c->restored_step = -1;
-	c->prune_step = -1;
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->copy_cv, NULL);
 	copy_token(c->job, sizeof(c->job), getenv("SLURM_JOB_ID"));
 	if (!c->job[0])
 		ckpt_fmt(c->job, sizeof(c->job), "-");
@@ -256,7 +259,8 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 	}
 	hvd_log(HVD_LOG_INFO, "checkpoint: dir %s, every %ld, keep %d, %s, "
 		"rank %d of %d", c->dir, c->every, c->keep,
-		c->async ? "async" : "sync", c->rank, c->size);
+		c->overlap ? "async, overlapped staging copy"
+			   : c->async ? "async" : "sync", c->rank, c->size);
 	*ckpt = c;
 	return HVD_OK;
 err_free:
@@ -264,6 +268,7 @@ err_free:
 		hook_ckpt = NULL;
 		ckpt_write_hook = NULL;
 	}
+	pthread_cond_destroy(&c->copy_cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 	return st;
@@ -419,75 +424,11 @@ hvd_status_t ckpt_freeze(hvd_ckpt_t *c)
 	return HVD_OK;
 }
 
-static void *writer_main(void *arg)
-{
-	hvd_ckpt_t *c = arg;
-	sigset_t set;
-
-	/* leave SIGTERM/SIGUSR1 to the application's threads */
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	if (c->prune_step >= 0) {
-		/* rank 0 only: the previous commit's retention; this run's
-		 * partial directories are the write starting now on the
-		 * other ranks: keep them */
-		ckpt_prune(c->dir, c->keep, c->prune_step, c->tag, NULL);
-		c->prune_step = -1;
-	}
-	ckpt_write_local(c, &c->w, 1);
-	__atomic_store_n(&c->thread_done, 1, __ATOMIC_RELEASE);
-	return NULL;
-}
-
-static hvd_status_t finish_async(hvd_ckpt_t *c)
-{
-	hvd_status_t st;
-
-	if (!c->in_flight)
-		return HVD_OK;
-	if (c->thread_started)
-		pthread_join(c->thread, NULL);
-	c->thread_started = 0;
-	c->in_flight = 0;
-	st = ckpt_commit(c, &c->w);
-	free(c->w.meta);
-	c->w.meta = NULL;
-	return st;
-}
-
-static hvd_status_t begin_write(hvd_ckpt_t *c, struct ckpt_write *w,
-				long step)
-{
-	char name[128];
-
-	memset(w, 0, sizeof(*w));
-	w->step = step;
-	w->started = hvd_now();
-	ckpt_dir_name(name, sizeof(name), step, c->tag);
-	ckpt_path(c, w->partial, sizeof(w->partial), name);
-	pthread_mutex_lock(&c->mu);
-	if (c->meta_len) {
-		w->meta = malloc(c->meta_len);
-		if (!w->meta) {
-			pthread_mutex_unlock(&c->mu);
-			return hvd_error(HVD_ERR_NO_MEMORY,
-					 "checkpoint: out of memory");
-		}
-		memcpy(w->meta, c->meta, c->meta_len);
-		w->meta_len = c->meta_len;
-	}
-	pthread_mutex_unlock(&c->mu);
-	return HVD_OK;
-}
-
 static hvd_status_t save(hvd_ckpt_t *c, long step)
 {
 	struct ckpt_write w;
 	hvd_status_t st, prev;
 	double t0 = hvd_now();
-	int err;
 
 	if (step < 0 || step > CKPT_STEP_MAX)
 		return hvd_error(HVD_ERR_INVALID_ARG,
@@ -498,38 +439,17 @@ static hvd_status_t save(hvd_ckpt_t *c, long step)
 		return st;
 	/* the previous write's failure is reported, and this one is still
 	 * written (every rank saw the same failure: they stay in step) */
-	prev = finish_async(c);
+	prev = ckpt_async_flush(c);
 	if (prev != HVD_OK)
 		hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
 	if (c->async) {
-		st = begin_write(c, &c->w, step);
-		if (st == HVD_OK)
-			st = ckpt_stage(c);
-		if (st == HVD_OK) {
-			c->thread_done = 0;
-			err = pthread_create(&c->thread, NULL, writer_main, c);
-			if (err)
-				st = hvd_error(HVD_ERR_INTERNAL, "checkpoint: "
-					       "cannot start the writer thread: "
-					       "%s", strerror(err));
-		}
-		c->thread_started = st == HVD_OK;
-		if (st != HVD_OK) {
-			/* the other ranks' writes are under way: this rank's
-			 * failure joins the agreement at the commit, as if its
-			 * writer had failed (collectives stay in step) */
-			c->w.status = st;
-			ckpt_fmt(c->w.error, sizeof(c->w.error), "%s",
-				 hvd_last_error());
-			c->thread_done = 1;
-		}
-		c->in_flight = 1;
+		st = ckpt_async_start(c, step);
 		c->last_blocked = hvd_now() - t0;
-		return prev;
+		return st != HVD_OK ? st : prev;
 	}
-	st = begin_write(c, &w, step);
+	st = ckpt_write_begin(c, &w, step);
 	if (st == HVD_OK && c->has_device)
-		st = ckpt_stage(c);
+		st = ckpt_stage(c, CKPT_STAGE_ALL);
 	if (st == HVD_OK) {
 		ckpt_write_local(c, &w, c->has_device);
 	} else {
@@ -537,7 +457,7 @@ static hvd_status_t save(hvd_ckpt_t *c, long step)
 		ckpt_fmt(w.error, sizeof(w.error), "%s", hvd_last_error());
 	}
 	st = ckpt_commit(c, &w);
-	free(w.meta);
+	ckpt_write_done(&w);
 	c->last_blocked = hvd_now() - t0;
 	return st != HVD_OK ? st : prev;
 }
@@ -553,7 +473,7 @@ hvd_status_t hvd_ckpt_save(hvd_ckpt_t *c, long step)
 hvd_status_t hvd_ckpt_step(hvd_ckpt_t *c, long step, int *stop)
 {
 	hvd_status_t st = HVD_OK, st2;
-	int64_t v[2];
+	int64_t v[3];
 	int due;
 
 	if (stop)
@@ -561,17 +481,17 @@ hvd_status_t hvd_ckpt_step(hvd_ckpt_t *c, long step, int *stop)
 	if (!c)
 		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_step: ckpt is "
 				 "NULL");
-	/* one small allreduce per step: did any rank get a stop signal, is
-	 * any rank's background write still running? */
+	/* one small allreduce per step: did any rank get a stop signal; is
+	 * any rank's part of the checkpoint in flight still running, and did
+	 * one fail? */
 	v[0] = ckpt_signals_pending();
-	v[1] = c->in_flight &&
-	       !__atomic_load_n(&c->thread_done, __ATOMIC_ACQUIRE);
-	st = ckpt_allreduce(c, v, 2, HVD_MAX);
+	ckpt_async_poll(c, &v[1], &v[2]);
+	st = ckpt_allreduce(c, v, 3, HVD_MAX);
 	if (st != HVD_OK)
 		return st;
 	c->last_blocked = 0;
 	if (c->in_flight && v[1] == 0)
-		st = finish_async(c);
+		st = ckpt_async_advance(c, v[2]);
 	due = v[0] || (c->every > 0 && step % c->every == 0);
 	if (due && step != c->last_step) {
 		st2 = save(c, step);
@@ -579,7 +499,7 @@ hvd_status_t hvd_ckpt_step(hvd_ckpt_t *c, long step, int *stop)
 			st = st2;
 	}
 	if (v[0]) {
-		st2 = finish_async(c);
+		st2 = ckpt_async_flush(c);
 		if (st == HVD_OK)
 			st = st2;
 		if (stop)
@@ -600,7 +520,7 @@ hvd_status_t hvd_ckpt_wait(hvd_ckpt_t *c)
 	if (!c)
 		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_wait: ckpt is "
 				 "NULL");
-	return finish_async(c);
+	return ckpt_async_flush(c);
 }
 
 hvd_status_t hvd_ckpt_close(hvd_ckpt_t *c)
@@ -609,15 +529,14 @@ hvd_status_t hvd_ckpt_close(hvd_ckpt_t *c)
 
 	if (!c)
 		return HVD_OK;
-	st = finish_async(c);
-	if (c->prune_step >= 0)
-		ckpt_prune(c->dir, c->keep, c->prune_step, NULL, NULL);
+	st = ckpt_async_flush(c);
 	if (hook_ckpt == c) {
 		hook_ckpt = NULL;
 		ckpt_write_hook = NULL;
 	}
 	if (hvd_env_bool("HOROVOD_CHECKPOINT_SIGNALS", 1))
 		ckpt_signals_remove();
+	pthread_cond_destroy(&c->copy_cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c->regs);
 	free(c->meta);

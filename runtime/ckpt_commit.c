@@ -16,6 +16,11 @@
  * restore ignores and retention removes; after the rename the checkpoint is
  * complete and durable.  The manifest's own checksum and the per-file
  * checksums catch everything else (torn or edited files).
+ *
+ * Synchronous mode runs 2-5 in one go (ckpt_commit).  Async mode
+ * (ckpt_async.c) takes step 2's answer from the per-step allreduce, runs
+ * step 4 in a thread on rank 0 and takes step 5's answer from a later
+ * per-step allreduce: the same steps in the same order, off the loop.
  */
 #include "config.h"
 
@@ -90,6 +95,40 @@ void ckpt_write_local(hvd_ckpt_t *c, struct ckpt_write *w, int staged)
 	w->status = st;
 	if (st != HVD_OK)
 		ckpt_fmt(w->error, sizeof(w->error), "%s", hvd_last_error());
+}
+
+hvd_status_t ckpt_write_begin(hvd_ckpt_t *c, struct ckpt_write *w,
+			      long step)
+{
+	char name[128];
+
+	memset(w, 0, sizeof(*w));
+	w->step = step;
+	w->started = hvd_now();
+	ckpt_dir_name(name, sizeof(name), step, c->tag);
+	ckpt_path(c, w->partial, sizeof(w->partial), name);
+	pthread_mutex_lock(&c->mu);
+	if (c->meta_len) {
+		w->meta = malloc(c->meta_len);
+		if (!w->meta) {
+			pthread_mutex_unlock(&c->mu);
+			return hvd_error(HVD_ERR_NO_MEMORY,
+					 "checkpoint: out of memory");
+		}
+		memcpy(w->meta, c->meta, c->meta_len);
+		w->meta_len = c->meta_len;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return HVD_OK;
+}
+
+void ckpt_write_done(struct ckpt_write *w)
+{
+	free(w->meta);
+	w->meta = NULL;
+	w->meta_len = 0;
+	free(w->hashes);
+	w->hashes = NULL;
 }
 
 /* Step 4, rank 0: manifest, rename, latest, retention. */
@@ -179,15 +218,12 @@ static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
 	if (st != HVD_OK)
 		goto err_free;
 	ckpt_test_point(c, "latest", w->step);
-	/* a failed prune is a warning (logged), not a failed checkpoint */
-	/* protect what was just written even when older runs left higher
-	 * steps behind (a fresh start in a used directory).  Async: deleting
-	 * old checkpoints (seconds for big ones) is left to the next writer
-	 * thread or to close, off the training loop. */
-	if (c->async)
-		c->prune_step = w->step;
-	else
-		ckpt_prune(c->dir, c->keep, w->step, NULL, NULL);
+	/* a failed prune is a warning (logged), not a failed checkpoint;
+	 * protect what was just written even when older runs left higher
+	 * steps behind (a fresh start in a used directory).  Nothing of this
+	 * run is partial now: at most one checkpoint is in flight.  Async:
+	 * this runs in rank 0's publisher thread, off the training loop. */
+	ckpt_prune(c->dir, c->keep, w->step, NULL, NULL);
 	hvd_error_clear();
 	st = HVD_OK;
 err_free:
@@ -195,19 +231,16 @@ err_free:
 	return st;
 }
 
-/* Steps 2-5, on every rank, after write_local finished everywhere. */
-hvd_status_t ckpt_commit(hvd_ckpt_t *c, struct ckpt_write *w)
+/* Step 2's outcome (failed: the lowest rank whose write failed, or -1),
+ * then step 3: every file's checksum, in w->hashes. */
+hvd_status_t ckpt_agreed(hvd_ckpt_t *c, struct ckpt_write *w,
+			 int64_t failed)
 {
-	int64_t v[1], *hashes;
-	hvd_status_t st, st2;
+	hvd_status_t st;
 
-	v[0] = w->status == HVD_OK ? INT64_MAX : c->rank;
 	if (w->status != HVD_OK)
 		hvd_log(HVD_LOG_ERROR, "%s", w->error);
-	st = ckpt_allreduce(c, v, 1, HVD_MIN);
-	if (st != HVD_OK)
-		return st;
-	if (v[0] != INT64_MAX) {
+	if (failed >= 0) {
 		if (c->rank == 0) {
 			const char *base = strrchr(w->partial, '/');
 
@@ -219,34 +252,41 @@ hvd_status_t ckpt_commit(hvd_ckpt_t *c, struct ckpt_write *w)
 				 "checkpoint step %ld not written: rank %lld "
 				 "could not write its files (its message says "
 				 "why); the previous checkpoint is intact",
-				 w->step, (long long)v[0]);
+				 w->step, (long long)failed);
 	}
-	hashes = calloc((size_t)c->size + 1, sizeof(*hashes));
-	if (!hashes)
+	w->hashes = calloc((size_t)c->size + 1, sizeof(*w->hashes));
+	if (!w->hashes)
 		return hvd_error(HVD_ERR_NO_MEMORY, "checkpoint: out of memory");
 	if (c->rank == 0)
-		hashes[0] = (int64_t)w->repl_hash;
-	hashes[1 + c->rank] = (int64_t)w->rank_hash;
-	st = ckpt_allreduce(c, hashes, (size_t)c->size + 1, HVD_SUM);
+		w->hashes[0] = (int64_t)w->repl_hash;
+	w->hashes[1 + c->rank] = (int64_t)w->rank_hash;
+	st = ckpt_allreduce(c, w->hashes, (size_t)c->size + 1, HVD_SUM);
 	if (st != HVD_OK) {
-		free(hashes);
-		return st;
+		free(w->hashes);
+		w->hashes = NULL;
 	}
-	v[0] = 0;
-	if (c->rank == 0) {
-		st = publish(c, w, hashes);
-		v[0] = st;
-		if (st != HVD_OK)
-			hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
+	return st;
+}
+
+/* Step 4 on rank 0, on whichever thread: the outcome in w->pub_status and,
+ * since hvd_last_error() is per thread, its message in w->error. */
+void ckpt_publish(hvd_ckpt_t *c, struct ckpt_write *w)
+{
+	w->pub_status = publish(c, w, w->hashes);
+	if (w->pub_status != HVD_OK) {
+		ckpt_fmt(w->error, sizeof(w->error), "%s", hvd_last_error());
+		hvd_log(HVD_LOG_ERROR, "%s", w->error);
 	}
-	free(hashes);
-	st2 = ckpt_allreduce(c, v, 1, HVD_MAX);
-	if (st2 != HVD_OK)
-		return st2;
-	if (v[0] != HVD_OK) {
+}
+
+/* Step 5's outcome: status0 is rank 0's, every rank returns it. */
+hvd_status_t ckpt_committed(hvd_ckpt_t *c, struct ckpt_write *w,
+			    int64_t status0)
+{
+	if (status0 != HVD_OK) {
 		if (c->rank == 0)
-			return st;
-		return hvd_error((hvd_status_t)v[0],
+			return hvd_error(w->pub_status, "%s", w->error);
+		return hvd_error((hvd_status_t)status0,
 				 "checkpoint step %ld not committed: rank 0 "
 				 "failed (its message says why)", w->step);
 	}
@@ -256,4 +296,29 @@ hvd_status_t ckpt_commit(hvd_ckpt_t *c, struct ckpt_write *w)
 	hvd_log(HVD_LOG_INFO, "checkpoint: step %ld committed (%.3f s)",
 		w->step, hvd_now() - w->started);
 	return HVD_OK;
+}
+
+/* Steps 2-5 at once, on every rank, after write_local finished
+ * everywhere. */
+hvd_status_t ckpt_commit(hvd_ckpt_t *c, struct ckpt_write *w)
+{
+	int64_t v[1];
+	hvd_status_t st;
+
+	v[0] = w->status == HVD_OK ? INT64_MAX : c->rank;
+	st = ckpt_allreduce(c, v, 1, HVD_MIN);
+	if (st != HVD_OK)
+		return st;
+	st = ckpt_agreed(c, w, v[0] == INT64_MAX ? -1 : v[0]);
+	if (st != HVD_OK)
+		return st;
+	v[0] = 0;
+	if (c->rank == 0) {
+		ckpt_publish(c, w);
+		v[0] = w->pub_status;
+	}
+	st = ckpt_allreduce(c, v, 1, HVD_MAX);
+	if (st != HVD_OK)
+		return st;
+	return ckpt_committed(c, w, v[0]);
 }

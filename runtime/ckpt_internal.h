@@ -1,7 +1,7 @@
 /*
  * ckpt_internal.h - the checkpointer object shared by ckpt.c (open, save,
- * step, async), ckpt_commit.c, ckpt_stage.c, ckpt_restore.c and
- * ckpt_signal.c.
+ * step), ckpt_async.c (the checkpoint in flight), ckpt_commit.c,
+ * ckpt_stage.c, ckpt_restore.c and ckpt_signal.c.
  *
  * Agreement between ranks goes through the public blocking collectives
  * (hvd_allreduce on small int64 buffers).  When libhvd is not initialised
@@ -40,6 +40,16 @@ struct ckpt_write {
 	size_t meta_len;
 	double started;         /* hvd_now() at start                 */
 	double blocked;         /* seconds the caller was held        */
+	int64_t *hashes;        /* agreed: every file's checksum      */
+	hvd_status_t pub_status; /* rank 0's step 4 (message: error)  */
+};
+
+/* Where the checkpoint in flight is (async; the same on every rank, since
+ * every change follows an agreement). */
+enum ckpt_phase {
+	CKPT_IDLE = 0,
+	CKPT_WRITING,           /* writer threads: copy (overlap), write */
+	CKPT_PUBLISHING,        /* all written: rank 0's thread commits  */
 };
 
 struct hvd_ckpt {
@@ -47,6 +57,7 @@ struct hvd_ckpt {
 	long every;
 	int keep;
 	int async;
+	int overlap;            /* async: the writer stages host buffers */
 	int rank, size;
 	char tag[64];           /* partial-directory tag of this run  */
 	char job[64];
@@ -65,19 +76,20 @@ struct hvd_ckpt {
 
 	long last_step;         /* last committed or restored; -1     */
 	long restored_step;     /* protected from retention; -1       */
-	long prune_step;        /* async: retention to run, or -1     */
 
 	/* staging (async, device buffers) */
 	unsigned char *stage_repl, *stage_rank;
 	int stage_pinned;
 	int copy_threads;       /* staging memcpy split between them  */
-	/* the write in flight (async) */
-	int in_flight;
+	/* the checkpoint in flight (async) */
+	int in_flight;          /* enum ckpt_phase                      */
 	int thread_started;     /* in flight without a thread: failed  */
-	pthread_t thread;
+	pthread_t thread;       /* the writer, then rank 0's publisher */
 	struct ckpt_write w;
-	volatile int thread_done;
-	pthread_mutex_t mu;
+	int thread_done;        /* __atomic: the thread's work is done */
+	int copy_done;          /* under mu: staging copy taken (fence) */
+	pthread_cond_t copy_cv;
+	pthread_mutex_t mu;     /* meta, copy_done                     */
 
 	/* test knobs (HVD_CKPT_TEST_CRASH, HVD_CKPT_TEST_DELAY_MS) */
 	char crash_point[32];
@@ -99,15 +111,45 @@ hvd_status_t ckpt_check_compat(hvd_ckpt_t *c, const struct ckpt_manifest *m);
 /* Path of a checkpoint directory. */
 void ckpt_path(hvd_ckpt_t *c, char *buf, size_t n, const char *name);
 
-/* Writing (ckpt_commit.c): step 1 of the protocol on this rank (from the
- * staging copy when staged), then steps 2-5 on every rank. */
+/* Writing (ckpt_commit.c): start (step, partial name, metadata copy);
+ * step 1 of the protocol on this rank (from the staging copy when staged);
+ * steps 2-5 on every rank, at once (ckpt_commit) or in three parts that
+ * async mode spreads over steps: ckpt_agreed (step 2's outcome, failed =
+ * the lowest rank that failed or -1, known on every rank; then step 3),
+ * ckpt_publish (step 4 on rank 0, any thread; prunes too) and
+ * ckpt_committed (step 5's outcome: rank 0's status, on every rank).
+ * ckpt_write_done frees what a write holds. */
+hvd_status_t ckpt_write_begin(hvd_ckpt_t *c, struct ckpt_write *w,
+			      long step);
 void ckpt_write_local(hvd_ckpt_t *c, struct ckpt_write *w, int staged);
 hvd_status_t ckpt_commit(hvd_ckpt_t *c, struct ckpt_write *w);
+hvd_status_t ckpt_agreed(hvd_ckpt_t *c, struct ckpt_write *w,
+			 int64_t failed);
+void ckpt_publish(hvd_ckpt_t *c, struct ckpt_write *w);
+hvd_status_t ckpt_committed(hvd_ckpt_t *c, struct ckpt_write *w,
+			    int64_t status0);
+void ckpt_write_done(struct ckpt_write *w);
+
+/* Async mode (ckpt_async.c): start the checkpoint of step (after a flush:
+ * nothing in flight); the two values this rank puts in the per-step
+ * allreduce MAX (busy: its part still runs; fail: how it failed), and the
+ * next phase once no rank is busy (fail: the MAX); flush everything now
+ * (collective, like the others). */
+hvd_status_t ckpt_async_start(hvd_ckpt_t *c, long step);
+void ckpt_async_poll(hvd_ckpt_t *c, int64_t *busy, int64_t *fail);
+hvd_status_t ckpt_async_advance(hvd_ckpt_t *c, int64_t fail);
+hvd_status_t ckpt_async_flush(hvd_ckpt_t *c);
 
 /* Staging (ckpt_stage.c): allocate and touch once; copy the registered
- * buffers in; free. */
+ * buffers in (which: those in device memory, in host memory, or all);
+ * free. */
+enum ckpt_stage_which {
+	CKPT_STAGE_ALL,
+	CKPT_STAGE_DEVICE,
+	CKPT_STAGE_HOST,
+};
 hvd_status_t ckpt_stage_prepare(hvd_ckpt_t *c);
-hvd_status_t ckpt_stage(hvd_ckpt_t *c);
+hvd_status_t ckpt_stage(hvd_ckpt_t *c, enum ckpt_stage_which which);
 void ckpt_stage_free(hvd_ckpt_t *c, void *p);
 
 /* Signals (ckpt_signal.c): installed at the first open, counted. */

@@ -3,6 +3,12 @@
  * async mode writes in the background, and the path of GPU buffers through
  * host memory.  Allocated and touched once (at the first save or restore),
  * reused by every checkpoint.
+ *
+ * In async overlap mode the writer thread stages the host buffers while
+ * the program computes; buffers in device memory are still staged by the
+ * training thread inside save (a device-to-host copy needs the program's
+ * device and stream ordering: keeping it there keeps the GPU path's hooks
+ * single-threaded, and PCIe copies into page-locked memory are short).
  */
 #include "config.h"
 
@@ -93,7 +99,7 @@ static void par_copy(void *dst, const void *src, size_t n, int threads)
 	}
 }
 
-hvd_status_t ckpt_stage(hvd_ckpt_t *c)
+hvd_status_t ckpt_stage(hvd_ckpt_t *c, enum ckpt_stage_which which)
 {
 	hvd_status_t st = ckpt_stage_prepare(c);
 
@@ -104,6 +110,9 @@ hvd_status_t ckpt_stage(hvd_ckpt_t *c)
 		unsigned char *dst;
 
 		if (r->kind == HVD_CKPT_REPLICATED && c->rank != 0)
+			continue;
+		if ((which == CKPT_STAGE_DEVICE && !r->device) ||
+		    (which == CKPT_STAGE_HOST && r->device))
 			continue;
 		dst = (r->kind == HVD_CKPT_REPLICATED ? c->stage_repl
 						      : c->stage_rank) +

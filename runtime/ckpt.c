@@ -186,6 +186,7 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 	c->overlap = c->async && config && config->overlap;
 	c->last_step = -1;
 	c->restored_step = -1;
+	c->prune_step = -1;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->copy_cv, NULL);
 	copy_token(c->job, sizeof(c->job), getenv("SLURM_JOB_ID"));
@@ -530,6 +531,8 @@ hvd_status_t hvd_ckpt_close(hvd_ckpt_t *c)
 	if (!c)
 		return HVD_OK;
 	st = ckpt_async_flush(c);
+	if (c->prune_step >= 0)
+		ckpt_prune(c->dir, c->keep, c->prune_step, NULL, NULL);
 	if (hook_ckpt == c) {
 		hook_ckpt = NULL;
 		ckpt_write_hook = NULL;

@@ -14,9 +14,10 @@
  *               whether all writes succeeded (step 2); the checksums are
  *               gathered (step 3, one more small allreduce) and rank 0
  *               starts its publisher thread.
- *   PUBLISHING  rank 0's thread writes the manifest, renames, replaces
- *               `latest` and prunes (step 4).  When it is done, the next
- *               allreduce carries its status to every rank (step 5).
+ *   PUBLISHING  rank 0's thread writes the manifest, renames and replaces
+ *               `latest` (step 4).  When it is done, the next allreduce
+ *               carries its status to every rank (step 5).  Retention is
+ *               left to the next writer thread (or close).
  *
  * The phase is the same on every rank (each change follows an agreement),
  * so every rank issues the same collectives.  At most one checkpoint is in
@@ -33,6 +34,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 /* The staging copy is taken: wake hvd_ckpt_fence(). */
 static void copy_taken(hvd_ckpt_t *c)
@@ -54,6 +57,20 @@ static void block_stop_signals(void)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
+/* The write and the commit are on nobody's critical path: where cores are
+ * short they yield to the training threads (HVD_CKPT_WRITER_NICE,
+ * default 10: still about a tenth of a busy core, so a CPU-bound job's
+ * checkpoint progresses).  Per thread: Linux's nice is per thread. */
+static void yield_cpu(void)
+{
+	long nice = hvd_env_long("HVD_CKPT_WRITER_NICE", 10);
+
+	if (nice > 0 && setpriority(PRIO_PROCESS, (id_t)gettid(),
+				    (int)(nice > 19 ? 19 : nice)) != 0)
+		hvd_log(HVD_LOG_DEBUG, "checkpoint: writer priority: %s",
+			strerror(errno));
+}
+
 static void *writer_main(void *arg)
 {
 	hvd_ckpt_t *c = arg;
@@ -66,6 +83,14 @@ static void *writer_main(void *arg)
 		ckpt_test_point(c, "copy", c->w.step);
 		st = ckpt_stage(c, CKPT_STAGE_HOST);
 		copy_taken(c);
+	}
+	yield_cpu();
+	if (c->prune_step >= 0) {
+		/* rank 0 only: the previous commit's retention; this run's
+		 * partial directories are the write starting now on the
+		 * other ranks: keep them */
+		ckpt_prune(c->dir, c->keep, c->prune_step, c->tag, NULL);
+		c->prune_step = -1;
 	}
 	if (st == HVD_OK) {
 		ckpt_write_local(c, &c->w, 1);
@@ -83,6 +108,7 @@ static void *publisher_main(void *arg)
 	hvd_ckpt_t *c = arg;
 
 	block_stop_signals();
+	yield_cpu();
 	ckpt_publish(c, &c->w);
 	__atomic_store_n(&c->thread_done, 1, __ATOMIC_RELEASE);
 	return NULL;

@@ -220,10 +220,14 @@ static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
 	ckpt_test_point(c, "latest", w->step);
 	/* a failed prune is a warning (logged), not a failed checkpoint;
 	 * protect what was just written even when older runs left higher
-	 * steps behind (a fresh start in a used directory).  Nothing of this
-	 * run is partial now: at most one checkpoint is in flight.  Async:
-	 * this runs in rank 0's publisher thread, off the training loop. */
-	ckpt_prune(c->dir, c->keep, w->step, NULL, NULL);
+	 * steps behind (a fresh start in a used directory).  Async: deleting
+	 * old checkpoints (seconds for big ones) is left to the next writer
+	 * thread or to close, so that the ranks learn of this commit without
+	 * waiting for it. */
+	if (c->async)
+		c->prune_step = w->step;
+	else
+		ckpt_prune(c->dir, c->keep, w->step, NULL, NULL);
 	hvd_error_clear();
 	st = HVD_OK;
 err_free:

@@ -76,6 +76,7 @@ struct hvd_ckpt {
 
 	long last_step;         /* last committed or restored; -1     */
 	long restored_step;     /* protected from retention; -1       */
+	long prune_step;        /* async: retention to run, or -1     */
 
 	/* staging (async, device buffers) */
 	unsigned char *stage_repl, *stage_rank;
@@ -116,7 +117,7 @@ void ckpt_path(hvd_ckpt_t *c, char *buf, size_t n, const char *name);
  * steps 2-5 on every rank, at once (ckpt_commit) or in three parts that
  * async mode spreads over steps: ckpt_agreed (step 2's outcome, failed =
  * the lowest rank that failed or -1, known on every rank; then step 3),
- * ckpt_publish (step 4 on rank 0, any thread; prunes too) and
+ * ckpt_publish (step 4 on rank 0, any thread) and
  * ckpt_committed (step 5's outcome: rank 0's status, on every rank).
  * ckpt_write_done frees what a write holds. */
 hvd_status_t ckpt_write_begin(hvd_ckpt_t *c, struct ckpt_write *w,

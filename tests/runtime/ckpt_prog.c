@@ -5,9 +5,15 @@
  * run steps with checkpoints.  Buffer contents are a function of (step,
  * rank, index), so a torn checkpoint cannot pass for a good one.
  *
- *	ckpt_prog DIR STEPS EVERY [--keep K] [--async] [--bytes N]
- *	          [--compute-ms MS] [--times] [--expect-error]
- *	          [--replicated-only]
+ *	ckpt_prog DIR STEPS EVERY [--keep K] [--async] [--overlap]
+ *	          [--no-fence] [--bytes N] [--compute-ms MS] [--times]
+ *	          [--expect-error] [--replicated-only]
+ *
+ * Each step computes (reading the buffers), calls hvd_ckpt_fence() (the
+ * program is about to modify them; --no-fence leaves it out, to show what
+ * the fence prevents), fills the buffers with the step's values and calls
+ * hvd_ckpt_step().  --overlap: async with config.overlap (the staging copy
+ * runs in the background while the next step computes).
  *
  * Prints "restored STEP ok" (or "restored STEP BAD"), one line per step
  * with --times ("step S blocked SECONDS"), "done STEP" at the end, or
@@ -87,6 +93,7 @@ int main(int argc, char **argv)
 	size_t bytes = 1 << 16;
 	double compute_ms = 0;
 	int times = 0, expect_error = 0, stop = 0, size = 1, repl_only = 0;
+	int fence = 1;
 	hvd_status_t st;
 
 	if (argc < 4) {
@@ -100,6 +107,10 @@ int main(int argc, char **argv)
 	for (int i = 4; i < argc; i++) {
 		if (strcmp(argv[i], "--async") == 0)
 			cfg.async = 1;
+		else if (strcmp(argv[i], "--overlap") == 0)
+			cfg.async = cfg.overlap = 1;
+		else if (strcmp(argv[i], "--no-fence") == 0)
+			fence = 0;
 		else if (strcmp(argv[i], "--times") == 0)
 			times = 1;
 		else if (strcmp(argv[i], "--expect-error") == 0)
@@ -167,14 +178,22 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	for (long s = step + 1; s <= steps; s++) {
-		double t0;
+		double t0, fenced;
 
-		fill(s);
 		compute(compute_ms);
+		t0 = now();
+		if (fence && hvd_ckpt_fence(ck) != HVD_OK) {
+			fprintf(stderr, "ckpt_prog: [%d] fence: %s\n", rank,
+				hvd_last_error());
+			return 1;
+		}
+		fenced = now() - t0;
+		fill(s);
 		t0 = now();
 		st = hvd_ckpt_step(ck, s, &stop);
 		if (times && rank == 0)
-			printf("step %ld blocked %.6f\n", s, now() - t0);
+			printf("step %ld blocked %.6f\n", s,
+			       fenced + now() - t0);
 		if (st != HVD_OK) {
 			fprintf(stderr, "ckpt_prog: [%d] step %ld: %s: %s\n",
 				rank, s, hvd_status_name(st), hvd_last_error());

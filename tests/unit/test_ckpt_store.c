@@ -264,6 +264,55 @@ static void test_async(void)
 	   "with the data of step 30 (got step %ld)", step);
 }
 
+/* Overlap mode: the writer takes the staging copy (50 ms late, test hook)
+ * while the program goes on; hvd_ckpt_fence() holds the program until the
+ * copy is taken, so the buffers overwritten right after it do not leak
+ * into the checkpoint. */
+static void test_overlap(void)
+{
+	hvd_ckpt_config_t cfg = { .every = 10, .keep = 3, .async = 1,
+				  .overlap = 1 };
+	char dir[300], path[400];
+	hvd_ckpt_t *c = NULL;
+	long step;
+
+	snprintf(dir, sizeof(dir), "%s/overlap", root);
+	cfg.dir = dir;
+	ok(hvd_ckpt_fence(NULL) == HVD_ERR_INVALID_ARG, "fence(NULL) refused");
+	setenv("HVD_CKPT_TEST_DELAY_MS", "50", 1);
+	if (hvd_ckpt_open(&cfg, &c) != HVD_OK)
+		diag("open %s: %s", dir, hvd_last_error());
+	unsetenv("HVD_CKPT_TEST_DELAY_MS");
+	if (c) {
+		hvd_ckpt_register(c, "weights", w, sizeof(w),
+				  HVD_CKPT_REPLICATED);
+		hvd_ckpt_register(c, "rng", rngstate, sizeof(rngstate),
+				  HVD_CKPT_PER_RANK);
+	}
+	ok(c && hvd_ckpt_fence(c) == HVD_OK, "fence with nothing in flight");
+	for (long s = 1; c && s <= 30; s++) {
+		int stop, good;
+
+		good = hvd_ckpt_fence(c) == HVD_OK;
+		fill(s);
+		good = good && hvd_ckpt_step(c, s, &stop) == HVD_OK;
+		if (!good || s % 10 == 0)
+			ok(good || (diag("%s", hvd_last_error()), 0),
+			   "overlap: steps to %ld", s);
+	}
+	ok(c && hvd_ckpt_wait(c) == HVD_OK, "overlap: wait flushes");
+	hvd_ckpt_close(c);
+	step = restore(dir, 3);
+	ok(step == 30 && check(30), "overlap: checkpoint of step 30 holds "
+	   "step 30's data (got step %ld)", step);
+	snprintf(path, sizeof(path), "rm -rf %s/step-00000030", dir);
+	if (system(path) != 0)
+		diag("%s failed", path);
+	step = restore(dir, 3);
+	ok(step == 20 && check(20), "overlap: checkpoint of step 20 holds "
+	   "step 20's data, not the next step's (got step %ld)", step);
+}
+
 static volatile sig_atomic_t own_handler_calls;
 
 static void own_handler(int sig)
@@ -392,6 +441,7 @@ int main(void)
 	test_stale_latest_and_leftovers();
 	test_retention();
 	test_async();
+	test_overlap();
 	test_signal();
 	test_world_size();
 	test_errors();

@@ -16,6 +16,11 @@
  * weights bit-identical to an uninterrupted run with the same seed (the
  * "weights checksum" line).
  *
+ * With --async the checkpoint is written in the background in overlap mode:
+ * the staging copy of the state runs while the next step computes its
+ * gradient (which only reads the weights), and hvd_ckpt_fence() holds the
+ * update until the copy is taken.
+ *
  *	srun --horovod=ckpt-every=50 -n 2 ./train --steps 400
  *	hvdrun -np 2 ./train --ckpt-dir /var/tmp/ck --ckpt-every 50
  *
@@ -321,6 +326,7 @@ int main(int argc, char **argv)
 	cfg.every = o.ckpt_every;
 	cfg.keep = o.keep;
 	cfg.async = o.async;
+	cfg.overlap = o.async; /* we call hvd_ckpt_fence() before updates */
 	if (!cfg.dir && !getenv("HOROVOD_CHECKPOINT_DIR"))
 		cfg.dir = "train-ckpt";
 	CHECK(hvd_ckpt_open(&cfg, &ck));
@@ -373,6 +379,10 @@ int main(int argc, char **argv)
 		grad[NCLASS * NIN] = loss;
 		CHECK(hvd_allreduce(HVD_IN_PLACE, grad, NCLASS * NIN + 1,
 				    HVD_FLOAT64, HVD_SUM));
+		/* about to modify the checkpointed state (weights, momentum,
+		 * then the shard order and the generator): the background
+		 * copy of the last checkpoint must be taken first */
+		CHECK(hvd_ckpt_fence(ck));
 		for (int j = 0; j < NCLASS * NIN; j++) {
 			double g = grad[j] / (double)(o.batch * size);
 

@@ -4,8 +4,11 @@
  * the ring for large ones (coll_ring.c), shared memory within a node and
  * the hierarchical composition across nodes.
  *
- * AVERAGE is reduced as SUM everywhere and scaled once at the end (the
- * reduction kernels' contract), so every algorithm sees four ops.
+ * AVERAGE is reduced as SUM everywhere (the reduction kernels' contract),
+ * so every algorithm sees four ops, and divided once: inside the shared-
+ * memory pipeline step by step while the data is in the cache, by the
+ * hierarchical allreduce on its slice before the allgather, by the others
+ * in a pass at the end.
  *
  * Hierarchical allreduce (all members spread evenly over several nodes):
  *   1. shm_reduce_scatter within the node: local rank i holds slice i of
@@ -219,7 +222,7 @@ static int hier_ready(hvd_comm_t *comm)
 
 static hvd_status_t hier_allreduce(hvd_comm_t *comm, const void *src,
 				   void *dst, size_t count, hvd_dtype_t dt,
-				   hvd_op_t op)
+				   hvd_op_t op, double scale)
 {
 	shm_group_t *shm = comm->node->shm;
 	int lr = comm->node->rank, ls = comm->node->size, f;
@@ -234,6 +237,8 @@ static hvd_status_t hier_allreduce(hvd_comm_t *comm, const void *src,
 		return hvd_error_prefix(st, "hierarchical allreduce, "
 					    "intra-node reduce-scatter");
 	st = coll_allreduce_flat(comm->cross, slice, slice, cnt, dt, op);
+	if (st == HVD_OK && scale != 1.0)
+		reduce_scale(slice, cnt, dt, scale);
 	/* Even after a cross-node failure the node-mates are waiting in
 	 * the allgather: take part so that they are not left hanging. */
 	st2 = shm_allgather_slices(shm, dst, count, dt);
@@ -301,6 +306,7 @@ hvd_status_t coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
 	struct coll_place p;
 	hvd_status_t st;
 	enum coll_algo a;
+	double scale;
 
 	if (hvd_device_ptr(recvbuf) && cuda_coll_allreduce)
 		return cuda_coll_allreduce(comm, sendbuf, recvbuf, count, dt,
@@ -324,12 +330,16 @@ hvd_status_t coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
 		hvd_log(HVD_LOG_TRACE, "allreduce ctx %u: %zu x %s: %s",
 			comm->ctx, count, hvd_dtype_name(dt),
 			coll_algo_name(a));
+	scale = op == HVD_AVERAGE ? 1.0 / comm->size : 1.0;
 	switch (a) {
 	case ALGO_SHM:
-		st = shm_allreduce(comm->shm, src, recvbuf, count, dt, rop);
+		st = shm_allreduce(comm->shm, src, recvbuf, count, dt, rop,
+				   scale);
+		scale = 1.0; /* done */
 		break;
 	case ALGO_HIER:
-		st = hier_allreduce(comm, src, recvbuf, count, dt, rop);
+		st = hier_allreduce(comm, src, recvbuf, count, dt, rop, scale);
+		scale = 1.0;
 		break;
 	case ALGO_RING:
 		st = ring_allreduce(comm, src, recvbuf, count, dt, rop);
@@ -344,8 +354,8 @@ hvd_status_t coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
 	if (st != HVD_OK)
 		return coll_fail(comm, st, "allreduce of %zu x %s", count,
 				 hvd_dtype_name(dt));
-	if (op == HVD_AVERAGE)
-		reduce_scale(recvbuf, count, dt, 1.0 / comm->size);
+	if (scale != 1.0)
+		reduce_scale(recvbuf, count, dt, scale);
 	return HVD_OK;
 }
 

@@ -278,17 +278,29 @@ void reduce_scale(void *buf, size_t n, hvd_dtype_t dtype, double factor)
 		break;
 	}
 	case HVD_FLOAT32: {
+		/* explicit vectors: -O2 leaves the plain loop scalar, and the
+		 * shared-memory allreduce scales every step of its output */
+		typedef float v8sf __attribute__((vector_size(32), aligned(4),
+						   may_alias));
 		float *p = buf;
 		float f = (float)factor;
+		size_t i = 0;
 
-		for (size_t i = 0; i < n; i++)
+		for (; i + 8 <= n; i += 8)
+			*(v8sf *)(p + i) *= f;
+		for (; i < n; i++)
 			p[i] *= f;
 		break;
 	}
 	case HVD_FLOAT64: {
+		typedef double v4df __attribute__((vector_size(32), aligned(8),
+						    may_alias));
 		double *p = buf;
+		size_t i = 0;
 
-		for (size_t i = 0; i < n; i++)
+		for (; i + 4 <= n; i += 4)
+			*(v4df *)(p + i) *= factor;
+		for (; i < n; i++)
 			p[i] *= factor;
 		break;
 	}

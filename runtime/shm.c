@@ -332,7 +332,8 @@ static void nt_fence(void)
 
 static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 			     const unsigned char *send, unsigned char *recv,
-			     size_t count, hvd_dtype_t dtype, hvd_op_t op)
+			     size_t count, hvd_dtype_t dtype, hvd_op_t op,
+			     double scale)
 {
 	const int me = g->rank, n = g->n;
 	const size_t es = hvd_dtype_size(dtype);
@@ -388,10 +389,16 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 
 					reduce_step(g, b, rbytes, mine, own,
 						    len, dtype, op);
+					if (scale != 1.0)
+						reduce_scale(own, len, dtype,
+							     scale);
 					copy_nt(dst, own, len * es);
 				} else {
 					reduce_step(g, b, rbytes, mine, dst,
 						    len, dtype, op);
+					if (scale != 1.0)
+						reduce_scale(dst, len, dtype,
+							     scale);
 					if (kind == PIPE_ALLREDUCE)
 						memcpy(region(g, me, b, me,
 							      rbytes),
@@ -462,7 +469,8 @@ static hvd_status_t check_args(shm_group_t *g, const char *what,
 }
 
 hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
-			   size_t count, hvd_dtype_t dtype, hvd_op_t op)
+			   size_t count, hvd_dtype_t dtype, hvd_op_t op,
+			   double scale)
 {
 	hvd_status_t st =
 	    check_args(g, "allreduce", sendbuf, recvbuf, count, dtype, op);
@@ -475,11 +483,13 @@ hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
 	if (g->n == 1) {
 		if (send != recvbuf)
 			memcpy(recvbuf, send, bytes);
+		if (scale != 1.0)
+			reduce_scale(recvbuf, count, dtype, scale);
 		return HVD_OK;
 	}
 	if (bytes > g->small_max)
 		return pipeline(g, PIPE_ALLREDUCE, send, recvbuf, count, dtype,
-				op);
+				op, scale);
 	st = small_exchange(g, send, bytes, &s);
 	if (st != HVD_OK)
 		return st;
@@ -505,6 +515,8 @@ hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
 				: (const void *)small_buf(g, q, s, bytes),
 			    count, dtype, op);
 	}
+	if (scale != 1.0)
+		reduce_scale(recvbuf, count, dtype, scale);
 	return HVD_OK;
 }
 
@@ -527,7 +539,7 @@ static hvd_status_t reduce_scatter(shm_group_t *g, const void *send,
 	}
 	if (bytes > g->small_max)
 		return pipeline(g, PIPE_REDUCE_SCATTER, send, out, count, dtype,
-				op);
+				op, 1.0);
 	st = small_exchange(g, send, bytes, &s);
 	if (st != HVD_OK || cnt == 0)
 		return st;
@@ -586,7 +598,7 @@ hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,
 		return st;
 	if (bytes > g->small_max)
 		return pipeline(g, PIPE_ALLGATHER, NULL, buf, count, dtype,
-				HVD_SUM);
+				HVD_SUM, 1.0);
 	off = hvd_reducescatter_offset(count, g->rank, g->n);
 	cnt = hvd_reducescatter_count(count, g->rank, g->n);
 	/* each member's slice goes at its own offset of its small buffer */

@@ -30,8 +30,12 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 			      shm_group_t **out);
 void shm_group_destroy(shm_group_t *g);
 
+/* AVERAGE is reduced as SUM; the result is multiplied by scale (1.0:
+ * not at all) inside the pipeline, while each step is still in the cache,
+ * instead of in a pass of its own over the whole output. */
 hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
-			   size_t count, hvd_dtype_t dtype, hvd_op_t op);
+			   size_t count, hvd_dtype_t dtype, hvd_op_t op,
+			   double scale);
 /* Reduce all members' count elements; member r ends with the reduced
  * slice [hvd_reducescatter_offset(count, r, n), +count(r)) written at the
  * same offset of its recvbuf (recvbuf holds count elements). AVERAGE is

@@ -218,6 +218,7 @@ static void run_member(int me, int n, const char *key, int big)
 	size_t maxc = big ? ((size_t)1 << 20) + 3 : 65537;
 	char *send = malloc(maxc * 8 + 64), *recv = malloc(maxc * 8 + 64);
 	char *want = malloc(maxc * 8 + 64);
+	char *want_avg = malloc(maxc * 8 + 64);
 	hvd_status_t st;
 	int nn = n;
 
@@ -266,10 +267,20 @@ static void run_member(int me, int n, const char *key, int big)
 						memset(recv, 0x5a, c * es);
 					st = shm_allreduce(
 					    g, ip ? HVD_IN_PLACE : send, recv,
-					    c, (hvd_dtype_t)t, (hvd_op_t)op);
+					    c, (hvd_dtype_t)t, (hvd_op_t)op,
+					    op == HVD_AVERAGE ? 1.0 / n : 1.0);
+					/* AVERAGE: the sum scaled by 1/n, as
+					 * the end pass of coll_allreduce did
+					 * before shm fused it in */
+					memcpy(want_avg, want, c * es);
+					if (op == HVD_AVERAGE)
+						reduce_scale(want_avg, c,
+							     (hvd_dtype_t)t,
+							     1.0 / n);
 					bad =
 					    st ? (long)c + 1
-					       : compare(recv, want, 0, c, es);
+					       : compare(recv, want_avg, 0, c,
+							 es);
 					if (bad)
 						note(me,
 						     "allreduce %s %s count "
@@ -361,9 +372,18 @@ static void run_member(int me, int n, const char *key, int big)
 								(hvd_dtype_t)t,
 								salt));
 					}
+					/* AVERAGE: the sum scaled by 1/n, as
+					 * the end pass of coll_allreduce did
+					 * before shm fused it in */
+					memcpy(want_avg, want, c * es);
+					if (op == HVD_AVERAGE)
+						reduce_scale(want_avg, c,
+							     (hvd_dtype_t)t,
+							     1.0 / n);
 					bad =
 					    st ? (long)c + 1
-					       : compare(recv, want, 0, c, es);
+					       : compare(recv, want_avg, 0, c,
+							 es);
 					if (bad)
 						note(me,
 						     "allgather %s count %zu: "
@@ -419,6 +439,7 @@ static void run_member(int me, int n, const char *key, int big)
 	free(send);
 	free(recv);
 	free(want);
+	free(want_avg);
 	_exit(0);
 }
 
@@ -492,7 +513,7 @@ static void failing_member(int me, int n, const char *key, int mode)
 		_exit(0);
 	}
 	t0 = hvd_now();
-	st = shm_allreduce(g, x, y, 4, HVD_FLOAT32, HVD_SUM);
+	st = shm_allreduce(g, x, y, 4, HVD_FLOAT32, HVD_SUM, 1.0);
 	sh->status[me] = st;
 	snprintf(sh->msg[me], sizeof(sh->msg[me]), "%.1f s: %s", hvd_now() - t0,
 		 hvd_last_error());

@@ -454,6 +454,31 @@ static void test_scale(void)
 	       f64[1] == -3.0,
 	   "reduce_scale float16, bfloat16, float64");
 
+	/* Long, misaligned runs take the vector loops and the tail. */
+	{
+		float fv[1 + 37];
+		double dv[1 + 37];
+		int good = 1;
+
+		for (int i = 0; i < 38; i++) {
+			fv[i] = (float)(i * 3 - 50) / 7.0f;
+			dv[i] = (double)(i * 3 - 50) / 7.0;
+		}
+		reduce_scale(fv + 1, 37, HVD_FLOAT32, 1.0 / 3);
+		reduce_scale(dv + 1, 37, HVD_FLOAT64, 1.0 / 3);
+		for (int i = 1; i < 38; i++) {
+			volatile float ef = (float)(i * 3 - 50) / 7.0f;
+			volatile double ed = (double)(i * 3 - 50) / 7.0;
+
+			ef = ef * (float)(1.0 / 3);
+			ed = ed * (1.0 / 3);
+			good &= fv[i] == ef && dv[i] == ed;
+		}
+		good &= fv[0] == -50 / 7.0f && dv[0] == -50 / 7.0;
+		ok(good, "reduce_scale float32/float64: 37 misaligned "
+			 "elements as the scalar multiply, neighbour untouched");
+	}
+
 	/* Averages of integers divide exactly (as NCCL's ncclAvg does). */
 	int32_t avg32[] = {9, -9, 10, 2};
 	int64_t avg64[] = {(INT64_C(1) << 62) + 3, -((INT64_C(1) << 62) + 3)};
@@ -474,7 +499,7 @@ int main(void)
 {
 	static const char *const isas[] = {"generic", "avx2", "avx512"};
 
-	plan(4 + 3 * 2 + 5);
+	plan(4 + 3 * 2 + 6);
 	test_conversions();
 	for (int i = 0; i < 3; i++) {
 		if (reduce_select_isa(isas[i]) != 0) {

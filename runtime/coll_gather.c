@@ -8,7 +8,8 @@
  *
  * Alltoallv: pairwise exchange, step s sends to r+s and receives from r-s,
  * at most ALLTOALL_WINDOW steps in flight so that a large exchange does
- * not flood one receiver.
+ * not flood one receiver; small equal blocks within one node go through
+ * shared memory in one exchange (shm_alltoall_small).
  */
 #include "config.h"
 
@@ -22,6 +23,20 @@
 #define ALLTOALL_WINDOW 8
 
 #pragma weak shm_allgather_slices
+#pragma weak shm_alltoall_small
+#pragma weak shm_small_max
+
+/* Every block count c, packed in rank order, to and from every rank. */
+static int equal_blocks(const size_t *sc, const size_t *sd,
+			const size_t *rc, const size_t *rd, int n)
+{
+	for (int b = 0; b < n; b++)
+		if (sc[b] != sc[0] || rc[b] != sc[0] ||
+		    (sd && sd[b] != (size_t)b * sc[0]) ||
+		    (rd && rd[b] != (size_t)b * sc[0]))
+			return 0;
+	return 1;
+}
 
 /* Blocks packed in rank order with hvd_reducescatter_count's sizes. */
 static int even_split(const size_t *counts, const size_t *displs,
@@ -144,6 +159,23 @@ hvd_status_t coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 			       "elements but expects %zu",
 			       sendcounts[r], recvcounts[r]);
 		goto out;
+	}
+	/* Small alltoall of equal blocks on one node (hvd_alltoall's usual
+	 * case): one exchange through shared memory instead of n-1
+	 * transport messages each way.  Every member sees the same total,
+	 * so all take this path or none. */
+	if (n > 1 && shm_alltoall_small && equal_blocks(sendcounts, sdispls,
+							recvcounts, rdispls, n)) {
+		struct coll_place p;
+		size_t block = recvcounts[0] * esz;
+
+		coll_place_of(comm, &p);
+		if (p.shm && p.nodes == 1 && comm_shm(comm) &&
+		    8 + block * (size_t)n <= shm_small_max(comm->shm)) {
+			st = shm_alltoall_small(comm->shm, sendbuf, recvbuf,
+						block);
+			goto out;
+		}
 	}
 	/* In place: the input is in recvbuf and gets overwritten. */
 	if (sendbuf == HVD_IN_PLACE || sendbuf == recvbuf) {

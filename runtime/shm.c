@@ -692,6 +692,70 @@ hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,
 	return HVD_OK;
 }
 
+size_t shm_small_max(const shm_group_t *g)
+{
+	return g->small_max;
+}
+
+hvd_status_t shm_alltoall_small(shm_group_t *g, const void *sendbuf,
+				void *recvbuf, size_t block)
+{
+	const int me = g->rank, n = g->n;
+	/* a header with the block size, so that ranks that disagree get an
+	 * error instead of each other's bytes */
+	const size_t hdr = sizeof(uint64_t), total = hdr + block * (size_t)n;
+	const unsigned char *send =
+	    in_place(sendbuf, recvbuf) ? recvbuf : sendbuf;
+	unsigned char *recv = recvbuf, *mine;
+	hvd_status_t st = check(g, "alltoall");
+	uint64_t s, b64 = block;
+
+	if (st != HVD_OK || block == 0)
+		return st;
+	if (!sendbuf || !recvbuf || total > g->small_max)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "shared-memory alltoall: %zu bytes per block "
+				 "(at most %zu in all, buffers not NULL)",
+				 block, g->small_max);
+	/* the whole send buffer into the own small buffer of this call's
+	 * parity; the peers take their block from it */
+	s = g->sseq + 1;
+	mine = small_buf(g, me, s, total);
+	memcpy(mine, &b64, hdr);
+	for (int q = 0; q < n; q++)
+		if (q != me) /* the own block goes straight to recv */
+			memcpy(mine + hdr + (size_t)q * block,
+			       send + (size_t)q * block, block);
+	/* src NULL: already in place; total: spin budget and the prefetch
+	 * of the next call's buffer */
+	st = small_exchange(g, NULL, total, &s);
+	if (st != HVD_OK)
+		return st;
+	for (int q = 0; q < n; q++) {
+		uint64_t theirs;
+
+		memcpy(&theirs, small_buf(g, q, s, total), hdr);
+		if (theirs != b64)
+			return hvd_error(HVD_ERR_MISMATCH,
+					 "alltoall: local rank %d sends blocks "
+					 "of %llu bytes, this rank (local rank "
+					 "%d) expects %zu",
+					 q, (unsigned long long)theirs, me,
+					 block);
+	}
+	if (send != recv)
+		memcpy(recv + (size_t)me * block, send + (size_t)me * block,
+		       block);
+	for (int i = 1; i < n; i++) {
+		int q = (me + i) % n;
+
+		memcpy(recv + (size_t)q * block,
+		       small_buf(g, q, s, total) + hdr + (size_t)me * block,
+		       block);
+	}
+	return HVD_OK;
+}
+
 static size_t bcast_step(const shm_group_t *g, size_t bytes)
 {
 	size_t c = (bytes / 8 + 4095) / 4096 * 4096;

@@ -31,9 +31,10 @@
 #include <unistd.h>
 
 #define MAXN 8
-#define NKINDS 5
+#define NKINDS 6
 static const char *const kind_names[NKINDS] = {
-    "allreduce", "reduce_scatter", "allgather_slices", "broadcast", "barrier"};
+    "allreduce", "reduce_scatter",   "allgather_slices",
+    "broadcast", "barrier",	     "alltoall_small"};
 
 struct shared {
 	uint64_t barrier;
@@ -435,6 +436,66 @@ static void run_member(int me, int n, const char *key, int big)
 			}
 		}
 	}
+	/* alltoall of small equal blocks: block q of member p's input is
+	 * byte pattern (p, q, i); member me must end with (q, me, i) in its
+	 * block q.  Blocks from 1 byte to the largest that fits. */
+	{
+		size_t maxb = (shm_small_max(g) - 8) / (size_t)n;
+		size_t blocks[] = {1, 3, 8, 13, 40, 333, maxb};
+
+		for (size_t bi = 0; bi < sizeof(blocks) / sizeof(*blocks);
+		     bi++) {
+			size_t bs = blocks[bi] > maxb ? maxb : blocks[bi];
+
+			for (int ip = 0; ip < 2; ip++) {
+				unsigned char *in = (unsigned char *)(ip ? recv : send);
+				unsigned char *out = (unsigned char *)recv;
+				long bad = 0;
+
+				for (int q = 0; q < n; q++)
+					for (size_t i = 0; i < bs; i++)
+						in[(size_t)q * bs + i] =
+						    (unsigned char)(me * 31 +
+								    q * 7 + i);
+				if (!ip)
+					memset(recv, 0x5a, (size_t)n * bs);
+				st = shm_alltoall_small(
+				    g, ip ? HVD_IN_PLACE : send, recv, bs);
+				for (int q = 0; q < n && !st; q++)
+					for (size_t i = 0; i < bs; i++)
+						bad += out[(size_t)q * bs +
+							   i] !=
+						       (unsigned char)(q * 31 +
+								       me * 7 +
+								       i);
+				if (st)
+					bad = (long)bs * n + 1;
+				if (bad)
+					note(me,
+					     "alltoall %zu-byte blocks%s: "
+					     "%ld wrong (%s)",
+					     bs, ip ? " in place" : "", bad,
+					     hvd_last_error());
+				sh->wrong[me][5] += bad;
+				sh->checked[me][5] += (long)bs * n;
+			}
+		}
+		/* members that disagree on the block size all get an error
+		 * (no exchange of garbage) */
+		if (n > 1) {
+			st = shm_alltoall_small(g, send, recv,
+						me == 0 ? 4 : 8);
+			if (st != HVD_ERR_MISMATCH) {
+				note(me, "alltoall with mismatched blocks: "
+					 "status %d, want HVD_ERR_MISMATCH",
+				     (int)st);
+				sh->wrong[me][5]++;
+			}
+			/* the group is still usable afterwards */
+			st = shm_barrier(g);
+			sh->wrong[me][5] += st != HVD_OK;
+		}
+	}
 	shm_group_destroy(g);
 	free(send);
 	free(recv);
@@ -572,7 +633,7 @@ int main(void)
 	if (access("/dev/shm", W_OK) != 0)
 		skip_all("/dev/shm is not writable: POSIX shared memory is "
 			 "unavailable here");
-	plan(5 * 7 + 2);
+	plan(6 * 7 + 2);
 
 	/* small pipeline buffers so that modest counts take many rounds;
 	 * HOROVOD_SHM_NBUF=2 is the tightest buffer reuse */

@@ -32,6 +32,8 @@
 #pragma weak hvd_rank
 #pragma weak hvd_size
 #pragma weak hvd_local_size
+#pragma weak hvd_allreduce_async
+#pragma weak hvd_wait
 
 static int world_up(void)
 {
@@ -49,6 +51,72 @@ hvd_status_t ckpt_allreduce(hvd_ckpt_t *c, int64_t *v, size_t n, hvd_op_t op)
 		return hvd_error_prefix(st, "checkpoint: agreement between "
 					"ranks failed");
 	return HVD_OK;
+}
+
+/* ------------------------------------------------------- per-step poll */
+
+/* The per-step allreduce (stop flag, progress of the checkpoint in flight)
+ * is pipelined where the engine is there: posted at the end of a step on
+ * the engine (its own communicator: it never mixes with the program's
+ * blocking collectives), its answer taken at the start of the next step.
+ * So hvd_ckpt_step() does not hold every rank to the slowest one at every
+ * step: jitter of up to a step costs nothing.  What the answer says is as
+ * of the post; every other collective entry point drops it first, since a
+ * save, wait, close or restore changes what it was about (a stop flag in
+ * it is not lost: it stays set and goes out with the next post). */
+static int pipelined(hvd_ckpt_t *c)
+{
+	return c->size > 1 && hvd_allreduce_async && hvd_wait;
+}
+
+static void poll_values(hvd_ckpt_t *c, int64_t *v)
+{
+	v[0] = ckpt_signals_pending();
+	ckpt_async_poll(c, &v[1], &v[2]);
+}
+
+static hvd_status_t poll_post(hvd_ckpt_t *c)
+{
+	char name[128];
+	hvd_status_t st;
+
+	poll_values(c, c->poll_v);
+	ckpt_fmt(name, sizeof(name), "hvd.ckpt.%s.poll", c->tag);
+	st = hvd_allreduce_async(name, HVD_IN_PLACE, c->poll_v, 3, HVD_INT64,
+				 HVD_MAX, NULL, &c->poll_h);
+	if (st != HVD_OK)
+		return hvd_error_prefix(st, "checkpoint: agreement between "
+					"ranks failed");
+	c->poll_posted = 1;
+	return HVD_OK;
+}
+
+/* The answer of the poll in flight; when none is, v says "nothing to do":
+ * no stop, and busy (the first step after a save, wait, close or restore
+ * must not take the silence for "every writer is done"). */
+static hvd_status_t poll_take(hvd_ckpt_t *c, int64_t *v)
+{
+	hvd_status_t st;
+
+	v[0] = 0;
+	v[1] = 1;
+	v[2] = 0;
+	if (!c->poll_posted)
+		return HVD_OK;
+	c->poll_posted = 0;
+	st = hvd_wait(c->poll_h);
+	if (st != HVD_OK)
+		return hvd_error_prefix(st, "checkpoint: agreement between "
+					"ranks failed");
+	memcpy(v, c->poll_v, 3 * sizeof(*v));
+	return HVD_OK;
+}
+
+hvd_status_t ckpt_poll_drop(hvd_ckpt_t *c)
+{
+	int64_t v[3];
+
+	return poll_take(c, v);
 }
 
 void ckpt_path(hvd_ckpt_t *c, char *buf, size_t n, const char *name)
@@ -435,7 +503,9 @@ static hvd_status_t save(hvd_ckpt_t *c, long step)
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "checkpoint: step %ld out of range 0..%ld",
 				 step, CKPT_STEP_MAX);
-	st = ckpt_freeze(c);
+	st = ckpt_poll_drop(c);
+	if (st == HVD_OK)
+		st = ckpt_freeze(c);
 	if (st != HVD_OK)
 		return st;
 	/* the previous write's failure is reported, and this one is still
@@ -484,10 +554,13 @@ hvd_status_t hvd_ckpt_step(hvd_ckpt_t *c, long step, int *stop)
 				 "NULL");
 	/* one small allreduce per step: did any rank get a stop signal; is
 	 * any rank's part of the checkpoint in flight still running, and did
-	 * one fail? */
-	v[0] = ckpt_signals_pending();
-	ckpt_async_poll(c, &v[1], &v[2]);
-	st = ckpt_allreduce(c, v, 3, HVD_MAX);
+	 * one fail?  Pipelined: the answer to the previous step's post. */
+	if (pipelined(c)) {
+		st = poll_take(c, v);
+	} else {
+		poll_values(c, v);
+		st = ckpt_allreduce(c, v, 3, HVD_MAX);
+	}
 	if (st != HVD_OK)
 		return st;
 	c->last_blocked = 0;
@@ -512,25 +585,36 @@ hvd_status_t hvd_ckpt_step(hvd_ckpt_t *c, long step, int *stop)
 				"so that a requeued job resumes", step,
 				st == HVD_OK ? "written" : "FAILED",
 				HVD_CKPT_EXIT_STATUS);
+	} else if (pipelined(c)) {
+		st2 = poll_post(c);
+		if (st == HVD_OK)
+			st = st2;
 	}
 	return st;
 }
 
 hvd_status_t hvd_ckpt_wait(hvd_ckpt_t *c)
 {
+	hvd_status_t st, st2;
+
 	if (!c)
 		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_wait: ckpt is "
 				 "NULL");
-	return ckpt_async_flush(c);
+	st = ckpt_poll_drop(c);
+	st2 = ckpt_async_flush(c);
+	return st != HVD_OK ? st : st2;
 }
 
 hvd_status_t hvd_ckpt_close(hvd_ckpt_t *c)
 {
-	hvd_status_t st;
+	hvd_status_t st, st2;
 
 	if (!c)
 		return HVD_OK;
-	st = ckpt_async_flush(c);
+	st = ckpt_poll_drop(c);
+	st2 = ckpt_async_flush(c);
+	if (st == HVD_OK)
+		st = st2;
 	if (c->prune_step >= 0)
 		ckpt_prune(c->dir, c->keep, c->prune_step, NULL, NULL);
 	if (hook_ckpt == c) {

@@ -91,6 +91,10 @@ struct hvd_ckpt {
 	int copy_done;          /* under mu: staging copy taken (fence) */
 	pthread_cond_t copy_cv;
 	pthread_mutex_t mu;     /* meta, copy_done                     */
+	/* the per-step allreduce, pipelined (ckpt.c) */
+	hvd_handle_t poll_h;
+	int poll_posted;
+	int64_t poll_v[3];
 
 	/* test knobs (HVD_CKPT_TEST_CRASH, HVD_CKPT_TEST_DELAY_MS) */
 	char crash_point[32];
@@ -102,6 +106,9 @@ struct hvd_ckpt {
 
 /* Collectives of the checkpointer: no-ops in a world of one. */
 hvd_status_t ckpt_allreduce(hvd_ckpt_t *c, int64_t *v, size_t n, hvd_op_t op);
+/* Drop the per-step allreduce still in flight (every collective entry
+ * point but hvd_ckpt_step: what it says may no longer hold after it). */
+hvd_status_t ckpt_poll_drop(hvd_ckpt_t *c);
 /* Test hook: sleep and/or SIGKILL this process at a named point. */
 void ckpt_test_point(hvd_ckpt_t *c, const char *point, long step);
 /* Freeze the registry at the first save/restore and check that every rank

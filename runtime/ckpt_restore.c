@@ -196,7 +196,9 @@ hvd_status_t hvd_ckpt_restore(hvd_ckpt_t *c, long *step)
 		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_restore: %s "
 				 "is NULL", !c ? "ckpt" : "step");
 	*step = 0;
-	st = ckpt_freeze(c);
+	st = ckpt_poll_drop(c);
+	if (st == HVD_OK)
+		st = ckpt_freeze(c);
 	if (st != HVD_OK)
 		return st;
 	if (c->in_flight)

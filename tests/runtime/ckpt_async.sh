@@ -6,12 +6,13 @@
 # the program modifies its buffers): each checkpoint holds exactly the
 # values of its step although the program overwrote the buffers right
 # after the fence, while the copy had not even started (delayed on purpose)
-# - and without the fence the same run writes the next step's values.
+# - and without the fence the same run writes the next step's values.  A
+# stop signal to one rank stops every rank after a checkpoint (exit 85).
 . "$(dirname "$0")/ckpt_lib.sh"
 
 NP=$(ckpt_np)
 BYTES=${CKPT_ASYNC_BYTES:-$((96 << 20))}
-plan 15
+plan 18
 diag "$NP rank(s), $((BYTES >> 20)) MiB of state per rank"
 
 # blocked FILE: "SUM MAX" of the blocked times at checkpoint steps (every
@@ -83,4 +84,25 @@ ok $? "without the fence the checkpoints still verify (the checksums are of what
 rm -rf "$W/no-fence/step-00000015"
 out=$(run "$NP" "$PROG" "$W/no-fence" 0 5 --overlap --bytes "$BYTES" 2>&1)
 like "$out" "restored 10 BAD" "without the fence, checkpoint 10 holds later values: the test above has teeth"
+
+# SIGUSR1 to the last rank only, in overlap mode: the ranks agree (through
+# the pipelined per-step allreduce), write a checkpoint of the same step,
+# and all exit with 85
+mkdir -p "$W/pids"
+CKPT_PROG_PIDDIR=$W/pids run "$NP" "$PROG" "$W/sig" 1000000 0 --overlap \
+	--compute-ms 5 --bytes $((1 << 20)) >"$W/sig.out" 2>"$W/sig.err" &
+job=$!
+last=$((NP - 1))
+for i in $(seq 100); do [ -s "$W/pids/$last" ] && break; sleep 0.1; done
+sleep 1
+kill -USR1 "$(cat "$W/pids/$last")"
+wait $job
+rc=$?
+stopped=$(sed -n 's/^stopped \([0-9]*\)$/\1/p' "$W/sig.out")
+is "$rc ${stopped:+stopped}" "85 stopped" "SIGUSR1 to rank $last: every rank stopped after a checkpoint, exit 85 (step ${stopped:-?})"
+[ "$rc" -ne 85 ] && diag_file "$W/sig.err"
+"$HVD_CKPT" verify "$W/sig" >"$W/verify-sig.out" 2>&1
+ok $? "the stop checkpoint verifies"
+out=$(run "$NP" "$PROG" "$W/sig" 0 0 --overlap --bytes $((1 << 20)) 2>&1)
+like "$out" "^restored ${stopped:-none} ok" "and restores with that step's values"
 done_testing

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* The staging copy is taken: wake hvd_ckpt_fence(). */
@@ -65,7 +66,8 @@ static void yield_cpu(void)
 {
 	long nice = hvd_env_long("HVD_CKPT_WRITER_NICE", 10);
 
-	if (nice > 0 && setpriority(PRIO_PROCESS, (id_t)gettid(),
+	/* syscall: glibc before 2.30 (RHEL 8) has no gettid() */
+	if (nice > 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
 				    (int)(nice > 19 ? 19 : nice)) != 0)
 		hvd_log(HVD_LOG_DEBUG, "checkpoint: writer priority: %s",
 			strerror(errno));

@@ -541,7 +541,10 @@ int cycle_run(struct engine *e)
 		    partial && now - e->hot_since <
 				   (e->cycle_ms < 2 ? e->cycle_ms : 2) / 1e3;
 	}
+	/* one CPU per rank: no waiter can run while this thread executes */
+	engine_wake_defer(e->max_spinners == 0);
 	stop = cycle_execute(e, &l, items);
+	engine_wake_flush();
 	if (!stop && e->rank == 0)
 		timeline_flush(&e->tl);
 	goto out;

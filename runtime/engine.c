@@ -62,6 +62,37 @@ static void handle_free(struct hvd_handle *h)
 	free(h);
 }
 
+/* Completions while the engine thread executes a cycle's responses on a
+ * rank with a single CPU: waking each waiter as its op finishes would
+ * switch that CPU to the waiter and back once per op (a ResNet-50 step is
+ * 161 ops), so the wake-ups are gathered into one at the end of the cycle
+ * (engine_wake_flush).  The waiter would only have taken the CPU from
+ * the engine thread; callbacks still run at each completion. */
+static __thread int wake_defer, wake_pending;
+
+void engine_wake_defer(int on)
+{
+	wake_defer = on;
+}
+
+static void wake_waiters(void)
+{
+	if (__atomic_load_n(&nwaiters, __ATOMIC_SEQ_CST)) {
+		pthread_mutex_lock(&done_mu);
+		pthread_cond_broadcast(&done_cv);
+		pthread_mutex_unlock(&done_mu);
+	}
+}
+
+void engine_wake_flush(void)
+{
+	wake_defer = 0;
+	if (wake_pending) {
+		wake_pending = 0;
+		wake_waiters();
+	}
+}
+
 void engine_complete(struct hvd_handle *h, hvd_status_t st, const char *msg)
 {
 	struct engine *e = hvd_engine;
@@ -78,11 +109,10 @@ void engine_complete(struct hvd_handle *h, hvd_status_t st, const char *msg)
 	if (h->cb)
 		h->cb(h, st, h->cb_arg);
 	__atomic_store_n(&h->done, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&nwaiters, __ATOMIC_SEQ_CST)) {
-		pthread_mutex_lock(&done_mu);
-		pthread_cond_broadcast(&done_cv);
-		pthread_mutex_unlock(&done_mu);
-	}
+	if (wake_defer)
+		wake_pending = 1;
+	else
+		wake_waiters();
 }
 
 /* Spinning first: a warm-cache op completes in tens of microseconds, less

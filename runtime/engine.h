@@ -388,6 +388,10 @@ struct hvd_handle {
 /* Completes h with st (message copied, may be NULL): runs the callback,
  * wakes waiters. */
 void engine_complete(struct hvd_handle *h, hvd_status_t st, const char *msg);
+/* Engine thread: gather the wake-ups of completions until
+ * engine_wake_flush() (on: 1) or wake at each one (0). */
+void engine_wake_defer(int on);
+void engine_wake_flush(void);
 
 /* ------------------------------------------------------------- engine */
 

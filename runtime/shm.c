@@ -325,59 +325,43 @@ static void copy_nt(void *dst, const void *src, size_t n)
 
 /* Two members, float32 sum (the gradients' case): own = dst = (a + b) *
  * scale in one pass, instead of reduce, scale and copy in three.  dst is
- * the output (streamed when nt), own the member's region that the peer
- * copies the result from.  The same float32 operations in the same order
- * as reduce_apply3 followed by reduce_scale: the same bits. */
+ * the output (streamed when nt and aligned), own the member's region that
+ * the peer copies the result from (64-byte aligned; streamed when own_nt,
+ * see share_mode_begin).  The same float32 operations in the same order as
+ * reduce_apply3 followed by reduce_scale: the same bits. */
 static void sum2_f32(float *dst, float *own, const float *a, const float *b,
-		     size_t n, float scale, int nt)
+		     size_t n, float scale, int nt, int own_nt)
 {
 	size_t i = 0;
 
 #if defined(__x86_64__)
-	while (i < n && ((uintptr_t)(dst + i) & 15)) {
-		own[i] = scale == 1.0f ? a[i] + b[i] : (a[i] + b[i]) * scale;
-		dst[i] = own[i];
-		i++;
-	}
-	{
-		const __m128 f = _mm_set1_ps(scale);
-		const int mul = scale != 1.0f;
+	const __m128 f = _mm_set1_ps(scale);
+	const int mul = scale != 1.0f;
+	const int dst_nt = nt && ((uintptr_t)dst & 15) == 0;
 
-		for (; i + 16 <= n; i += 16) {
-			__m128 x0 = _mm_add_ps(_mm_loadu_ps(a + i),
-					       _mm_loadu_ps(b + i));
-			__m128 x1 = _mm_add_ps(_mm_loadu_ps(a + i + 4),
-					       _mm_loadu_ps(b + i + 4));
-			__m128 x2 = _mm_add_ps(_mm_loadu_ps(a + i + 8),
-					       _mm_loadu_ps(b + i + 8));
-			__m128 x3 = _mm_add_ps(_mm_loadu_ps(a + i + 12),
-					       _mm_loadu_ps(b + i + 12));
+	for (; i + 16 <= n; i += 16) {
+		__m128 x[4];
 
-			if (mul) {
-				x0 = _mm_mul_ps(x0, f);
-				x1 = _mm_mul_ps(x1, f);
-				x2 = _mm_mul_ps(x2, f);
-				x3 = _mm_mul_ps(x3, f);
-			}
-			_mm_storeu_ps(own + i, x0);
-			_mm_storeu_ps(own + i + 4, x1);
-			_mm_storeu_ps(own + i + 8, x2);
-			_mm_storeu_ps(own + i + 12, x3);
-			if (nt) {
-				_mm_stream_ps(dst + i, x0);
-				_mm_stream_ps(dst + i + 4, x1);
-				_mm_stream_ps(dst + i + 8, x2);
-				_mm_stream_ps(dst + i + 12, x3);
-			} else {
-				_mm_store_ps(dst + i, x0);
-				_mm_store_ps(dst + i + 4, x1);
-				_mm_store_ps(dst + i + 8, x2);
-				_mm_store_ps(dst + i + 12, x3);
-			}
+		for (int j = 0; j < 4; j++) {
+			x[j] = _mm_add_ps(_mm_loadu_ps(a + i + 4 * j),
+					  _mm_loadu_ps(b + i + 4 * j));
+			if (mul)
+				x[j] = _mm_mul_ps(x[j], f);
+		}
+		for (int j = 0; j < 4; j++) {
+			if (own_nt)
+				_mm_stream_ps(own + i + 4 * j, x[j]);
+			else
+				_mm_store_ps(own + i + 4 * j, x[j]);
+			if (dst_nt)
+				_mm_stream_ps(dst + i + 4 * j, x[j]);
+			else
+				_mm_storeu_ps(dst + i + 4 * j, x[j]);
 		}
 	}
 #else
 	(void)nt;
+	(void)own_nt;
 #endif
 	for (; i < n; i++) {
 		own[i] = scale == 1.0f ? a[i] + b[i] : (a[i] + b[i]) * scale;
@@ -390,6 +374,83 @@ static void nt_fence(void)
 #if defined(__x86_64__)
 	_mm_sfence();
 #endif
+}
+
+/* ------------------------------------------- how peers' data is written
+ *
+ * Data a peer reads (the copy-in, the reduced slice, the broadcast root's
+ * steps) is either written through the caches, so that the peer takes it
+ * from this core's cache, or streamed to memory with non-temporal stores,
+ * so that the peer reads it from memory.  The first is faster while the
+ * two CPUs share a cache at full speed; the second does not depend on
+ * cache-to-cache transfers, which slow down 4-5x when the CPUs are far
+ * apart (other sockets, or a virtual machine whose vCPUs the host moves:
+ * measured on the 2-core build VM, a 96 MiB average 13 ms through the
+ * caches in one phase, 58-82 ms in another, where streaming took 18 ms).
+ * So, with HOROVOD_SHM_SHARE=auto (the default), each member keeps the
+ * recent bandwidth of its large calls in the mode it uses, tries the other
+ * mode at the second large call, then every SHARE_PROBE large calls, and
+ * at once when the bandwidth halves,
+ * and switches when that is 25% faster.  The choice is local (the flags
+ * and fences are the same either way): members follow the same sequence
+ * of calls, so they probe together. */
+#define SHARE_MIN (1u << 20) /* calls from this size are measured */
+#define SHARE_PROBE 16
+
+static void share_mode_begin(shm_group_t *g, size_t bytes)
+{
+	int c = 0;
+
+	g->share_now = g->share_mode;
+	g->share_t0 = 0;
+	if (g->share_policy >= 0 || bytes < SHARE_MIN)
+		return;
+	/* sizes compare with sizes: classes of 1, 2, 4, ... 128+ MiB */
+	while (c < 7 && bytes >= ((size_t)SHARE_MIN << (c + 1)))
+		c++;
+	g->share_class = c;
+	/* the second large call already tries the other mode */
+	++g->share_calls;
+	if (g->share_probe || g->share_calls == 2 ||
+	    g->share_calls % SHARE_PROBE == 0)
+		g->share_now = !g->share_mode;
+	g->share_probe = 0;
+	g->share_t0 = hvd_now();
+}
+
+static void share_mode_end(shm_group_t *g, size_t bytes)
+{
+	double dt, bw, *cur;
+
+	if (g->share_t0 == 0)
+		return;
+	dt = hvd_now() - g->share_t0;
+	bw = dt > 0 ? (double)bytes / dt / 1e9 : 0;
+	cur = &g->share_bw[g->share_mode][g->share_class];
+	if (g->share_now != g->share_mode) {
+		g->share_bw[g->share_now][g->share_class] = bw;
+		if (*cur > 0 && bw > 1.25 * *cur) {
+			g->share_mode = g->share_now;
+			if (hvd_log_enabled(HVD_LOG_DEBUG))
+				hvd_log(HVD_LOG_DEBUG,
+					"shared memory: data for peers now "
+					"%s (%.2f GB/s against %.2f)",
+					g->share_mode ? "streamed" : "cached",
+					bw, *cur);
+		}
+		return;
+	}
+	if (*cur > 0 && bw < 0.5 * *cur)
+		g->share_probe = 1; /* a change of pace: look again */
+	*cur = *cur > 0 ? 0.75 * *cur + 0.25 * bw : bw;
+}
+
+static void copy_share(shm_group_t *g, void *dst, const void *src, size_t n)
+{
+	if (g->share_now)
+		copy_nt(dst, src, n);
+	else
+		memcpy(dst, src, n);
 }
 
 static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
@@ -407,6 +468,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 	const int copy_out = kind != PIPE_REDUCE_SCATTER;
 
 	set_budget(g, rbytes);
+	share_mode_begin(g, count * es);
 	const size_t moff = hvd_reducescatter_offset(count, me, n);
 	/* outputs far larger than the caches: stream them (no read for
 	 * ownership of lines that will be evicted anyway) */
@@ -421,8 +483,9 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				WAIT_ALL(g, done, s - (uint64_t)g->nbuf);
 			if (kind == PIPE_ALLGATHER) {
 				step_range(count, n, me, R, k, &f, &len);
-				memcpy(region(g, me, b, me, rbytes),
-				       recv + f * es, len * es);
+				copy_share(g, region(g, me, b, me, rbytes),
+					   recv + f * es, len * es);
+				nt_fence();
 				publish(&g->ctl[me].red, s);
 			} else {
 				const unsigned char *mine;
@@ -432,9 +495,11 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 					if (p == me)
 						continue;
 					step_range(count, n, p, R, k, &f, &len);
-					memcpy(region(g, me, b, p, rbytes),
-					       send + f * es, len * es);
+					copy_share(g,
+						   region(g, me, b, p, rbytes),
+						   send + f * es, len * es);
 				}
+				nt_fence(); /* streamed data before the flag */
 				publish(&g->ctl[me].in, s);
 				WAIT_ALL(g, in, s);
 				step_range(count, n, me, R, k, &f, &len);
@@ -453,7 +518,8 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 						 (const float *)(const void *)
 						     region(g, 1 - me, b, me,
 							    rbytes),
-						 len, (float)scale, nt);
+						 len, (float)scale, nt,
+						 g->share_now);
 				} else if (kind == PIPE_ALLREDUCE && nt) {
 					/* reduce into the cached segment,
 					 * stream to the output */
@@ -473,10 +539,12 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 						reduce_scale(dst, len, dtype,
 							     scale);
 					if (kind == PIPE_ALLREDUCE)
-						memcpy(region(g, me, b, me,
-							      rbytes),
-						       dst, len * es);
+						copy_share(g,
+							   region(g, me, b, me,
+								  rbytes),
+							   dst, len * es);
 				}
+				nt_fence();
 				publish(&g->ctl[me].red, s);
 				if (!copy_out)
 					publish(&g->ctl[me].done, s);
@@ -507,6 +575,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 	if (nt)
 		nt_fence();
 	g->step = base + K;
+	share_mode_end(g, count * es);
 	return HVD_OK;
 }
 
@@ -799,6 +868,7 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 		const int me = g->rank;
 
 		set_budget(g, C);
+		share_mode_begin(g, bytes);
 
 		for (size_t k = 0; k <= K; k++) {
 			if (k < K && me == root) {
@@ -809,8 +879,9 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 				if (st_s > (uint64_t)g->nbuf)
 					WAIT_ALL(g, done,
 						 st_s - (uint64_t)g->nbuf);
-				memcpy(region(g, root, b, 0, 0), p + k * C,
-				       len);
+				copy_share(g, region(g, root, b, 0, 0),
+					   p + k * C, len);
+				nt_fence();
 				publish(&g->ctl[me].red, st_s);
 			}
 			if (k >= 1) {
@@ -830,6 +901,7 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 			}
 		}
 		g->step = base + K;
+		share_mode_end(g, bytes);
 	}
 	return HVD_OK;
 }

@@ -62,6 +62,17 @@ struct shm_group {
 	int rank, n, nbuf;
 	size_t chunk, small_max;
 	size_t nt_min;	   /* outputs from this size are streamed  */
+	/* How data that peers read is written into the segment: through
+	 * the caches (0) or streamed to memory (1), chosen per call by
+	 * measurement (shm.c, share_mode_begin). */
+	int share_policy;   /* HOROVOD_SHM_SHARE: -1 auto, 0, 1 */
+	int share_mode;	    /* the better one measured so far */
+	int share_now;	    /* the running call's */
+	int share_probe;    /* probe the other mode at the next call */
+	unsigned share_calls;
+	int share_class;    /* the running call's size class */
+	double share_bw[2][8]; /* recent GB/s in each mode and size class */
+	double share_t0;
 	uint64_t step;	   /* pipeline steps done by this group */
 	uint64_t sseq;	   /* small calls done by this group   */
 	unsigned spin;	   /* pause iterations before yielding */

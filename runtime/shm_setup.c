@@ -187,6 +187,23 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 	make_name(g->name, sizeof(g->name), key);
 	g->timeout = hvd_env_double("HOROVOD_PEER_TIMEOUT", 60.0);
 	g->nt_min = hvd_env_size("HOROVOD_SHM_STREAM", 64u << 20);
+	{
+		const char *v = getenv("HOROVOD_SHM_SHARE");
+
+		g->share_policy = !v || !*v || !strcmp(v, "auto") ? -1
+				  : !strcmp(v, "stream")	    ? 1
+				  : !strcmp(v, "cache")		    ? 0
+								    : -2;
+		if (g->share_policy == -2) {
+			hvd_log(HVD_LOG_WARNING,
+				"HOROVOD_SHM_SHARE=%s: expected auto, cache or "
+				"stream; using auto",
+				v);
+			g->share_policy = -1;
+		}
+		g->share_mode = g->share_policy == 1;
+		g->share_now = g->share_mode;
+	}
 	if (g->timeout <= 0)
 		g->timeout = 60.0;
 	g->oversub = local_size > online_cpus();

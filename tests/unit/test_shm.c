@@ -633,7 +633,7 @@ int main(void)
 	if (access("/dev/shm", W_OK) != 0)
 		skip_all("/dev/shm is not writable: POSIX shared memory is "
 			 "unavailable here");
-	plan(6 * 7 + 2);
+	plan(6 * 9 + 2);
 
 	/* small pipeline buffers so that modest counts take many rounds;
 	 * HOROVOD_SHM_NBUF=2 is the tightest buffer reuse */
@@ -645,9 +645,15 @@ int main(void)
 	check_group(3, 0, "tiny buffers");
 	setenv("HOROVOD_SHM_NBUF", "3", 1);
 	check_group(4, 0, "tiny buffers");
+	/* data for peers streamed past the caches (HOROVOD_SHM_SHARE=auto
+	 * picks between the two ways as it measures) */
+	setenv("HOROVOD_SHM_SHARE", "stream", 1);
+	check_group(3, 0, "tiny buffers, streamed sharing");
 	unsetenv("HOROVOD_SHM_CHUNK");
 	unsetenv("HOROVOD_SHM_SMALL");
 	unsetenv("HOROVOD_SHM_NBUF");
+	check_group(2, 0, "defaults, streamed sharing");
+	unsetenv("HOROVOD_SHM_SHARE");
 	check_group(2, 0, "defaults");
 	check_group(3, 0, "defaults");
 	/* outputs from 1 MiB streamed (non-temporal stores) */

@@ -389,13 +389,15 @@ static void nt_fence(void)
  * caches in one phase, 58-82 ms in another, where streaming took 18 ms).
  * So, with HOROVOD_SHM_SHARE=auto (the default), each member keeps the
  * recent bandwidth of its large calls in the mode it uses, tries the other
- * mode at the second large call, then every SHARE_PROBE large calls, and
- * at once when the bandwidth halves,
+ * mode at the second large call, then after SHARE_PROBE large calls,
+ * twice as many after each probe that did not win (up to SHARE_PROBE_MAX),
+ * and at once when two calls in a row run at half the usual bandwidth,
  * and switches when that is 25% faster.  The choice is local (the flags
  * and fences are the same either way): members follow the same sequence
  * of calls, so they probe together. */
 #define SHARE_MIN (1u << 20) /* calls from this size are measured */
-#define SHARE_PROBE 16
+#define SHARE_PROBE 16	   /* calls between probes */
+#define SHARE_PROBE_MAX 512 /* ... after probes that did not win */
 
 static void share_mode_begin(shm_group_t *g, size_t bytes)
 {
@@ -412,7 +414,7 @@ static void share_mode_begin(shm_group_t *g, size_t bytes)
 	/* the second large call already tries the other mode */
 	++g->share_calls;
 	if (g->share_probe || g->share_calls == 2 ||
-	    g->share_calls % SHARE_PROBE == 0)
+	    (g->share_next && g->share_calls >= g->share_next))
 		g->share_now = !g->share_mode;
 	g->share_probe = 0;
 	g->share_t0 = hvd_now();
@@ -428,8 +430,22 @@ static void share_mode_end(shm_group_t *g, size_t bytes)
 	bw = dt > 0 ? (double)bytes / dt / 1e9 : 0;
 	cur = &g->share_bw[g->share_mode][g->share_class];
 	if (g->share_now != g->share_mode) {
+		/* a probe: each one that does not win makes the next wait
+		 * twice as long (up to SHARE_PROBE_MAX calls), since a probe
+		 * of the worse mode costs a slower call; a change of pace
+		 * (below) still looks again at once */
+		int win = *cur > 0 && bw > 1.25 * *cur;
+
+		if (g->share_interval < SHARE_PROBE)
+			g->share_interval = SHARE_PROBE;
+		if (win)
+			g->share_interval = SHARE_PROBE;
+		else if (*cur > 0 && g->share_interval < SHARE_PROBE_MAX)
+			g->share_interval *= 2;
+		g->share_next = g->share_calls + g->share_interval;
+		g->share_slow = 0;
 		g->share_bw[g->share_now][g->share_class] = bw;
-		if (*cur > 0 && bw > 1.25 * *cur) {
+		if (win) {
 			g->share_mode = g->share_now;
 			if (hvd_log_enabled(HVD_LOG_DEBUG))
 				hvd_log(HVD_LOG_DEBUG,
@@ -440,8 +456,13 @@ static void share_mode_end(shm_group_t *g, size_t bytes)
 		}
 		return;
 	}
-	if (*cur > 0 && bw < 0.5 * *cur)
-		g->share_probe = 1; /* a change of pace: look again */
+	/* two calls in a row at half the usual speed: a change of pace,
+	 * look again at once */
+	g->share_slow = *cur > 0 && bw < 0.5 * *cur ? g->share_slow + 1 : 0;
+	if (g->share_slow >= 2) {
+		g->share_probe = 1;
+		g->share_slow = 0;
+	}
 	*cur = *cur > 0 ? 0.75 * *cur + 0.25 * bw : bw;
 }
 

@@ -69,7 +69,10 @@ struct shm_group {
 	int share_mode;	    /* the better one measured so far */
 	int share_now;	    /* the running call's */
 	int share_probe;    /* probe the other mode at the next call */
+	int share_slow;	    /* calls in a row at half the usual speed */
 	unsigned share_calls;
+	unsigned share_next;	 /* the call of the next probe */
+	unsigned share_interval; /* calls between probes */
 	int share_class;    /* the running call's size class */
 	double share_bw[2][8]; /* recent GB/s in each mode and size class */
 	double share_t0;

@@ -31,6 +31,7 @@
 #define _GNU_SOURCE
 #include <pmix.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@
 
 static pmix_proc_t me;
 static int failures;
-static volatile sig_atomic_t got_sig;
+static sigset_t term_set;
 
 #define FAIL(...)                                                              \
 	do {                                                                   \
@@ -208,7 +209,6 @@ static void pubsub(long size)
 	fence(0);
 }
 
-static void on_signal(int sig) { got_sig = sig; }
 
 int main(int argc, char **argv)
 {
@@ -251,8 +251,13 @@ int main(int argc, char **argv)
 		}
 	}
 	if (wait_term) {
-		signal(SIGTERM, on_signal);
-		signal(SIGINT, on_signal);
+		/* blocked before PMIx starts its threads, so that they
+		 * inherit the mask, and taken with sigwait: a handler could
+		 * run on a PMIx thread while the main thread sleeps on */
+		sigemptyset(&term_set);
+		sigaddset(&term_set, SIGTERM);
+		sigaddset(&term_set, SIGINT);
+		pthread_sigmask(SIG_BLOCK, &term_set, NULL);
 	}
 
 	rc = PMIx_Init(&me, NULL, 0);
@@ -390,9 +395,11 @@ int main(int argc, char **argv)
 	if (wait_term) {
 		printf("rank %u waiting\n", me.rank);
 		fflush(stdout);
-		while (!got_sig)
-			pause();
-		printf("rank %u got signal %d\n", me.rank, (int)got_sig);
+		int sig = 0;
+
+		while (sigwait(&term_set, &sig) != 0)
+			;
+		printf("rank %u got signal %d\n", me.rank, sig);
 		PMIx_Finalize(NULL, 0);
 		return 0;
 	}

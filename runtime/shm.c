@@ -329,36 +329,73 @@ static void copy_nt(void *dst, const void *src, size_t n)
  * the peer copies the result from (64-byte aligned; streamed when own_nt,
  * see share_mode_begin).  The same float32 operations in the same order as
  * reduce_apply3 followed by reduce_scale: the same bits. */
+#if defined(__x86_64__)
+/* The loop of sum2_f32 for one combination of store kinds (constants
+ * after inlining, so that the loop has no branches). */
+static inline __attribute__((always_inline)) size_t
+sum2_loop(float *dst, float *own, const float *a, const float *b, size_t n,
+	  float scale, const int own_nt, const int dst_nt)
+{
+	const __m128 f = _mm_set1_ps(scale);
+	const int mul = scale != 1.0f;
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16) {
+		__m128 x0 = _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i));
+		__m128 x1 = _mm_add_ps(_mm_loadu_ps(a + i + 4),
+				       _mm_loadu_ps(b + i + 4));
+		__m128 x2 = _mm_add_ps(_mm_loadu_ps(a + i + 8),
+				       _mm_loadu_ps(b + i + 8));
+		__m128 x3 = _mm_add_ps(_mm_loadu_ps(a + i + 12),
+				       _mm_loadu_ps(b + i + 12));
+
+		if (mul) {
+			x0 = _mm_mul_ps(x0, f);
+			x1 = _mm_mul_ps(x1, f);
+			x2 = _mm_mul_ps(x2, f);
+			x3 = _mm_mul_ps(x3, f);
+		}
+		if (own_nt) {
+			_mm_stream_ps(own + i, x0);
+			_mm_stream_ps(own + i + 4, x1);
+			_mm_stream_ps(own + i + 8, x2);
+			_mm_stream_ps(own + i + 12, x3);
+		} else {
+			_mm_store_ps(own + i, x0);
+			_mm_store_ps(own + i + 4, x1);
+			_mm_store_ps(own + i + 8, x2);
+			_mm_store_ps(own + i + 12, x3);
+		}
+		if (dst_nt) {
+			_mm_stream_ps(dst + i, x0);
+			_mm_stream_ps(dst + i + 4, x1);
+			_mm_stream_ps(dst + i + 8, x2);
+			_mm_stream_ps(dst + i + 12, x3);
+		} else {
+			_mm_storeu_ps(dst + i, x0);
+			_mm_storeu_ps(dst + i + 4, x1);
+			_mm_storeu_ps(dst + i + 8, x2);
+			_mm_storeu_ps(dst + i + 12, x3);
+		}
+	}
+	return i;
+}
+#endif
+
 static void sum2_f32(float *dst, float *own, const float *a, const float *b,
 		     size_t n, float scale, int nt, int own_nt)
 {
 	size_t i = 0;
 
 #if defined(__x86_64__)
-	const __m128 f = _mm_set1_ps(scale);
-	const int mul = scale != 1.0f;
 	const int dst_nt = nt && ((uintptr_t)dst & 15) == 0;
 
-	for (; i + 16 <= n; i += 16) {
-		__m128 x[4];
-
-		for (int j = 0; j < 4; j++) {
-			x[j] = _mm_add_ps(_mm_loadu_ps(a + i + 4 * j),
-					  _mm_loadu_ps(b + i + 4 * j));
-			if (mul)
-				x[j] = _mm_mul_ps(x[j], f);
-		}
-		for (int j = 0; j < 4; j++) {
-			if (own_nt)
-				_mm_stream_ps(own + i + 4 * j, x[j]);
-			else
-				_mm_store_ps(own + i + 4 * j, x[j]);
-			if (dst_nt)
-				_mm_stream_ps(dst + i + 4 * j, x[j]);
-			else
-				_mm_storeu_ps(dst + i + 4 * j, x[j]);
-		}
-	}
+	if (own_nt)
+		i = dst_nt ? sum2_loop(dst, own, a, b, n, scale, 1, 1)
+			   : sum2_loop(dst, own, a, b, n, scale, 1, 0);
+	else
+		i = dst_nt ? sum2_loop(dst, own, a, b, n, scale, 0, 1)
+			   : sum2_loop(dst, own, a, b, n, scale, 0, 0);
 #else
 	(void)nt;
 	(void)own_nt;
@@ -506,7 +543,8 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				step_range(count, n, me, R, k, &f, &len);
 				copy_share(g, region(g, me, b, me, rbytes),
 					   recv + f * es, len * es);
-				nt_fence();
+				if (g->share_now)
+					nt_fence();
 				publish(&g->ctl[me].red, s);
 			} else {
 				const unsigned char *mine;
@@ -520,7 +558,8 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 						   region(g, me, b, p, rbytes),
 						   send + f * es, len * es);
 				}
-				nt_fence(); /* streamed data before the flag */
+				if (g->share_now) /* streamed data before the flag */
+					nt_fence();
 				publish(&g->ctl[me].in, s);
 				WAIT_ALL(g, in, s);
 				step_range(count, n, me, R, k, &f, &len);
@@ -565,7 +604,8 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 								  rbytes),
 							   dst, len * es);
 				}
-				nt_fence();
+				if (g->share_now)
+					nt_fence();
 				publish(&g->ctl[me].red, s);
 				if (!copy_out)
 					publish(&g->ctl[me].done, s);
@@ -902,7 +942,8 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 						 st_s - (uint64_t)g->nbuf);
 				copy_share(g, region(g, root, b, 0, 0),
 					   p + k * C, len);
-				nt_fence();
+				if (g->share_now)
+					nt_fence();
 				publish(&g->ctl[me].red, st_s);
 			}
 			if (k >= 1) {

@@ -330,6 +330,29 @@ static void copy_nt(void *dst, const void *src, size_t n)
  * see share_mode_begin).  The same float32 operations in the same order as
  * reduce_apply3 followed by reduce_scale: the same bits. */
 #if defined(__x86_64__)
+/* Four vectors to p: streamed (p 16-byte aligned), aligned or not. */
+static inline __attribute__((always_inline)) void
+store4(float *p, __m128 x0, __m128 x1, __m128 x2, __m128 x3, const int nt,
+       const int aligned)
+{
+	if (nt) {
+		_mm_stream_ps(p, x0);
+		_mm_stream_ps(p + 4, x1);
+		_mm_stream_ps(p + 8, x2);
+		_mm_stream_ps(p + 12, x3);
+	} else if (aligned) {
+		_mm_store_ps(p, x0);
+		_mm_store_ps(p + 4, x1);
+		_mm_store_ps(p + 8, x2);
+		_mm_store_ps(p + 12, x3);
+	} else {
+		_mm_storeu_ps(p, x0);
+		_mm_storeu_ps(p + 4, x1);
+		_mm_storeu_ps(p + 8, x2);
+		_mm_storeu_ps(p + 12, x3);
+	}
+}
+
 /* The loop of sum2_f32 for one combination of store kinds (constants
  * after inlining, so that the loop has no branches). */
 static inline __attribute__((always_inline)) size_t
@@ -355,28 +378,8 @@ sum2_loop(float *dst, float *own, const float *a, const float *b, size_t n,
 			x2 = _mm_mul_ps(x2, f);
 			x3 = _mm_mul_ps(x3, f);
 		}
-		if (own_nt) {
-			_mm_stream_ps(own + i, x0);
-			_mm_stream_ps(own + i + 4, x1);
-			_mm_stream_ps(own + i + 8, x2);
-			_mm_stream_ps(own + i + 12, x3);
-		} else {
-			_mm_store_ps(own + i, x0);
-			_mm_store_ps(own + i + 4, x1);
-			_mm_store_ps(own + i + 8, x2);
-			_mm_store_ps(own + i + 12, x3);
-		}
-		if (dst_nt) {
-			_mm_stream_ps(dst + i, x0);
-			_mm_stream_ps(dst + i + 4, x1);
-			_mm_stream_ps(dst + i + 8, x2);
-			_mm_stream_ps(dst + i + 12, x3);
-		} else {
-			_mm_storeu_ps(dst + i, x0);
-			_mm_storeu_ps(dst + i + 4, x1);
-			_mm_storeu_ps(dst + i + 8, x2);
-			_mm_storeu_ps(dst + i + 12, x3);
-		}
+		store4(own + i, x0, x1, x2, x3, own_nt, 1);
+		store4(dst + i, x0, x1, x2, x3, dst_nt, 0);
 	}
 	return i;
 }

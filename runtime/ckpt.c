@@ -566,6 +566,7 @@ hvd_status_t hvd_ckpt_step(hvd_ckpt_t *c, long step, int *stop)
 	c->last_blocked = 0;
 	if (c->in_flight && v[1] == 0)
 		st = ckpt_async_advance(c, v[2]);
+	ckpt_async_catch_up(c, step);
 	due = v[0] || (c->every > 0 && step % c->every == 0);
 	if (due && step != c->last_step) {
 		st2 = save(c, step);

@@ -58,20 +58,43 @@ static void block_stop_signals(void)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
-/* HVD_CKPT_WRITER_NICE > 0 lowers the priority of the write and the
- * commit (per thread: Linux's nice is per thread).  Not by default: with
- * the training threads keeping every core busy, a writer at nice 10 gets
- * about a tenth of a core, its write is not done when the next checkpoint
- * is due, and that save then waits for it (a CPU-bound 2-rank test, 96 MiB
- * per rank every 5 steps of 150 ms: blocked 0.10-0.12 s per checkpoint at
- * nice 10, 0.018-0.028 s at 0, and the whole run was shorter at 0). */
-static void yield_cpu(void)
+/* The write and the commit are on nobody's critical path: where cores are
+ * short they yield to the training threads (HVD_CKPT_WRITER_NICE, default
+ * 10; per thread: Linux's nice is per thread).  But a job whose training
+ * threads keep every core busy would starve them, and the next checkpoint
+ * would wait for the previous write: so a write still running half-way to
+ * the next due checkpoint gets its priority back (ckpt_async_catch_up; a
+ * CPU-bound 2-rank test, 96 MiB per rank every 5 steps of 150 ms: blocked
+ * 0.10-0.12 s per checkpoint with nice 10 throughout, 0.014-0.028 s at
+ * nice 0). */
+static void yield_cpu(hvd_ckpt_t *c)
 {
-	long nice = hvd_env_long("HVD_CKPT_WRITER_NICE", 0);
-
+	long nice = hvd_env_long("HVD_CKPT_WRITER_NICE", 10);
 	/* syscall: glibc before 2.30 (RHEL 8) has no gettid() */
-	if (nice > 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
-				    (int)(nice > 19 ? 19 : nice)) != 0)
+	int tid = (int)syscall(SYS_gettid);
+
+	if (nice <= 0)
+		return;
+	if (setpriority(PRIO_PROCESS, (id_t)tid,
+			(int)(nice > 19 ? 19 : nice)) != 0) {
+		hvd_log(HVD_LOG_DEBUG, "checkpoint: writer priority: %s",
+			strerror(errno));
+		return;
+	}
+	__atomic_store_n(&c->thread_tid, tid, __ATOMIC_RELEASE);
+}
+
+void ckpt_async_catch_up(hvd_ckpt_t *c, long step)
+{
+	int tid;
+
+	if (c->in_flight != CKPT_WRITING || c->every <= 0 ||
+	    step - c->w.step < (c->every + 1) / 2 ||
+	    __atomic_load_n(&c->thread_done, __ATOMIC_ACQUIRE))
+		return;
+	tid = __atomic_exchange_n(&c->thread_tid, 0, __ATOMIC_ACQ_REL);
+	/* the thread is still running (not done), so the tid is its own */
+	if (tid > 0 && setpriority(PRIO_PROCESS, (id_t)tid, 0) != 0)
 		hvd_log(HVD_LOG_DEBUG, "checkpoint: writer priority: %s",
 			strerror(errno));
 }
@@ -89,7 +112,7 @@ static void *writer_main(void *arg)
 		st = ckpt_stage(c, CKPT_STAGE_HOST);
 		copy_taken(c);
 	}
-	yield_cpu();
+	yield_cpu(c);
 	if (c->prune_step >= 0) {
 		/* rank 0 only: the previous commit's retention; this run's
 		 * partial directories are the write starting now on the
@@ -113,7 +136,7 @@ static void *publisher_main(void *arg)
 	hvd_ckpt_t *c = arg;
 
 	block_stop_signals();
-	yield_cpu();
+	yield_cpu(c);
 	ckpt_publish(c, &c->w);
 	__atomic_store_n(&c->thread_done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -151,6 +174,7 @@ hvd_status_t ckpt_async_start(hvd_ckpt_t *c, long step)
 		c->copy_done = 1;
 	if (st == HVD_OK) {
 		__atomic_store_n(&c->thread_done, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->thread_tid, 0, __ATOMIC_RELAXED);
 		err = pthread_create(&c->thread, NULL, writer_main, c);
 		if (err)
 			st = hvd_error(HVD_ERR_INTERNAL, "checkpoint: cannot "
@@ -216,6 +240,7 @@ hvd_status_t ckpt_async_advance(hvd_ckpt_t *c, int64_t fail)
 	if (c->rank != 0)
 		return HVD_OK;
 	__atomic_store_n(&c->thread_done, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->thread_tid, 0, __ATOMIC_RELAXED);
 	err = pthread_create(&c->thread, NULL, publisher_main, c);
 	c->thread_started = err == 0;
 	if (err) {

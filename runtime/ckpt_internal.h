@@ -88,6 +88,8 @@ struct hvd_ckpt {
 	pthread_t thread;       /* the writer, then rank 0's publisher */
 	struct ckpt_write w;
 	int thread_done;        /* __atomic: the thread's work is done */
+	int thread_tid;         /* __atomic: its tid once it lowered its
+				   priority (0: it did not)           */
 	int copy_done;          /* under mu: staging copy taken (fence) */
 	pthread_cond_t copy_cv;
 	pthread_mutex_t mu;     /* meta, copy_done                     */
@@ -145,6 +147,9 @@ void ckpt_write_done(struct ckpt_write *w);
  * (collective, like the others). */
 hvd_status_t ckpt_async_start(hvd_ckpt_t *c, long step);
 void ckpt_async_poll(hvd_ckpt_t *c, int64_t *busy, int64_t *fail);
+/* At each step: a background write still running half-way to the next
+ * due checkpoint gets its priority back (HVD_CKPT_WRITER_NICE). */
+void ckpt_async_catch_up(hvd_ckpt_t *c, long step);
 hvd_status_t ckpt_async_advance(hvd_ckpt_t *c, int64_t fail);
 hvd_status_t ckpt_async_flush(hvd_ckpt_t *c);
 

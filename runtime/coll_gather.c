@@ -24,7 +24,7 @@
 
 #pragma weak shm_allgather_slices
 #pragma weak shm_alltoall_small
-#pragma weak shm_small_max
+#pragma weak shm_alltoall_small_max
 
 /* Every block count c, packed in rank order, to and from every rank. */
 static int equal_blocks(const size_t *sc, const size_t *sd,
@@ -162,16 +162,17 @@ hvd_status_t coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 	}
 	/* Small alltoall of equal blocks on one node (hvd_alltoall's usual
 	 * case): one exchange through shared memory instead of n-1
-	 * transport messages each way.  Every member sees the same total,
-	 * so all take this path or none. */
-	if (n > 1 && shm_alltoall_small && equal_blocks(sendcounts, sdispls,
-							recvcounts, rdispls, n)) {
+	 * transport messages each way.  Members that agree on the blocks
+	 * all take this path; ones that disagree but all fit get
+	 * HVD_ERR_MISMATCH from it. */
+	if (n > 1 && shm_alltoall_small &&
+	    equal_blocks(sendcounts, sdispls, recvcounts, rdispls, n)) {
 		struct coll_place p;
 		size_t block = recvcounts[0] * esz;
 
 		coll_place_of(comm, &p);
 		if (p.shm && p.nodes == 1 && comm_shm(comm) &&
-		    8 + block * (size_t)n <= shm_small_max(comm->shm)) {
+		    block <= shm_alltoall_small_max(comm->shm)) {
 			st = shm_alltoall_small(comm->shm, sendbuf, recvbuf,
 						block);
 			goto out;

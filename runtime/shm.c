@@ -323,12 +323,6 @@ static void copy_nt(void *dst, const void *src, size_t n)
 #endif
 }
 
-/* Two members, float32 sum (the gradients' case): own = dst = (a + b) *
- * scale in one pass, instead of reduce, scale and copy in three.  dst is
- * the output (streamed when nt and aligned), own the member's region that
- * the peer copies the result from (64-byte aligned; streamed when own_nt,
- * see share_mode_begin).  The same float32 operations in the same order as
- * reduce_apply3 followed by reduce_scale: the same bits. */
 #if defined(__x86_64__)
 /* Four vectors to p: streamed (p 16-byte aligned), aligned or not. */
 static inline __attribute__((always_inline)) void
@@ -364,7 +358,8 @@ sum2_loop(float *dst, float *own, const float *a, const float *b, size_t n,
 	size_t i = 0;
 
 	for (; i + 16 <= n; i += 16) {
-		__m128 x0 = _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i));
+		__m128 x0 = _mm_add_ps(_mm_loadu_ps(a + i),
+				       _mm_loadu_ps(b + i));
 		__m128 x1 = _mm_add_ps(_mm_loadu_ps(a + i + 4),
 				       _mm_loadu_ps(b + i + 4));
 		__m128 x2 = _mm_add_ps(_mm_loadu_ps(a + i + 8),
@@ -385,6 +380,12 @@ sum2_loop(float *dst, float *own, const float *a, const float *b, size_t n,
 }
 #endif
 
+/* Two members, float32 sum (the gradients' case): own = dst = (a + b) *
+ * scale in one pass, instead of reduce, scale and copy in three.  dst is
+ * the output (streamed when nt and aligned), own the member's region that
+ * the peer copies the result from (64-byte aligned; streamed when own_nt,
+ * see share_mode_begin).  The same float32 operations in the same order as
+ * reduce_apply3 followed by reduce_scale: the same bits. */
 static void sum2_f32(float *dst, float *own, const float *a, const float *b,
 		     size_t n, float scale, int nt, int own_nt)
 {
@@ -561,7 +562,8 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 						   region(g, me, b, p, rbytes),
 						   send + f * es, len * es);
 				}
-				if (g->share_now) /* streamed data before the flag */
+				/* streamed data before the flag */
+				if (g->share_now)
 					nt_fence();
 				publish(&g->ctl[me].in, s);
 				WAIT_ALL(g, in, s);
@@ -825,18 +827,22 @@ hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,
 	return HVD_OK;
 }
 
-size_t shm_small_max(const shm_group_t *g)
+/* The small buffer holds a header with the block size, then the blocks
+ * for the peers (at their own offsets). */
+#define A2A_HDR sizeof(uint64_t)
+
+size_t shm_alltoall_small_max(const shm_group_t *g)
 {
-	return g->small_max;
+	return (g->small_max - A2A_HDR) / (size_t)g->n;
 }
 
 hvd_status_t shm_alltoall_small(shm_group_t *g, const void *sendbuf,
 				void *recvbuf, size_t block)
 {
 	const int me = g->rank, n = g->n;
-	/* a header with the block size, so that ranks that disagree get an
+	/* the block size in the header, so that ranks that disagree get an
 	 * error instead of each other's bytes */
-	const size_t hdr = sizeof(uint64_t), total = hdr + block * (size_t)n;
+	const size_t hdr = A2A_HDR, total = hdr + block * (size_t)n;
 	const unsigned char *send =
 	    in_place(sendbuf, recvbuf) ? recvbuf : sendbuf;
 	unsigned char *recv = recvbuf, *mine;
@@ -845,13 +851,13 @@ hvd_status_t shm_alltoall_small(shm_group_t *g, const void *sendbuf,
 
 	if (st != HVD_OK || block == 0)
 		return st;
-	if (!sendbuf || !recvbuf || total > g->small_max)
+	if (!sendbuf || !recvbuf || block > shm_alltoall_small_max(g))
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "shared-memory alltoall: %zu bytes per block "
-				 "(at most %zu in all, buffers not NULL)",
-				 block, g->small_max);
-	/* the whole send buffer into the own small buffer of this call's
-	 * parity; the peers take their block from it */
+				 "(at most %zu, buffers not NULL)",
+				 block, shm_alltoall_small_max(g));
+	/* the peers' blocks into the own small buffer of this call's
+	 * parity; each peer takes its block from it */
 	s = g->sseq + 1;
 	mine = small_buf(g, me, s, total);
 	memcpy(mine, &b64, hdr);

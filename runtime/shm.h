@@ -57,12 +57,12 @@ hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,
 hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root);
 /* Alltoall of equal blocks of block bytes (sendbuf and recvbuf hold n
  * blocks in rank order; HVD_IN_PLACE or sendbuf == recvbuf allowed), for
- * 8 + n * block <= shm_small_max(g): one exchange through the members'
+ * block <= shm_alltoall_small_max(g): one exchange through the members'
  * small buffers.  Members with different block sizes all get
  * HVD_ERR_MISMATCH. */
 hvd_status_t shm_alltoall_small(shm_group_t *g, const void *sendbuf,
 				void *recvbuf, size_t block);
-size_t shm_small_max(const shm_group_t *g);
+size_t shm_alltoall_small_max(const shm_group_t *g);
 hvd_status_t shm_barrier(shm_group_t *g);
 
 #pragma GCC visibility pop

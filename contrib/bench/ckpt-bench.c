@@ -111,6 +111,37 @@ static double run_dd(const char *dir, size_t bytes)
 	return t0;
 }
 
+/* Seconds a rank spent in each part of its simulated training steps. */
+struct step_times {
+	double fenced, updated, polled;
+};
+
+/* One training step: 20 ms of compute that only reads the state (the
+ * forward/backward pass), hvd_ckpt_fence(), the optimizer update (one byte
+ * of every 4 KiB page), hvd_ckpt_step().  Adds to *t; returns the seconds
+ * of this step's hvd_ckpt_step(). */
+static double train_step(hvd_ckpt_t *ck, long step, unsigned char *buf,
+			 size_t mine, struct step_times *t)
+{
+	struct timespec ts = { 0, 20000000L };
+	double t0;
+	int stop;
+
+	nanosleep(&ts, NULL);
+	t0 = now();
+	hvd_ckpt_fence(ck);
+	t->fenced += now() - t0;
+	t0 = now();
+	for (size_t i = 0; i < mine; i += 4096)
+		buf[i]++;
+	t->updated += now() - t0;
+	t0 = now();
+	hvd_ckpt_step(ck, step, &stop);
+	t0 = now() - t0;
+	t->polled += t0;
+	return t0;
+}
+
 /* steps training steps with no checkpoint in flight: the seconds spent
  * in hvd_ckpt_fence() and hvd_ckpt_step() (this rank).  With no other
  * collective in the loop, the ranks' difference in speed lands there too:
@@ -118,23 +149,11 @@ static double run_dd(const char *dir, size_t bytes)
 static double baseline(hvd_ckpt_t *ck, long step, unsigned char *buf,
 		       size_t mine, long steps)
 {
-	double t, spent = 0;
-	int stop;
+	struct step_times t = { 0, 0, 0 };
 
-	for (long k = 0; k < steps; k++) {
-		struct timespec ts = { 0, 20000000L };
-
-		nanosleep(&ts, NULL);
-		t = now();
-		hvd_ckpt_fence(ck);
-		spent += now() - t;
-		for (size_t i = 0; i < mine; i += 4096)
-			buf[i]++;
-		t = now();
-		hvd_ckpt_step(ck, step, &stop);
-		spent += now() - t;
-	}
-	return spent;
+	for (long k = 0; k < steps; k++)
+		train_step(ck, step, buf, mine, &t);
+	return t.fenced + t.polled;
 }
 
 /* One asynchronous checkpoint and the training steps after it; returns
@@ -144,10 +163,9 @@ static double async_rep(hvd_ckpt_t *ck, long step, const char *dir,
 			unsigned char *buf, size_t mine, int rank,
 			double limit, double *waited, double *base)
 {
-	double t, saved, fenced = 0, polled = 0, blocked, updated = 0;
-	double idle = 0, mybase;
+	struct step_times st = { 0, 0, 0 };
+	double t, saved, blocked, idle = 0, mybase;
 	long k, after = -1, steps;
-	int stop;
 
 	/* the same number of steps on every rank (step() is collective),
 	 * enough for the write and the commit */
@@ -163,21 +181,9 @@ static double async_rep(hvd_ckpt_t *ck, long step, const char *dir,
 	/* no other collective in the loop, so that whatever makes one rank
 	 * wait for another lands in hvd_ckpt_step(), and counts */
 	for (k = 0; k < steps; k++) {
-		struct timespec ts = { 0, 20000000L };
-
-		nanosleep(&ts, NULL); /* forward/backward: reads the state */
-		t = now();
-		hvd_ckpt_fence(ck);
-		fenced += now() - t;
-		t = now();
-		for (size_t i = 0; i < mine; i += 4096)
-			buf[i]++; /* the optimizer update */
-		updated += now() - t;
-		t = now();
-		hvd_ckpt_step(ck, step, &stop);
-		polled += now() - t;
+		t = train_step(ck, step, buf, mine, &st);
 		if (after >= 0)
-			idle += now() - t;
+			idle += t;
 		if (after < 0 && rank == 0 && committed(dir, step))
 			after = k;
 	}
@@ -188,14 +194,15 @@ static double async_rep(hvd_ckpt_t *ck, long step, const char *dir,
 	t = now();
 	hvd_ckpt_wait(ck);
 	*waited = max_all(now() - t);
-	blocked = saved + fenced + polled;
+	blocked = saved + st.fenced + st.polled;
 	if (getenv("CKPT_BENCH_VERBOSE"))
 		fprintf(stderr, "rank %d: save %.3f s, fences %.3f s, steps "
 			"(polls, commit) %.3f s, %ld steps (rank 0: on disk "
 			"after %ld, steps after that %.3f s), final wait "
 			"%.3f s; updates %.3f s; the same steps without a "
-			"checkpoint %.3f s\n", rank, saved, fenced,
-			polled, k, after + 1, idle, *waited, updated, mybase);
+			"checkpoint %.3f s\n", rank, saved, st.fenced,
+			st.polled, k, after + 1, idle, *waited, st.updated,
+			mybase);
 	*base = max_all(mybase);
 	return max_all(blocked) + *waited;
 }

@@ -13,10 +13,12 @@
 #include "config.h"
 
 #include "ckpt_internal.h"
+#include "comm.h"
 #include "device.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static void *stage_alloc(hvd_ckpt_t *c, size_t bytes);
 
@@ -49,7 +51,11 @@ err_oom:
 /* The staging copy is what async mode costs the training loop: large ones
  * are split between a few threads, since one core cannot saturate the
  * memory bandwidth of a server (HOROVOD_CHECKPOINT_COPY_THREADS, default:
- * the cores per local rank, at most 4). */
+ * the cores per local rank, at most 4).  The copy streams to memory
+ * (non-temporal stores): the staging lines are not read before they are
+ * written, which saves a third of the memory traffic, and the program's
+ * working set stays in the caches (the 2-core build VM, 512 MiB on each of
+ * 2 ranks at once: 30-45 ms against 42-60 ms with memcpy). */
 #define PAR_COPY_MIN (16u << 20)
 #define PAR_COPY_MAX 16
 
@@ -63,7 +69,8 @@ static void *copy_main(void *arg)
 {
 	struct copy_piece *p = arg;
 
-	memcpy(p->dst, p->src, p->n);
+	hvd_copy_stream(p->dst, p->src, p->n);
+	hvd_stream_fence();
 	return NULL;
 }
 
@@ -77,7 +84,9 @@ static void par_copy(void *dst, const void *src, size_t n, int threads)
 	if (threads > PAR_COPY_MAX)
 		threads = PAR_COPY_MAX;
 	if (threads <= 1 || n < PAR_COPY_MIN) {
-		memcpy(dst, src, n);
+		struct copy_piece one = { dst, src, n };
+
+		copy_main(&one);
 		return;
 	}
 	per = (n / (size_t)threads + 4095) & ~(size_t)4095;
@@ -151,6 +160,11 @@ hvd_status_t ckpt_dev_copy(void *dst, const void *src, size_t n, int to_host)
 			 "CUDA");
 }
 
+/* Host staging in huge pages where the kernel gives them (transparent
+ * huge pages in "madvise" mode, Debian's default): fewer TLB misses in a
+ * copy that touches every page of the state. */
+#define STAGE_HUGE (2u << 20)
+
 static void *stage_alloc(hvd_ckpt_t *c, size_t bytes)
 {
 	void *p = NULL;
@@ -158,7 +172,14 @@ static void *stage_alloc(hvd_ckpt_t *c, size_t bytes)
 	if (c->has_device && cuda_host_alloc &&
 	    cuda_host_alloc(&p, bytes) == HVD_OK)
 		return p;
-	return malloc(bytes);
+	if (bytes < STAGE_HUGE)
+		return malloc(bytes);
+	if (posix_memalign(&p, STAGE_HUGE, bytes))
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	(void)madvise(p, bytes / STAGE_HUGE * STAGE_HUGE, MADV_HUGEPAGE);
+#endif
+	return p;
 }
 
 void ckpt_stage_free(hvd_ckpt_t *c, void *p)

@@ -84,6 +84,11 @@ void reduce_apply3(void *dst, const void *a, const void *b, size_t n,
 		   hvd_dtype_t dtype, hvd_op_t op);
 /* buf[i] *= factor (integers: rounded toward zero after the multiply). */
 void reduce_scale(void *buf, size_t n, hvd_dtype_t dtype, double factor);
+/* memcpy with non-temporal stores: the copy goes to memory without reading
+ * the destination's lines first or evicting the caches' contents; not
+ * ordered with other stores until hvd_stream_fence(). */
+void hvd_copy_stream(void *dst, const void *src, size_t n);
+void hvd_stream_fence(void);
 /* float32 <-> float16 / bfloat16 conversions (round to nearest even). */
 uint16_t hvd_float_to_half(float f);
 float hvd_half_to_float(uint16_t h);

@@ -292,37 +292,6 @@ static void reduce_step(shm_group_t *g, uint64_t b, size_t rbytes,
 	}
 }
 
-/* memcpy with non-temporal stores (SSE2: every x86-64 CPU). */
-static void copy_nt(void *dst, const void *src, size_t n)
-{
-#if defined(__x86_64__)
-	unsigned char *d = dst;
-	const unsigned char *s = src;
-	size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-
-	if (head > n)
-		head = n;
-	memcpy(d, s, head);
-	d += head;
-	s += head;
-	n -= head;
-	for (; n >= 64; n -= 64, d += 64, s += 64) {
-		__m128i x0 = _mm_loadu_si128((const __m128i *)s);
-		__m128i x1 = _mm_loadu_si128((const __m128i *)(s + 16));
-		__m128i x2 = _mm_loadu_si128((const __m128i *)(s + 32));
-		__m128i x3 = _mm_loadu_si128((const __m128i *)(s + 48));
-
-		_mm_stream_si128((__m128i *)d, x0);
-		_mm_stream_si128((__m128i *)(d + 16), x1);
-		_mm_stream_si128((__m128i *)(d + 32), x2);
-		_mm_stream_si128((__m128i *)(d + 48), x3);
-	}
-	memcpy(d, s, n);
-#else
-	memcpy(dst, src, n);
-#endif
-}
-
 #if defined(__x86_64__)
 /* Four vectors to p: streamed (p 16-byte aligned), aligned or not. */
 static inline __attribute__((always_inline)) void
@@ -408,13 +377,6 @@ static void sum2_f32(float *dst, float *own, const float *a, const float *b,
 		own[i] = scale == 1.0f ? a[i] + b[i] : (a[i] + b[i]) * scale;
 		dst[i] = own[i];
 	}
-}
-
-static void nt_fence(void)
-{
-#if defined(__x86_64__)
-	_mm_sfence();
-#endif
 }
 
 /* ------------------------------------------- how peers' data is written
@@ -510,7 +472,7 @@ static void share_mode_end(shm_group_t *g, size_t bytes)
 static void copy_share(shm_group_t *g, void *dst, const void *src, size_t n)
 {
 	if (g->share_now)
-		copy_nt(dst, src, n);
+		hvd_copy_stream(dst, src, n);
 	else
 		memcpy(dst, src, n);
 }
@@ -548,7 +510,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				copy_share(g, region(g, me, b, me, rbytes),
 					   recv + f * es, len * es);
 				if (g->share_now)
-					nt_fence();
+					hvd_stream_fence();
 				publish(&g->ctl[me].red, s);
 			} else {
 				const unsigned char *mine;
@@ -564,7 +526,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				}
 				/* streamed data before the flag */
 				if (g->share_now)
-					nt_fence();
+					hvd_stream_fence();
 				publish(&g->ctl[me].in, s);
 				WAIT_ALL(g, in, s);
 				step_range(count, n, me, R, k, &f, &len);
@@ -596,7 +558,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 					if (scale != 1.0)
 						reduce_scale(own, len, dtype,
 							     scale);
-					copy_nt(dst, own, len * es);
+					hvd_copy_stream(dst, own, len * es);
 				} else {
 					reduce_step(g, b, rbytes, mine, dst,
 						    len, dtype, op);
@@ -610,7 +572,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 							   dst, len * es);
 				}
 				if (g->share_now)
-					nt_fence();
+					hvd_stream_fence();
 				publish(&g->ctl[me].red, s);
 				if (!copy_out)
 					publish(&g->ctl[me].done, s);
@@ -627,7 +589,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 
 				step_range(count, n, p, R, k - 1, &f, &len);
 				if (nt)
-					copy_nt(recv + f * es,
+					hvd_copy_stream(recv + f * es,
 						region(g, p, b, p, rbytes),
 						len * es);
 				else
@@ -639,7 +601,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 		}
 	}
 	if (nt)
-		nt_fence();
+		hvd_stream_fence();
 	g->step = base + K;
 	share_mode_end(g, count * es);
 	return HVD_OK;
@@ -952,7 +914,7 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 				copy_share(g, region(g, root, b, 0, 0),
 					   p + k * C, len);
 				if (g->share_now)
-					nt_fence();
+					hvd_stream_fence();
 				publish(&g->ctl[me].red, st_s);
 			}
 			if (k >= 1) {

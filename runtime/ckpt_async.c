@@ -75,6 +75,21 @@ static void yield_cpu(hvd_ckpt_t *c)
 
 	if (nice <= 0)
 		return;
+	/* only a priority it can get back: an unprivileged thread may not
+	 * lower its nice value again unless RLIMIT_NICE allows it (default
+	 * 0: it does not), and a writer stuck at nice 10 is what the catch-up
+	 * is there to prevent.  One step down and back up tells; where it
+	 * cannot come back the writer stays at nice 1. */
+	if (setpriority(PRIO_PROCESS, (id_t)tid, 1) != 0 ||
+	    setpriority(PRIO_PROCESS, (id_t)tid, 0) != 0) {
+		hvd_log(HVD_LOG_DEBUG,
+			"checkpoint: the writer stays at nice 1, not %ld: "
+			"it could not get the program's priority back (%s; "
+			"RLIMIT_NICE, ulimit -e, of 20 allows it)",
+			nice,
+			strerror(errno));
+		return;
+	}
 	if (setpriority(PRIO_PROCESS, (id_t)tid,
 			(int)(nice > 19 ? 19 : nice)) != 0) {
 		hvd_log(HVD_LOG_DEBUG, "checkpoint: writer priority: %s",

@@ -12,7 +12,7 @@
 
 NP=$(ckpt_np)
 BYTES=${CKPT_ASYNC_BYTES:-$((96 << 20))}
-plan 18
+plan 20
 diag "$NP rank(s), $((BYTES >> 20)) MiB of state per rank"
 
 # blocked FILE: "SUM MAX" of the blocked times at checkpoint steps (every
@@ -84,6 +84,35 @@ ok $? "without the fence the checkpoints still verify (the checksums are of what
 rm -rf "$W/no-fence/step-00000015"
 out=$(run "$NP" "$PROG" "$W/no-fence" 0 5 --overlap --bytes "$BYTES" 2>&1)
 like "$out" "restored 10 BAD" "without the fence, checkpoint 10 holds later values: the test above has teeth"
+
+# The writer's priority: nice 10 only where it can get the program's
+# priority back (the catch-up of a late write); an unprivileged user under
+# the default RLIMIT_NICE (0) cannot lower a nice value again, so there it
+# stays at nice 1.  Root can.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null &&
+	setpriv --reuid=nobody --regid=nogroup --clear-groups true 2>/dev/null; then
+	chmod 755 "$W"
+	mkdir "$W/nice-user" && chown nobody "$W/nice-user"
+	HOROVOD_LOG_LEVEL=debug CKPT_PROG_SOLO=1 HOME=/ \
+		setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		bash -c 'ulimit -e 0 2>/dev/null; exec "$@"' - \
+		"$PROG" "$W/nice-user" 10 5 --async --bytes $((1 << 20)) \
+		>"$W/nice-user.out" 2>"$W/nice-user.err"
+	rc=$?
+	grep -q "stays at nice 1, not 10: it could not get the program's priority back" \
+		"$W/nice-user.err"
+	is "$rc $?" "0 0" \
+		"unprivileged, RLIMIT_NICE 0: the writer stays at nice 1 and the checkpoints are written"
+	[ "$rc" -ne 0 ] && diag_file "$W/nice-user.err"
+	HOROVOD_LOG_LEVEL=debug CKPT_PROG_SOLO=1 "$PROG" "$W/nice-root" 10 5 \
+		--async --bytes $((1 << 20)) >"$W/nice-root.out" 2>"$W/nice-root.err"
+	rc=$?
+	grep -q "stays at nice 1" "$W/nice-root.err"
+	is "$rc $?" "0 1" "root: the writer takes nice 10 (it can get the priority back)"
+else
+	skip "the writer's priority as another user needs root and setpriv"
+	skip "the writer's priority as another user needs root and setpriv"
+fi
 
 # SIGUSR1 to the last rank only, in overlap mode: the ranks agree (through
 # the pipelined per-step allreduce), write a checkpoint of the same step,

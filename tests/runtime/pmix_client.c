@@ -399,7 +399,11 @@ int main(int argc, char **argv)
 
 		while (sigwait(&term_set, &sig) != 0)
 			;
+		/* out before PMIx_Finalize: on a loaded machine hvdrun may
+		 * SIGKILL a rank still finalizing after --grace, and a line
+		 * left in the stdio buffer would be lost with it */
 		printf("rank %u got signal %d\n", me.rank, sig);
+		fflush(stdout);
 		PMIx_Finalize(NULL, 0);
 		return 0;
 	}

@@ -89,6 +89,9 @@ void reduce_scale(void *buf, size_t n, hvd_dtype_t dtype, double factor);
  * ordered with other stores until hvd_stream_fence(). */
 void hvd_copy_stream(void *dst, const void *src, size_t n);
 void hvd_stream_fence(void);
+/* memcpy for the data paths' steps, into memory that may not be cached
+ * (copy_stream.c says why not glibc's). */
+void hvd_copy(void *dst, const void *src, size_t n);
 /* float32 <-> float16 / bfloat16 conversions (round to nearest even). */
 uint16_t hvd_float_to_half(float f);
 float hvd_half_to_float(uint16_t h);

@@ -474,7 +474,7 @@ static void copy_share(shm_group_t *g, void *dst, const void *src, size_t n)
 	if (g->share_now)
 		hvd_copy_stream(dst, src, n);
 	else
-		memcpy(dst, src, n);
+		hvd_copy(dst, src, n);
 }
 
 static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
@@ -495,8 +495,11 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 	share_mode_begin(g, count * es);
 	const size_t moff = hvd_reducescatter_offset(count, me, n);
 	/* outputs far larger than the caches: stream them (no read for
-	 * ownership of lines that will be evicted anyway) */
-	const int nt = count * es >= g->nt_min;
+	 * ownership of lines that will be evicted anyway); not in place,
+	 * where each output line was read as input a step before and is
+	 * still in the cache */
+	const int nt = count * es >= g->nt_min &&
+		       !(kind == PIPE_ALLREDUCE && send == recv);
 
 	for (size_t k = 0; k <= K; k++) {
 		if (k < K) {
@@ -593,9 +596,9 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 						region(g, p, b, p, rbytes),
 						len * es);
 				else
-					memcpy(recv + f * es,
-					       region(g, p, b, p, rbytes),
-					       len * es);
+					hvd_copy(recv + f * es,
+						 region(g, p, b, p, rbytes),
+						 len * es);
 			}
 			publish(&g->ctl[me].done, s);
 		}
@@ -927,8 +930,8 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 						     root);
 					if (st != HVD_OK)
 						return st;
-					memcpy(p + (k - 1) * C,
-					       region(g, root, b, 0, 0), len);
+					hvd_copy(p + (k - 1) * C,
+						 region(g, root, b, 0, 0), len);
 				}
 				publish(&g->ctl[me].done, st_s);
 			}

@@ -8,8 +8,9 @@
  *
  * Alltoallv: pairwise exchange, step s sends to r+s and receives from r-s,
  * at most ALLTOALL_WINDOW steps in flight so that a large exchange does
- * not flood one receiver; small equal blocks within one node go through
- * shared memory in one exchange (shm_alltoall_small).
+ * not flood one receiver; equal blocks within one node go through shared
+ * memory (shm_alltoall: one exchange for small blocks, the pipeline
+ * buffers for larger ones).
  */
 #include "config.h"
 
@@ -23,8 +24,7 @@
 #define ALLTOALL_WINDOW 8
 
 #pragma weak shm_allgather_slices
-#pragma weak shm_alltoall_small
-#pragma weak shm_alltoall_small_max
+#pragma weak shm_alltoall
 
 /* Every block count c, packed in rank order, to and from every rank. */
 static int equal_blocks(const size_t *sc, const size_t *sd,
@@ -160,21 +160,18 @@ hvd_status_t coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 			       sendcounts[r], recvcounts[r]);
 		goto out;
 	}
-	/* Small alltoall of equal blocks on one node (hvd_alltoall's usual
-	 * case): one exchange through shared memory instead of n-1
-	 * transport messages each way.  Members that agree on the blocks
-	 * all take this path; ones that disagree but all fit get
-	 * HVD_ERR_MISMATCH from it. */
-	if (n > 1 && shm_alltoall_small &&
+	/* Alltoall of equal blocks on one node (hvd_alltoall's case):
+	 * through shared memory instead of n-1 transport messages each way.
+	 * Members that agree on the blocks all take this path; ones that
+	 * disagree on their size get HVD_ERR_MISMATCH from it. */
+	if (n > 1 && shm_alltoall &&
 	    equal_blocks(sendcounts, sdispls, recvcounts, rdispls, n)) {
 		struct coll_place p;
 		size_t block = recvcounts[0] * esz;
 
 		coll_place_of(comm, &p);
-		if (p.shm && p.nodes == 1 && comm_shm(comm) &&
-		    block <= shm_alltoall_small_max(comm->shm)) {
-			st = shm_alltoall_small(comm->shm, sendbuf, recvbuf,
-						block);
+		if (p.shm && p.nodes == 1 && comm_shm(comm)) {
+			st = shm_alltoall(comm->shm, sendbuf, recvbuf, block);
 			goto out;
 		}
 	}

@@ -792,22 +792,82 @@ hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,
 	return HVD_OK;
 }
 
-/* The small buffer holds a header with the block size, then the blocks
- * for the peers (at their own offsets). */
+/* Every alltoall starts with one small exchange: the block size in a
+ * header, then, for blocks up to shm_alltoall_small_max, the blocks for
+ * the peers at their own offsets.  The header is always at the same place
+ * of the small buffer (not inline in the flag line for the smallest
+ * calls), so that members that disagree on the size read each other's
+ * header, not bytes of an earlier call. */
 #define A2A_HDR sizeof(uint64_t)
+#define A2A_AT (SHM_INLINE + 1) /* small_buf()'s size for that place */
 
 size_t shm_alltoall_small_max(const shm_group_t *g)
 {
 	return (g->small_max - A2A_HDR) / (size_t)g->n;
 }
 
-hvd_status_t shm_alltoall_small(shm_group_t *g, const void *sendbuf,
-				void *recvbuf, size_t block)
+/* Larger blocks: steps of at most one region (a pipeline buffer's share
+ * for one peer), member r copying step k of its block for p into region p
+ * of its buffer and publishing "in", then, a step behind, copying region
+ * r of every peer's buffer into its output and publishing "done". */
+static hvd_status_t alltoall_pipe(shm_group_t *g, const unsigned char *send,
+				  unsigned char *recv, size_t block)
 {
 	const int me = g->rank, n = g->n;
-	/* the block size in the header, so that ranks that disagree get an
-	 * error instead of each other's bytes */
-	const size_t hdr = A2A_HDR, total = hdr + block * (size_t)n;
+	const size_t rbytes = g->chunk / (size_t)n / 64 * 64;
+	const size_t K = (block + rbytes - 1) / rbytes;
+	const uint64_t base = g->step;
+
+	set_budget(g, rbytes);
+	share_mode_begin(g, block * (size_t)n);
+	for (size_t k = 0; k <= K; k++) {
+		if (k < K) {
+			uint64_t s = base + k + 1, b = (base + k) % g->nbuf;
+			size_t off = k * rbytes;
+			size_t len =
+			    block - off < rbytes ? block - off : rbytes;
+
+			if (s > (uint64_t)g->nbuf)
+				WAIT_ALL(g, done, s - (uint64_t)g->nbuf);
+			for (int p = 0; p < n; p++)
+				if (p != me)
+					copy_share(g,
+						   region(g, me, b, p, rbytes),
+						   send + (size_t)p * block +
+						       off,
+						   len);
+			if (g->share_now)
+				hvd_stream_fence();
+			publish(&g->ctl[me].in, s);
+		}
+		if (k >= 1) {
+			uint64_t s = base + k, b = (base + k - 1) % g->nbuf;
+			size_t off = (k - 1) * rbytes;
+			size_t len =
+			    block - off < rbytes ? block - off : rbytes;
+
+			WAIT_ALL(g, in, s);
+			for (int i = 1; i < n; i++) {
+				int p = (me + i) % n;
+
+				hvd_copy(recv + (size_t)p * block + off,
+					 region(g, p, b, me, rbytes), len);
+			}
+			publish(&g->ctl[me].done, s);
+		}
+	}
+	g->step = base + K;
+	share_mode_end(g, block * (size_t)n);
+	return HVD_OK;
+}
+
+hvd_status_t shm_alltoall(shm_group_t *g, const void *sendbuf, void *recvbuf,
+			  size_t block)
+{
+	const int me = g->rank, n = g->n;
+	const int small = block <= shm_alltoall_small_max(g);
+	const size_t hdr = A2A_HDR;
+	const size_t total = hdr + (small ? block * (size_t)n : 0);
 	const unsigned char *send =
 	    in_place(sendbuf, recvbuf) ? recvbuf : sendbuf;
 	unsigned char *recv = recvbuf, *mine;
@@ -816,29 +876,30 @@ hvd_status_t shm_alltoall_small(shm_group_t *g, const void *sendbuf,
 
 	if (st != HVD_OK || block == 0)
 		return st;
-	if (!sendbuf || !recvbuf || block > shm_alltoall_small_max(g))
+	if (!sendbuf || !recvbuf)
 		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "shared-memory alltoall: %zu bytes per block "
-				 "(at most %zu, buffers not NULL)",
-				 block, shm_alltoall_small_max(g));
-	/* the peers' blocks into the own small buffer of this call's
-	 * parity; each peer takes its block from it */
+				 "shared-memory alltoall: NULL buffer with "
+				 "%zu bytes per block",
+				 block);
+	/* the block size, and small blocks for the peers, into the own
+	 * small buffer of this call's parity */
 	s = g->sseq + 1;
-	mine = small_buf(g, me, s, total);
+	mine = small_buf(g, me, s, A2A_AT);
 	memcpy(mine, &b64, hdr);
-	for (int q = 0; q < n; q++)
-		if (q != me) /* the own block goes straight to recv */
-			memcpy(mine + hdr + (size_t)q * block,
-			       send + (size_t)q * block, block);
-	/* src NULL: already in place; total: spin budget and the prefetch
-	 * of the next call's buffer */
-	st = small_exchange(g, NULL, total, &s);
+	if (small)
+		for (int q = 0; q < n; q++)
+			if (q != me) /* the own block goes straight to recv */
+				memcpy(mine + hdr + (size_t)q * block,
+				       send + (size_t)q * block, block);
+	/* src NULL: already in place; the size: spin budget and the
+	 * prefetch of the next call's buffer */
+	st = small_exchange(g, NULL, total > A2A_AT ? total : A2A_AT, &s);
 	if (st != HVD_OK)
 		return st;
 	for (int q = 0; q < n; q++) {
 		uint64_t theirs;
 
-		memcpy(&theirs, small_buf(g, q, s, total), hdr);
+		memcpy(&theirs, small_buf(g, q, s, A2A_AT), hdr);
 		if (theirs != b64)
 			return hvd_error(HVD_ERR_MISMATCH,
 					 "alltoall: local rank %d sends blocks "
@@ -847,16 +908,24 @@ hvd_status_t shm_alltoall_small(shm_group_t *g, const void *sendbuf,
 					 q, (unsigned long long)theirs, me,
 					 block);
 	}
+	if (small) {
+		for (int i = 1; i < n; i++) {
+			int q = (me + i) % n;
+
+			memcpy(recv + (size_t)q * block,
+			       small_buf(g, q, s, A2A_AT) + hdr +
+				   (size_t)me * block,
+			       block);
+		}
+	} else {
+		st = alltoall_pipe(g, send, recv, block);
+		if (st != HVD_OK)
+			return st;
+	}
+	/* last: in place, the own block was read by nobody else */
 	if (send != recv)
 		memcpy(recv + (size_t)me * block, send + (size_t)me * block,
 		       block);
-	for (int i = 1; i < n; i++) {
-		int q = (me + i) % n;
-
-		memcpy(recv + (size_t)q * block,
-		       small_buf(g, q, s, total) + hdr + (size_t)me * block,
-		       block);
-	}
 	return HVD_OK;
 }
 

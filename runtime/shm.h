@@ -56,12 +56,12 @@ hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,
 				  hvd_dtype_t dtype);
 hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root);
 /* Alltoall of equal blocks of block bytes (sendbuf and recvbuf hold n
- * blocks in rank order; HVD_IN_PLACE or sendbuf == recvbuf allowed), for
- * block <= shm_alltoall_small_max(g): one exchange through the members'
- * small buffers.  Members with different block sizes all get
- * HVD_ERR_MISMATCH. */
-hvd_status_t shm_alltoall_small(shm_group_t *g, const void *sendbuf,
-				void *recvbuf, size_t block);
+ * blocks in rank order; HVD_IN_PLACE or sendbuf == recvbuf allowed): one
+ * exchange through the members' small buffers for block <=
+ * shm_alltoall_small_max(g), the pipeline buffers for larger ones.
+ * Members with different block sizes all get HVD_ERR_MISMATCH. */
+hvd_status_t shm_alltoall(shm_group_t *g, const void *sendbuf, void *recvbuf,
+			  size_t block);
 size_t shm_alltoall_small_max(const shm_group_t *g);
 hvd_status_t shm_barrier(shm_group_t *g);
 

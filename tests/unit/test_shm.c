@@ -34,7 +34,7 @@
 #define NKINDS 6
 static const char *const kind_names[NKINDS] = {
     "allreduce", "reduce_scatter",   "allgather_slices",
-    "broadcast", "barrier",	     "alltoall_small"};
+    "broadcast", "barrier",	     "alltoall"};
 
 struct shared {
 	uint64_t barrier;
@@ -427,16 +427,21 @@ static void run_member(int me, int n, const char *key, int big)
 			}
 		}
 	}
-	/* alltoall of small equal blocks: block q of member p's input is
-	 * byte pattern (p, q, i); member me must end with (q, me, i) in its
-	 * block q.  Blocks from 1 byte to the largest that fits. */
+	/* alltoall of equal blocks: block q of member p's input is byte
+	 * pattern (p, q, i); member me must end with (q, me, i) in its
+	 * block q.  Blocks from 1 byte to the largest that fits the small
+	 * buffers, then larger ones through the pipeline buffers (up to as
+	 * large as the buffers here allow: many steps with the big counts
+	 * and with tiny pipeline buffers) */
 	{
 		size_t maxb = shm_alltoall_small_max(g);
-		size_t blocks[] = {1, 3, 8, 13, 40, 333, maxb};
+		size_t most = maxc * 8 / (size_t)n;
+		size_t blocks[] = {1, 3, 8, 13, 40, 333, maxb, maxb + 1,
+				   70001, most};
 
 		for (size_t bi = 0; bi < sizeof(blocks) / sizeof(*blocks);
 		     bi++) {
-			size_t bs = blocks[bi] > maxb ? maxb : blocks[bi];
+			size_t bs = blocks[bi] > most ? most : blocks[bi];
 
 			for (int ip = 0; ip < 2; ip++) {
 				unsigned char *in = (unsigned char *)(ip ? recv : send);
@@ -450,7 +455,7 @@ static void run_member(int me, int n, const char *key, int big)
 								    q * 7 + i);
 				if (!ip)
 					memset(recv, 0x5a, (size_t)n * bs);
-				st = shm_alltoall_small(
+				st = shm_alltoall(
 				    g, ip ? HVD_IN_PLACE : send, recv, bs);
 				for (int q = 0; q < n && !st; q++)
 					for (size_t i = 0; i < bs; i++)
@@ -472,19 +477,30 @@ static void run_member(int me, int n, const char *key, int big)
 			}
 		}
 		/* members that disagree on the block size all get an error
-		 * (no exchange of garbage) */
+		 * (no exchange of garbage): both small, one small and one
+		 * inline-sized, one small and one large, both large */
 		if (n > 1) {
-			st = shm_alltoall_small(g, send, recv,
-						me == 0 ? 4 : 8);
-			if (st != HVD_ERR_MISMATCH) {
-				note(me, "alltoall with mismatched blocks: "
-					 "status %d, want HVD_ERR_MISMATCH",
-				     (int)st);
-				sh->wrong[me][5]++;
+			size_t pairs[][2] = {{4, 8},
+					     {1, 40},
+					     {8, maxb + 1},
+					     {maxb + 1, maxb + 64}};
+
+			for (int pi = 0; pi < 4; pi++) {
+				st = shm_alltoall(g, send, recv,
+						  pairs[pi][me == 0 ? 0 : 1]);
+				if (st != HVD_ERR_MISMATCH) {
+					note(me,
+					     "alltoall with mismatched blocks "
+					     "%zu/%zu: status %d, want "
+					     "HVD_ERR_MISMATCH",
+					     pairs[pi][0], pairs[pi][1],
+					     (int)st);
+					sh->wrong[me][5]++;
+				}
+				/* the group is still usable afterwards */
+				st = shm_barrier(g);
+				sh->wrong[me][5] += st != HVD_OK;
 			}
-			/* the group is still usable afterwards */
-			st = shm_barrier(g);
-			sh->wrong[me][5] += st != HVD_OK;
 		}
 	}
 	shm_group_destroy(g);

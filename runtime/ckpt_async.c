@@ -72,26 +72,34 @@ static void yield_cpu(hvd_ckpt_t *c)
 	long nice = hvd_env_long("HVD_CKPT_WRITER_NICE", 10);
 	/* syscall: glibc before 2.30 (RHEL 8) has no gettid() */
 	int tid = (int)syscall(SYS_gettid);
+	int nice0;
 
 	if (nice <= 0)
+		return;
+	/* the program's nice value, which the thread inherited */
+	errno = 0;
+	nice0 = getpriority(PRIO_PROCESS, (id_t)tid);
+	if (errno != 0 || nice0 >= 19)
 		return;
 	/* only a priority it can get back: an unprivileged thread may not
 	 * lower its nice value again unless RLIMIT_NICE allows it (default
 	 * 0: it does not), and a writer stuck at nice 10 is what the catch-up
 	 * is there to prevent.  One step down and back up tells; where it
-	 * cannot come back the writer stays at nice 1. */
-	if (setpriority(PRIO_PROCESS, (id_t)tid, 1) != 0 ||
-	    setpriority(PRIO_PROCESS, (id_t)tid, 0) != 0) {
+	 * cannot come back the writer stays one step down. */
+	if (setpriority(PRIO_PROCESS, (id_t)tid, nice0 + 1) != 0)
+		return;
+	if (setpriority(PRIO_PROCESS, (id_t)tid, nice0) != 0) {
 		hvd_log(HVD_LOG_DEBUG,
-			"checkpoint: the writer stays at nice 1, not %ld: "
+			"checkpoint: the writer stays at nice %d, not %d: "
 			"it could not get the program's priority back (%s; "
-			"RLIMIT_NICE, ulimit -e, of 20 allows it)",
-			nice,
-			strerror(errno));
+			"RLIMIT_NICE, ulimit -e, of %d allows it)",
+			nice0 + 1, nice0 + (int)nice, strerror(errno),
+			20 - nice0);
 		return;
 	}
+	c->thread_nice0 = nice0;
 	if (setpriority(PRIO_PROCESS, (id_t)tid,
-			(int)(nice > 19 ? 19 : nice)) != 0) {
+			nice0 + nice > 19 ? 19 : nice0 + (int)nice) != 0) {
 		hvd_log(HVD_LOG_DEBUG, "checkpoint: writer priority: %s",
 			strerror(errno));
 		return;
@@ -109,7 +117,8 @@ void ckpt_async_catch_up(hvd_ckpt_t *c, long step)
 		return;
 	tid = __atomic_exchange_n(&c->thread_tid, 0, __ATOMIC_ACQ_REL);
 	/* the thread is still running (not done), so the tid is its own */
-	if (tid > 0 && setpriority(PRIO_PROCESS, (id_t)tid, 0) != 0)
+	if (tid > 0 &&
+	    setpriority(PRIO_PROCESS, (id_t)tid, c->thread_nice0) != 0)
 		hvd_log(HVD_LOG_DEBUG, "checkpoint: writer priority: %s",
 			strerror(errno));
 }

@@ -90,6 +90,7 @@ struct hvd_ckpt {
 	int thread_done;        /* __atomic: the thread's work is done */
 	int thread_tid;         /* __atomic: its tid once it lowered its
 				   priority (0: it did not)           */
+	int thread_nice0;       /* the program's nice value it started at */
 	int copy_done;          /* under mu: staging copy taken (fence) */
 	pthread_cond_t copy_cv;
 	pthread_mutex_t mu;     /* meta, copy_done                     */

@@ -594,28 +594,29 @@ hvd_status_t hvd_ckpt_step(hvd_ckpt_t *c, long step, int *stop)
 	return st;
 }
 
+/* Everything in flight, per-step poll and checkpoint, finished now. */
+static hvd_status_t drain(hvd_ckpt_t *c)
+{
+	hvd_status_t st = ckpt_poll_drop(c), st2 = ckpt_async_flush(c);
+
+	return st != HVD_OK ? st : st2;
+}
+
 hvd_status_t hvd_ckpt_wait(hvd_ckpt_t *c)
 {
-	hvd_status_t st, st2;
-
 	if (!c)
 		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_wait: ckpt is "
 				 "NULL");
-	st = ckpt_poll_drop(c);
-	st2 = ckpt_async_flush(c);
-	return st != HVD_OK ? st : st2;
+	return drain(c);
 }
 
 hvd_status_t hvd_ckpt_close(hvd_ckpt_t *c)
 {
-	hvd_status_t st, st2;
+	hvd_status_t st;
 
 	if (!c)
 		return HVD_OK;
-	st = ckpt_poll_drop(c);
-	st2 = ckpt_async_flush(c);
-	if (st == HVD_OK)
-		st = st2;
+	st = drain(c);
 	if (c->prune_step >= 0)
 		ckpt_prune(c->dir, c->keep, c->prune_step, NULL, NULL);
 	if (hook_ckpt == c) {

@@ -166,6 +166,18 @@ static void *publisher_main(void *arg)
 	return NULL;
 }
 
+/* Start this phase's thread; 0 or pthread_create's error. */
+static int spawn(hvd_ckpt_t *c, void *(*fn)(void *))
+{
+	int err;
+
+	__atomic_store_n(&c->thread_done, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->thread_tid, 0, __ATOMIC_RELAXED);
+	err = pthread_create(&c->thread, NULL, fn, c);
+	c->thread_started = err == 0;
+	return err;
+}
+
 static void join(hvd_ckpt_t *c)
 {
 	if (c->thread_started)
@@ -196,16 +208,14 @@ hvd_status_t ckpt_async_start(hvd_ckpt_t *c, long step)
 					      : CKPT_STAGE_ALL);
 	if (!c->overlap || st != HVD_OK)
 		c->copy_done = 1;
+	c->thread_started = 0;
 	if (st == HVD_OK) {
-		__atomic_store_n(&c->thread_done, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&c->thread_tid, 0, __ATOMIC_RELAXED);
-		err = pthread_create(&c->thread, NULL, writer_main, c);
+		err = spawn(c, writer_main);
 		if (err)
 			st = hvd_error(HVD_ERR_INTERNAL, "checkpoint: cannot "
 				       "start the writer thread: %s",
 				       strerror(err));
 	}
-	c->thread_started = st == HVD_OK;
 	if (st != HVD_OK) {
 		/* the other ranks' writes are under way: this rank's failure
 		 * joins the agreement, as if its writer had failed
@@ -263,10 +273,7 @@ hvd_status_t ckpt_async_advance(hvd_ckpt_t *c, int64_t fail)
 	c->in_flight = CKPT_PUBLISHING;
 	if (c->rank != 0)
 		return HVD_OK;
-	__atomic_store_n(&c->thread_done, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->thread_tid, 0, __ATOMIC_RELAXED);
-	err = pthread_create(&c->thread, NULL, publisher_main, c);
-	c->thread_started = err == 0;
+	err = spawn(c, publisher_main);
 	if (err) {
 		hvd_log(HVD_LOG_WARNING, "checkpoint: cannot start the "
 			"publisher thread (%s): committing on this thread",

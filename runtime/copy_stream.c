@@ -31,42 +31,12 @@
 #include <emmintrin.h>
 #endif
 
-/* SSE2: every x86-64 CPU. */
-void hvd_copy_stream(void *dst, const void *src, size_t n)
-{
 #if defined(__x86_64__)
-	unsigned char *d = dst;
-	const unsigned char *s = src;
-	size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-
-	if (head > n)
-		head = n;
-	memcpy(d, s, head);
-	d += head;
-	s += head;
-	n -= head;
-	for (; n >= 64; n -= 64, d += 64, s += 64) {
-		__m128i x0 = _mm_loadu_si128((const __m128i *)s);
-		__m128i x1 = _mm_loadu_si128((const __m128i *)(s + 16));
-		__m128i x2 = _mm_loadu_si128((const __m128i *)(s + 32));
-		__m128i x3 = _mm_loadu_si128((const __m128i *)(s + 48));
-
-		_mm_stream_si128((__m128i *)d, x0);
-		_mm_stream_si128((__m128i *)(d + 16), x1);
-		_mm_stream_si128((__m128i *)(d + 32), x2);
-		_mm_stream_si128((__m128i *)(d + 48), x3);
-	}
-	memcpy(d, s, n);
-#else
-	memcpy(dst, src, n);
-#endif
-}
-
-void hvd_copy(void *dst, const void *src, size_t n)
+/* 64 bytes at a time (SSE2: every x86-64 CPU), streamed (d 16-byte
+ * aligned) or stored through the caches; returns the bytes copied. */
+static inline __attribute__((always_inline)) size_t
+copy64(unsigned char *d, const unsigned char *s, size_t n, const int nt)
 {
-#if defined(__x86_64__)
-	unsigned char *d = dst;
-	const unsigned char *s = src;
 	size_t i = 0;
 
 	for (; i + 64 <= n; i += 64) {
@@ -75,12 +45,48 @@ void hvd_copy(void *dst, const void *src, size_t n)
 		__m128i x2 = _mm_loadu_si128((const __m128i *)(s + i + 32));
 		__m128i x3 = _mm_loadu_si128((const __m128i *)(s + i + 48));
 
-		_mm_storeu_si128((__m128i *)(d + i), x0);
-		_mm_storeu_si128((__m128i *)(d + i + 16), x1);
-		_mm_storeu_si128((__m128i *)(d + i + 32), x2);
-		_mm_storeu_si128((__m128i *)(d + i + 48), x3);
+		if (nt) {
+			_mm_stream_si128((__m128i *)(d + i), x0);
+			_mm_stream_si128((__m128i *)(d + i + 16), x1);
+			_mm_stream_si128((__m128i *)(d + i + 32), x2);
+			_mm_stream_si128((__m128i *)(d + i + 48), x3);
+		} else {
+			_mm_storeu_si128((__m128i *)(d + i), x0);
+			_mm_storeu_si128((__m128i *)(d + i + 16), x1);
+			_mm_storeu_si128((__m128i *)(d + i + 32), x2);
+			_mm_storeu_si128((__m128i *)(d + i + 48), x3);
+		}
 	}
+	return i;
+}
+#endif
+
+void hvd_copy_stream(void *dst, const void *src, size_t n)
+{
+#if defined(__x86_64__)
+	unsigned char *d = dst;
+	const unsigned char *s = src;
+	size_t head = (16 - ((uintptr_t)d & 15)) & 15, i;
+
+	if (head > n)
+		head = n;
+	memcpy(d, s, head);
+	d += head;
+	s += head;
+	n -= head;
+	i = copy64(d, s, n, 1);
 	memcpy(d + i, s + i, n - i);
+#else
+	memcpy(dst, src, n);
+#endif
+}
+
+void hvd_copy(void *dst, const void *src, size_t n)
+{
+#if defined(__x86_64__)
+	size_t i = copy64(dst, src, n, 0);
+
+	memcpy((unsigned char *)dst + i, (const unsigned char *)src + i, n - i);
 #else
 	memcpy(dst, src, n);
 #endif

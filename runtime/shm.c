@@ -477,6 +477,15 @@ static void copy_share(shm_group_t *g, void *dst, const void *src, size_t n)
 		hvd_copy(dst, src, n);
 }
 
+/* Publish s in f after data for the peers written in this call's mode:
+ * streamed stores are ordered before the flag by a fence. */
+static void publish_shared(shm_group_t *g, struct shm_flag *f, uint64_t s)
+{
+	if (g->share_now)
+		hvd_stream_fence();
+	publish(f, s);
+}
+
 static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 			     const unsigned char *send, unsigned char *recv,
 			     size_t count, hvd_dtype_t dtype, hvd_op_t op,
@@ -512,9 +521,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 				step_range(count, n, me, R, k, &f, &len);
 				copy_share(g, region(g, me, b, me, rbytes),
 					   recv + f * es, len * es);
-				if (g->share_now)
-					hvd_stream_fence();
-				publish(&g->ctl[me].red, s);
+				publish_shared(g, &g->ctl[me].red, s);
 			} else {
 				const unsigned char *mine;
 				unsigned char *dst;
@@ -527,10 +534,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 						   region(g, me, b, p, rbytes),
 						   send + f * es, len * es);
 				}
-				/* streamed data before the flag */
-				if (g->share_now)
-					hvd_stream_fence();
-				publish(&g->ctl[me].in, s);
+				publish_shared(g, &g->ctl[me].in, s);
 				WAIT_ALL(g, in, s);
 				step_range(count, n, me, R, k, &f, &len);
 				mine = send + f * es;
@@ -574,9 +578,7 @@ static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
 								  rbytes),
 							   dst, len * es);
 				}
-				if (g->share_now)
-					hvd_stream_fence();
-				publish(&g->ctl[me].red, s);
+				publish_shared(g, &g->ctl[me].red, s);
 				if (!copy_out)
 					publish(&g->ctl[me].done, s);
 			}
@@ -836,9 +838,7 @@ static hvd_status_t alltoall_pipe(shm_group_t *g, const unsigned char *send,
 						   send + (size_t)p * block +
 						       off,
 						   len);
-			if (g->share_now)
-				hvd_stream_fence();
-			publish(&g->ctl[me].in, s);
+			publish_shared(g, &g->ctl[me].in, s);
 		}
 		if (k >= 1) {
 			uint64_t s = base + k, b = (base + k - 1) % g->nbuf;
@@ -985,9 +985,7 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 						 st_s - (uint64_t)g->nbuf);
 				copy_share(g, region(g, root, b, 0, 0),
 					   p + k * C, len);
-				if (g->share_now)
-					hvd_stream_fence();
-				publish(&g->ctl[me].red, st_s);
+				publish_shared(g, &g->ctl[me].red, st_s);
 			}
 			if (k >= 1) {
 				uint64_t st_s = base + k;

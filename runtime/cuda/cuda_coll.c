@@ -15,9 +15,9 @@
  */
 #include "config.h"
 
-#include "comm.h"
-#include "cuda_internal.h"
-#include "device.h"
+#include "comm/comm.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/device.h"
 
 #include <pthread.h>
 #include <stdlib.h>

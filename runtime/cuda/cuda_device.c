@@ -18,8 +18,8 @@
  */
 #include "config.h"
 
-#include "cuda_internal.h"
-#include "device.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/device.h"
 
 #include <cuda.h>
 #include <pthread.h>

@@ -19,7 +19,7 @@
 #ifndef HVD_CUDA_INTERNAL_H
 #define HVD_CUDA_INTERNAL_H
 
-#include "hvd_internal.h"
+#include "base/base.h"
 
 #include <cuda_runtime.h>
 /* nccl.h declares ncclGroupStart() without (void). */

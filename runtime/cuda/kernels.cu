@@ -17,7 +17,7 @@
  */
 #include "config.h"
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -5,7 +5,7 @@
  * process-set mismatch), fusion plan, process-set spec parsing, stall
  * report, timeline file format, autotune sweep.
  */
-#include "engine.h"
+#include "engine/engine.h"
 #include "hvd.h"
 #include "tap.h"
 

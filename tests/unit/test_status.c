@@ -1,6 +1,6 @@
 /* Statuses, type and op names, size parsing and the reducescatter split. */
 #include "hvd.h"
-#include "hvd_internal.h"
+#include "base/base.h"
 #include "tap.h"
 
 int main(void)

@@ -1,0 +1,418 @@
+/*
+ * status.c - statuses and error messages, type and op names, logging and
+ * environment knobs: the small things every other part of libhvd uses.
+ *
+ * The last error message is thread-local, so that concurrent callers each
+ * see their own; a message is always set before an error status returns.
+ */
+#include "config.h"
+
+#include "base/base.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <signal.h>
+#include <time.h>
+
+#define ERRBUF 1024
+
+static _Thread_local char last_error[ERRBUF];
+
+static const char *const status_names[] = {
+	[HVD_OK] = "HVD_OK",
+	[HVD_IN_PROGRESS] = "HVD_IN_PROGRESS",
+	[HVD_ERR_NOT_INITIALIZED] = "HVD_ERR_NOT_INITIALIZED",
+	[HVD_ERR_INVALID_ARG] = "HVD_ERR_INVALID_ARG",
+	[HVD_ERR_BAD_TYPE] = "HVD_ERR_BAD_TYPE",
+	[HVD_ERR_BAD_OP] = "HVD_ERR_BAD_OP",
+	[HVD_ERR_BOOTSTRAP] = "HVD_ERR_BOOTSTRAP",
+	[HVD_ERR_TRANSPORT] = "HVD_ERR_TRANSPORT",
+	[HVD_ERR_PEER_FAILED] = "HVD_ERR_PEER_FAILED",
+	[HVD_ERR_TIMEOUT] = "HVD_ERR_TIMEOUT",
+	[HVD_ERR_NO_MEMORY] = "HVD_ERR_NO_MEMORY",
+	[HVD_ERR_MISMATCH] = "HVD_ERR_MISMATCH",
+	[HVD_ERR_STALLED] = "HVD_ERR_STALLED",
+	[HVD_ERR_NOT_MEMBER] = "HVD_ERR_NOT_MEMBER",
+	[HVD_ERR_PROCESS_SET] = "HVD_ERR_PROCESS_SET",
+	[HVD_ERR_SHUTDOWN] = "HVD_ERR_SHUTDOWN",
+	[HVD_ERR_IO] = "HVD_ERR_IO",
+	[HVD_ERR_CORRUPT] = "HVD_ERR_CORRUPT",
+	[HVD_ERR_CUDA] = "HVD_ERR_CUDA",
+	[HVD_ERR_NCCL] = "HVD_ERR_NCCL",
+	[HVD_ERR_UNSUPPORTED] = "HVD_ERR_UNSUPPORTED",
+	[HVD_ERR_DUPLICATE_NAME] = "HVD_ERR_DUPLICATE_NAME",
+	[HVD_ERR_INTERNAL] = "HVD_ERR_INTERNAL",
+};
+
+const char *hvd_status_name(hvd_status_t status)
+{
+	if ((unsigned)status < sizeof(status_names) / sizeof(status_names[0]) &&
+	    status_names[status])
+		return status_names[status];
+	return "HVD_ERR_UNKNOWN";
+}
+
+const char *hvd_last_error(void)
+{
+	return last_error;
+}
+
+void hvd_error_clear(void)
+{
+	last_error[0] = '\0';
+}
+
+hvd_status_t hvd_verror(hvd_status_t status, const char *fmt, va_list ap)
+{
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	hvd_log(HVD_LOG_DEBUG, "%s: %s", hvd_status_name(status), last_error);
+	return status;
+}
+
+hvd_status_t hvd_error(hvd_status_t status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	hvd_verror(status, fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+hvd_status_t hvd_error_prefix(hvd_status_t status, const char *fmt, ...)
+{
+	char prefix[ERRBUF / 4], old[ERRBUF];
+	size_t n;
+	va_list ap;
+
+	memcpy(old, last_error, sizeof(old));
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	n = strlen(prefix);
+	memcpy(last_error, prefix, n);
+	last_error[n] = ':';
+	last_error[n + 1] = ' ';
+	memcpy(last_error + n + 2, old, ERRBUF - n - 2);
+	last_error[ERRBUF - 1] = '\0';
+	return status;
+}
+
+/* ------------------------------------------------------------- types */
+
+static const struct {
+	const char *name;
+	size_t size;
+} dtypes[HVD_DTYPE_COUNT] = {
+	[HVD_UINT8] = {"uint8", 1},     [HVD_INT8] = {"int8", 1},
+	[HVD_INT32] = {"int32", 4},     [HVD_INT64] = {"int64", 8},
+	[HVD_FLOAT16] = {"float16", 2}, [HVD_BFLOAT16] = {"bfloat16", 2},
+	[HVD_FLOAT32] = {"float32", 4}, [HVD_FLOAT64] = {"float64", 8},
+};
+
+static const char *const op_names[HVD_OP_COUNT] = {
+	[HVD_SUM] = "sum", [HVD_AVERAGE] = "avg", [HVD_MIN] = "min",
+	[HVD_MAX] = "max", [HVD_PRODUCT] = "prod",
+};
+
+size_t hvd_dtype_size(hvd_dtype_t dtype)
+{
+	return (unsigned)dtype < HVD_DTYPE_COUNT ? dtypes[dtype].size : 0;
+}
+
+const char *hvd_dtype_name(hvd_dtype_t dtype)
+{
+	return (unsigned)dtype < HVD_DTYPE_COUNT ? dtypes[dtype].name : NULL;
+}
+
+hvd_status_t hvd_dtype_parse(const char *name, hvd_dtype_t *dtype)
+{
+	static const struct {
+		const char *alias;
+		hvd_dtype_t dtype;
+	} aliases[] = {
+		{"half", HVD_FLOAT16},   {"fp16", HVD_FLOAT16},
+		{"bf16", HVD_BFLOAT16},  {"float", HVD_FLOAT32},
+		{"fp32", HVD_FLOAT32},   {"double", HVD_FLOAT64},
+		{"fp64", HVD_FLOAT64},   {"int", HVD_INT32},
+		{"char", HVD_INT8},      {"byte", HVD_UINT8},
+	};
+
+	if (!name || !dtype)
+		return hvd_error(HVD_ERR_INVALID_ARG, "type name is NULL");
+	for (int i = 0; i < HVD_DTYPE_COUNT; i++)
+		if (strcasecmp(name, dtypes[i].name) == 0) {
+			*dtype = (hvd_dtype_t)i;
+			return HVD_OK;
+		}
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+		if (strcasecmp(name, aliases[i].alias) == 0) {
+			*dtype = aliases[i].dtype;
+			return HVD_OK;
+		}
+	return hvd_error(HVD_ERR_BAD_TYPE,
+			 "unknown type '%s': expected one of uint8, int8, "
+			 "int32, int64, float16, bfloat16, float32, float64",
+			 name);
+}
+
+const char *hvd_op_name(hvd_op_t op)
+{
+	return (unsigned)op < HVD_OP_COUNT ? op_names[op] : NULL;
+}
+
+hvd_status_t hvd_op_parse(const char *name, hvd_op_t *op)
+{
+	if (!name || !op)
+		return hvd_error(HVD_ERR_INVALID_ARG, "op name is NULL");
+	for (int i = 0; i < HVD_OP_COUNT; i++)
+		if (strcasecmp(name, op_names[i]) == 0) {
+			*op = (hvd_op_t)i;
+			return HVD_OK;
+		}
+	if (strcasecmp(name, "average") == 0 || strcasecmp(name, "mean") == 0) {
+		*op = HVD_AVERAGE;
+		return HVD_OK;
+	}
+	if (strcasecmp(name, "product") == 0) {
+		*op = HVD_PRODUCT;
+		return HVD_OK;
+	}
+	return hvd_error(HVD_ERR_BAD_OP,
+			 "unknown reduction '%s': expected sum, avg, min, max "
+			 "or prod",
+			 name);
+}
+
+size_t hvd_reducescatter_count(size_t count, int rank, int size)
+{
+	if (size <= 0 || rank < 0 || rank >= size)
+		return 0;
+	return count / (size_t)size + ((size_t)rank < count % (size_t)size);
+}
+
+size_t hvd_reducescatter_offset(size_t count, int rank, int size)
+{
+	size_t base, extra;
+
+	if (size <= 0 || rank < 0)
+		return 0;
+	if (rank > size)
+		rank = size;
+	base = count / (size_t)size;
+	extra = count % (size_t)size;
+	return base * (size_t)rank +
+	       ((size_t)rank < extra ? (size_t)rank : extra);
+}
+
+/* ----------------------------------------------------------- logging */
+
+static int log_level = -1;
+static int log_rank = -1;
+
+static const char *const level_names[] = {"trace",   "debug", "info",
+					  "warning", "error", "fatal"};
+
+static int log_threshold(void)
+{
+	if (log_level < 0) {
+		const char *v = getenv("HOROVOD_LOG_LEVEL");
+		int level = HVD_LOG_WARNING;
+
+		if (v && *v) {
+			for (int i = 0; i <= HVD_LOG_FATAL; i++)
+				if (strcasecmp(v, level_names[i]) == 0)
+					level = i;
+			if (strcasecmp(v, "warn") == 0)
+				level = HVD_LOG_WARNING;
+		}
+		log_level = level;
+	}
+	return log_level;
+}
+
+int hvd_log_enabled(enum hvd_log_level level)
+{
+	return (int)level >= log_threshold();
+}
+
+void hvd_log_set_rank(int rank)
+{
+	log_rank = rank;
+}
+
+void hvd_log(enum hvd_log_level level, const char *fmt, ...)
+{
+	char msg[ERRBUF];
+	va_list ap;
+
+	if (!hvd_log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (log_rank >= 0)
+		fprintf(stderr, "hvd: [%d] %s: %s\n", log_rank,
+			level_names[level], msg);
+	else
+		fprintf(stderr, "hvd: %s: %s\n", level_names[level], msg);
+}
+
+/* ------------------------------------------------------ environment */
+
+int hvd_parse_size(const char *s, size_t *out)
+{
+	char *end;
+	unsigned long long v, mult = 1;
+
+	if (!s || !*s || !isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	switch (toupper((unsigned char)*end)) {
+	case '\0':
+		break;
+	case 'K':
+		mult = 1ULL << 10;
+		end++;
+		break;
+	case 'M':
+		mult = 1ULL << 20;
+		end++;
+		break;
+	case 'G':
+		mult = 1ULL << 30;
+		end++;
+		break;
+	case 'T':
+		mult = 1ULL << 40;
+		end++;
+		break;
+	default:
+		return -1;
+	}
+	if (*end == 'i' || *end == 'I')
+		end++;
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end != '\0' || (v && mult > ~0ULL / v))
+		return -1;
+	*out = (size_t)(v * mult);
+	return 0;
+}
+
+long hvd_env_long(const char *name, long def)
+{
+	const char *v = getenv(name);
+	char *end;
+	long r;
+
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	r = strtol(v, &end, 10);
+	if (errno || *end != '\0') {
+		hvd_log(HVD_LOG_WARNING,
+			"%s=%s is not an integer; using the default %ld", name,
+			v, def);
+		return def;
+	}
+	return r;
+}
+
+double hvd_env_double(const char *name, double def)
+{
+	const char *v = getenv(name);
+	char *end;
+	double r;
+
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	r = strtod(v, &end);
+	if (errno || *end != '\0') {
+		hvd_log(HVD_LOG_WARNING,
+			"%s=%s is not a number; using the default %g", name, v,
+			def);
+		return def;
+	}
+	return r;
+}
+
+int hvd_env_bool(const char *name, int def)
+{
+	const char *v = getenv(name);
+
+	if (!v || !*v)
+		return def;
+	if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
+	    !strcasecmp(v, "on"))
+		return 1;
+	if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") ||
+	    !strcasecmp(v, "off"))
+		return 0;
+	hvd_log(HVD_LOG_WARNING, "%s=%s is not a boolean (1/0); using %d", name,
+		v, def);
+	return def;
+}
+
+size_t hvd_env_size(const char *name, size_t def)
+{
+	const char *v = getenv(name);
+	size_t r;
+
+	if (!v || !*v)
+		return def;
+	if (hvd_parse_size(v, &r) < 0) {
+		hvd_log(HVD_LOG_WARNING,
+			"%s=%s is not a size (e.g. 65536, 64K, 1M); using %zu",
+			name, v, def);
+		return def;
+	}
+	return r;
+}
+
+double hvd_now(void)
+{
+	return (double)hvd_now_ns() * 1e-9;
+}
+
+unsigned long long hvd_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ULL +
+	       (unsigned long long)ts.tv_nsec;
+}
+
+int hvd_pid_dead(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	int dead = 0;
+
+	if (pid <= 0)
+		return 0;
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return 1;
+	/* A zombie (or a process of another user: EPERM) still exists for
+	 * kill(): its state in /proc says whether it has exited. */
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f)) {
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+			dead = 1;
+	}
+	fclose(f);
+	return dead;
+}

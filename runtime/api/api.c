@@ -69,40 +69,35 @@ static hvd_status_t check_buf(const char *fn, const char *name,
 	return HVD_OK;
 }
 
-#define CHECK(expr)                                                            \
-	do {                                                                   \
-		hvd_status_t st_ = (expr);                                     \
-		if (st_ != HVD_OK)                                             \
-			return st_;                                            \
-	} while (0)
-
 hvd_status_t hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
 			   hvd_dtype_t dtype, hvd_op_t op)
 {
 	const char *fn = "hvd_allreduce";
 
-	CHECK(need_init(fn));
-	CHECK(check_type(fn, dtype));
-	CHECK(check_op(fn, op));
-	CHECK(check_count(fn, count, dtype, 1));
-	CHECK(check_buf(fn, "sendbuf", sendbuf, count));
-	CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(check_type(fn, dtype));
+	HVD_CHECK(check_op(fn, op));
+	HVD_CHECK(check_count(fn, count, dtype, 1));
+	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
 	return coll_allreduce(comm_world(), sendbuf, recvbuf, count, dtype, op);
 }
 
 /* n counts of count each: the v-variant arguments of the even
- * collectives (NULL with the error set when out of memory). */
-static size_t *uniform_counts(int n, size_t count)
+ * collectives. */
+static hvd_status_t uniform_counts(const char *fn, int n, size_t count,
+				   size_t **out)
 {
 	size_t *counts = malloc((size_t)n * sizeof(size_t));
 
-	if (!counts) {
-		hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-		return NULL;
-	}
+	if (!counts)
+		return hvd_error(HVD_ERR_NO_MEMORY,
+				 "hvd: %s(): out of memory for %d counts", fn,
+				 n);
 	for (int i = 0; i < n; i++)
 		counts[i] = count;
-	return counts;
+	*out = counts;
+	return HVD_OK;
 }
 
 hvd_status_t hvd_allgather(const void *sendbuf, void *recvbuf, size_t count,
@@ -110,18 +105,16 @@ hvd_status_t hvd_allgather(const void *sendbuf, void *recvbuf, size_t count,
 {
 	const char *fn = "hvd_allgather";
 	int n;
-	size_t *counts;
+	size_t *counts = NULL;
 	hvd_status_t st;
 
-	CHECK(need_init(fn));
-	CHECK(check_type(fn, dtype));
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(check_type(fn, dtype));
 	n = comm_size(comm_world());
-	CHECK(check_count(fn, count, dtype, (size_t)n));
-	CHECK(check_buf(fn, "sendbuf", sendbuf, count));
-	CHECK(check_buf(fn, "recvbuf", recvbuf, count));
-	counts = uniform_counts(n, count);
-	if (!counts)
-		return HVD_ERR_NO_MEMORY;
+	HVD_CHECK(check_count(fn, count, dtype, (size_t)n));
+	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+	HVD_CHECK(uniform_counts(fn, n, count, &counts));
 	st = coll_allgatherv(comm_world(), sendbuf, count, recvbuf, counts,
 			     NULL, dtype);
 	free(counts);
@@ -136,8 +129,8 @@ hvd_status_t hvd_allgatherv(const void *sendbuf, size_t sendcount,
 	size_t total = 0;
 	int n, r;
 
-	CHECK(need_init(fn));
-	CHECK(check_type(fn, dtype));
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(check_type(fn, dtype));
 	if (!recvcounts)
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "hvd: %s(): recvcounts is NULL (expected "
@@ -152,14 +145,14 @@ hvd_status_t hvd_allgatherv(const void *sendbuf, size_t sendcount,
 					 fn);
 		total += recvcounts[i];
 	}
-	CHECK(check_count(fn, total, dtype, 1));
+	HVD_CHECK(check_count(fn, total, dtype, 1));
 	if (recvcounts[r] != sendcount)
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "hvd: %s(): sendcount is %zu but "
 				 "recvcounts[%d] (this rank) is %zu",
 				 fn, sendcount, r, recvcounts[r]);
-	CHECK(check_buf(fn, "sendbuf", sendbuf, sendcount));
-	CHECK(check_buf(fn, "recvbuf", recvbuf, total));
+	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, sendcount));
+	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, total));
 	return coll_allgatherv(comm_world(), sendbuf, sendcount, recvbuf,
 			       recvcounts, displs, dtype);
 }
@@ -170,16 +163,16 @@ hvd_status_t hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype,
 	const char *fn = "hvd_broadcast";
 	int n;
 
-	CHECK(need_init(fn));
-	CHECK(check_type(fn, dtype));
-	CHECK(check_count(fn, count, dtype, 1));
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(check_type(fn, dtype));
+	HVD_CHECK(check_count(fn, count, dtype, 1));
 	n = comm_size(comm_world());
 	if (root < 0 || root >= n)
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "hvd: %s(): root %d is not a rank (expected "
 				 "0..%d)",
 				 fn, root, n - 1);
-	CHECK(check_buf(fn, "buf", buf, count));
+	HVD_CHECK(check_buf(fn, "buf", buf, count));
 	return coll_broadcast(comm_world(), buf, count, dtype, root);
 }
 
@@ -187,19 +180,17 @@ hvd_status_t hvd_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 			  hvd_dtype_t dtype)
 {
 	const char *fn = "hvd_alltoall";
-	size_t *counts;
+	size_t *counts = NULL;
 	hvd_status_t st;
 	int n;
 
-	CHECK(need_init(fn));
-	CHECK(check_type(fn, dtype));
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(check_type(fn, dtype));
 	n = comm_size(comm_world());
-	CHECK(check_count(fn, count, dtype, (size_t)n));
-	CHECK(check_buf(fn, "sendbuf", sendbuf, count));
-	CHECK(check_buf(fn, "recvbuf", recvbuf, count));
-	counts = uniform_counts(n, count);
-	if (!counts)
-		return HVD_ERR_NO_MEMORY;
+	HVD_CHECK(check_count(fn, count, dtype, (size_t)n));
+	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+	HVD_CHECK(uniform_counts(fn, n, count, &counts));
 	st = coll_alltoallv(comm_world(), sendbuf, counts, NULL, recvbuf,
 			    counts, NULL, dtype);
 	free(counts);
@@ -215,8 +206,8 @@ hvd_status_t hvd_alltoallv(const void *sendbuf, const size_t *sendcounts,
 	size_t stot = 0, rtot = 0;
 	int n;
 
-	CHECK(need_init(fn));
-	CHECK(check_type(fn, dtype));
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(check_type(fn, dtype));
 	if (!sendcounts || !recvcounts)
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "hvd: %s(): %s is NULL (expected one count "
@@ -231,10 +222,10 @@ hvd_status_t hvd_alltoallv(const void *sendbuf, const size_t *sendcounts,
 		stot += sendcounts[i];
 		rtot += recvcounts[i];
 	}
-	CHECK(check_count(fn, stot, dtype, 1));
-	CHECK(check_count(fn, rtot, dtype, 1));
-	CHECK(check_buf(fn, "sendbuf", sendbuf, stot));
-	CHECK(check_buf(fn, "recvbuf", recvbuf, rtot));
+	HVD_CHECK(check_count(fn, stot, dtype, 1));
+	HVD_CHECK(check_count(fn, rtot, dtype, 1));
+	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, stot));
+	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, rtot));
 	return coll_alltoallv(comm_world(), sendbuf, sendcounts, sdispls,
 			      recvbuf, recvcounts, rdispls, dtype);
 }
@@ -245,14 +236,14 @@ hvd_status_t hvd_reducescatter(const void *sendbuf, void *recvbuf,
 	const char *fn = "hvd_reducescatter";
 	int n, r;
 
-	CHECK(need_init(fn));
-	CHECK(check_type(fn, dtype));
-	CHECK(check_op(fn, op));
-	CHECK(check_count(fn, count, dtype, 1));
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(check_type(fn, dtype));
+	HVD_CHECK(check_op(fn, op));
+	HVD_CHECK(check_count(fn, count, dtype, 1));
 	n = comm_size(comm_world());
 	r = comm_rank(comm_world());
-	CHECK(check_buf(fn, "sendbuf", sendbuf, count));
-	CHECK(check_buf(fn, "recvbuf", recvbuf,
+	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf,
 			sendbuf == HVD_IN_PLACE
 				? count
 				: hvd_reducescatter_count(count, r, n)));
@@ -262,6 +253,6 @@ hvd_status_t hvd_reducescatter(const void *sendbuf, void *recvbuf,
 
 hvd_status_t hvd_barrier(void)
 {
-	CHECK(need_init("hvd_barrier"));
+	HVD_CHECK(need_init("hvd_barrier"));
 	return coll_barrier(comm_world());
 }

@@ -1,9 +1,10 @@
 /*
- * hvd_internal.h - what every part of libhvd shares: error reporting,
- * logging and small helpers.  Nothing here is exported (libhvd.map).
+ * base/base.h - the bottom layer of libhvd, what every other part shares:
+ * statuses and error messages, the checking macros, logging, environment
+ * knobs, clocks.  Nothing here is exported (libhvd.map).
  */
-#ifndef HVD_INTERNAL_H
-#define HVD_INTERNAL_H
+#ifndef HVD_BASE_H
+#define HVD_BASE_H
 
 #include "hvd.h"
 
@@ -32,6 +33,33 @@ hvd_status_t hvd_verror(hvd_status_t status, const char *fmt, va_list ap);
 hvd_status_t hvd_error_prefix(hvd_status_t status, const char *fmt, ...)
 	HVD_PRINTF(2, 3);
 void hvd_error_clear(void);
+
+/* One pair of checking macros for the whole library (as NCCL's checks.h):
+ * a status other than HVD_OK returns, or jumps to the cleanup label with
+ * st set.  The callee has set the message; the debug log names the place
+ * the error passed through, so that a failure deep in a call chain can be
+ * followed up.  Use them for calls that return an hvd_status_t; a failure
+ * that is first noticed here (NULL from malloc, a bad argument) sets its
+ * message with hvd_error() itself. */
+#define HVD_CHECK(call)                                                        \
+	do {                                                                   \
+		hvd_status_t st_ = (call);                                     \
+		if (st_ != HVD_OK) {                                           \
+			hvd_check_trace(st_, #call, __FILE__, __LINE__);       \
+			return st_;                                            \
+		}                                                              \
+	} while (0)
+#define HVD_CHECK_GOTO(call, st, label)                                        \
+	do {                                                                   \
+		(st) = (call);                                                 \
+		if ((st) != HVD_OK) {                                          \
+			hvd_check_trace((st), #call, __FILE__, __LINE__);      \
+			goto label;                                            \
+		}                                                              \
+	} while (0)
+/* The debug line of the macros ("hvd_check: x.c:12: f(a) -> HVD_ERR_IO"). */
+void hvd_check_trace(hvd_status_t st, const char *call, const char *file,
+		     int line);
 
 /* Logging to stderr, "hvd: [rank] message", filtered by HOROVOD_LOG_LEVEL
  * (trace, debug, info, warning, error, fatal; default warning). */
@@ -68,4 +96,4 @@ unsigned long long hvd_now_ns(void);
 
 #pragma GCC visibility pop
 
-#endif /* HVD_INTERNAL_H */
+#endif /* HVD_BASE_H */

@@ -1,6 +1,6 @@
 /*
- * status.c - statuses and error messages, type and op names, logging and
- * environment knobs: the small things every other part of libhvd uses.
+ * status.c - statuses and error messages, the checking macros' trace, type
+ * and op names, Horovod's even split.
  *
  * The last error message is thread-local, so that concurrent callers each
  * see their own; a message is always set before an error status returns.
@@ -9,14 +9,9 @@
 
 #include "base/base.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <signal.h>
-#include <time.h>
 
 #define ERRBUF 1024
 
@@ -81,6 +76,15 @@ hvd_status_t hvd_error(hvd_status_t status, const char *fmt, ...)
 	hvd_verror(status, fmt, ap);
 	va_end(ap);
 	return status;
+}
+
+void hvd_check_trace(hvd_status_t st, const char *call, const char *file,
+		     int line)
+{
+	const char *base = strrchr(file, '/');
+
+	hvd_log(HVD_LOG_DEBUG, "hvd_check: %s:%d: %s -> %s",
+		base ? base + 1 : file, line, call, hvd_status_name(st));
 }
 
 hvd_status_t hvd_error_prefix(hvd_status_t status, const char *fmt, ...)
@@ -207,212 +211,4 @@ size_t hvd_reducescatter_offset(size_t count, int rank, int size)
 	extra = count % (size_t)size;
 	return base * (size_t)rank +
 	       ((size_t)rank < extra ? (size_t)rank : extra);
-}
-
-/* ----------------------------------------------------------- logging */
-
-static int log_level = -1;
-static int log_rank = -1;
-
-static const char *const level_names[] = {"trace",   "debug", "info",
-					  "warning", "error", "fatal"};
-
-static int log_threshold(void)
-{
-	if (log_level < 0) {
-		const char *v = getenv("HOROVOD_LOG_LEVEL");
-		int level = HVD_LOG_WARNING;
-
-		if (v && *v) {
-			for (int i = 0; i <= HVD_LOG_FATAL; i++)
-				if (strcasecmp(v, level_names[i]) == 0)
-					level = i;
-			if (strcasecmp(v, "warn") == 0)
-				level = HVD_LOG_WARNING;
-		}
-		log_level = level;
-	}
-	return log_level;
-}
-
-int hvd_log_enabled(enum hvd_log_level level)
-{
-	return (int)level >= log_threshold();
-}
-
-void hvd_log_set_rank(int rank)
-{
-	log_rank = rank;
-}
-
-void hvd_log(enum hvd_log_level level, const char *fmt, ...)
-{
-	char msg[ERRBUF];
-	va_list ap;
-
-	if (!hvd_log_enabled(level))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (log_rank >= 0)
-		fprintf(stderr, "hvd: [%d] %s: %s\n", log_rank,
-			level_names[level], msg);
-	else
-		fprintf(stderr, "hvd: %s: %s\n", level_names[level], msg);
-}
-
-/* ------------------------------------------------------ environment */
-
-int hvd_parse_size(const char *s, size_t *out)
-{
-	char *end;
-	unsigned long long v, mult = 1;
-
-	if (!s || !*s || !isdigit((unsigned char)*s))
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	switch (toupper((unsigned char)*end)) {
-	case '\0':
-		break;
-	case 'K':
-		mult = 1ULL << 10;
-		end++;
-		break;
-	case 'M':
-		mult = 1ULL << 20;
-		end++;
-		break;
-	case 'G':
-		mult = 1ULL << 30;
-		end++;
-		break;
-	case 'T':
-		mult = 1ULL << 40;
-		end++;
-		break;
-	default:
-		return -1;
-	}
-	if (*end == 'i' || *end == 'I')
-		end++;
-	if (*end == 'B' || *end == 'b')
-		end++;
-	if (*end != '\0' || (v && mult > ~0ULL / v))
-		return -1;
-	*out = (size_t)(v * mult);
-	return 0;
-}
-
-long hvd_env_long(const char *name, long def)
-{
-	const char *v = getenv(name);
-	char *end;
-	long r;
-
-	if (!v || !*v)
-		return def;
-	errno = 0;
-	r = strtol(v, &end, 10);
-	if (errno || *end != '\0') {
-		hvd_log(HVD_LOG_WARNING,
-			"%s=%s is not an integer; using the default %ld", name,
-			v, def);
-		return def;
-	}
-	return r;
-}
-
-double hvd_env_double(const char *name, double def)
-{
-	const char *v = getenv(name);
-	char *end;
-	double r;
-
-	if (!v || !*v)
-		return def;
-	errno = 0;
-	r = strtod(v, &end);
-	if (errno || *end != '\0') {
-		hvd_log(HVD_LOG_WARNING,
-			"%s=%s is not a number; using the default %g", name, v,
-			def);
-		return def;
-	}
-	return r;
-}
-
-int hvd_env_bool(const char *name, int def)
-{
-	const char *v = getenv(name);
-
-	if (!v || !*v)
-		return def;
-	if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
-	    !strcasecmp(v, "on"))
-		return 1;
-	if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") ||
-	    !strcasecmp(v, "off"))
-		return 0;
-	hvd_log(HVD_LOG_WARNING, "%s=%s is not a boolean (1/0); using %d", name,
-		v, def);
-	return def;
-}
-
-size_t hvd_env_size(const char *name, size_t def)
-{
-	const char *v = getenv(name);
-	size_t r;
-
-	if (!v || !*v)
-		return def;
-	if (hvd_parse_size(v, &r) < 0) {
-		hvd_log(HVD_LOG_WARNING,
-			"%s=%s is not a size (e.g. 65536, 64K, 1M); using %zu",
-			name, v, def);
-		return def;
-	}
-	return r;
-}
-
-double hvd_now(void)
-{
-	return (double)hvd_now_ns() * 1e-9;
-}
-
-unsigned long long hvd_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (unsigned long long)ts.tv_sec * 1000000000ULL +
-	       (unsigned long long)ts.tv_nsec;
-}
-
-int hvd_pid_dead(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	FILE *f;
-	int dead = 0;
-
-	if (pid <= 0)
-		return 0;
-	if (kill(pid, 0) != 0 && errno == ESRCH)
-		return 1;
-	/* A zombie (or a process of another user: EPERM) still exists for
-	 * kill(): its state in /proc says whether it has exited. */
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (fgets(buf, sizeof(buf), f)) {
-		p = strrchr(buf, ')');
-		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
-			dead = 1;
-	}
-	fclose(f);
-	return dead;
 }

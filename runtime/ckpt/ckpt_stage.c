@@ -15,6 +15,7 @@
 #include "ckpt/ckpt_internal.h"
 #include "comm/comm.h"
 #include "cuda/device.h"
+#include "kernels/kernels.h"
 
 #include <stdlib.h>
 #include <string.h>

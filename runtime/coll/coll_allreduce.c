@@ -24,6 +24,7 @@
 #include "coll/coll_impl.h"
 #include "comm/comm_impl.h"
 #include "cuda/device.h"
+#include "kernels/kernels.h"
 
 #include <stdarg.h>
 #include <stdio.h>

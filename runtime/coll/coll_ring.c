@@ -24,6 +24,7 @@
 
 #include "coll/coll_impl.h"
 #include "comm/comm_impl.h"
+#include "kernels/kernels.h"
 
 #include <stdlib.h>
 #include <string.h>

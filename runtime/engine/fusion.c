@@ -13,6 +13,7 @@
 
 #include "cuda/device.h"
 #include "engine/engine.h"
+#include "kernels/kernels.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -22,7 +22,7 @@
  */
 #include "config.h"
 
-#include "comm/comm.h"
+#include "kernels/kernels.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -13,7 +13,7 @@
  */
 #include "config.h"
 
-#include "comm/comm.h"
+#include "kernels/kernels.h"
 #include "kernels/reduce_impl.h"
 
 #include <math.h>

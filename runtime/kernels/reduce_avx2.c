@@ -9,7 +9,7 @@
 
 #pragma GCC target("avx2,fma,f16c")
 
-#include "comm/comm.h"
+#include "kernels/kernels.h"
 #include "kernels/reduce_impl.h"
 
 #include <immintrin.h>

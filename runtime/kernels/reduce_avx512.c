@@ -10,7 +10,7 @@
 
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 
-#include "comm/comm.h"
+#include "kernels/kernels.h"
 #include "kernels/reduce_impl.h"
 
 #include <immintrin.h>

@@ -17,6 +17,7 @@
 
 #include "comm/comm.h"
 #include "coll/shm/shm.h"
+#include "kernels/kernels.h"
 #include "tap.h"
 
 #include <errno.h>

@@ -56,6 +56,7 @@
 
 #include "comm/comm.h"
 #include "coll/shm/shm_impl.h"
+#include "kernels/kernels.h"
 
 #include <errno.h>
 #include <sched.h>

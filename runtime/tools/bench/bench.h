@@ -81,10 +81,8 @@ int bench_gloo_supported(const struct bench_case *c);
 int bench_gloo_run(const struct bench_case *c, int iters, double *times);
 void bench_gloo_finalize(void);
 
-/* --grads SPEC: the engine's gradient-set benchmark, linked in when
- * runtime/tools/bench/bench_grads.c is part of hvd-bench. */
-int bench_grads(const struct bench_opts *opts, const char *spec)
-    __attribute__((weak));
+/* --grads SPEC: the engine's gradient-set benchmark (bench_grads.c). */
+int bench_grads(const struct bench_opts *opts, const char *spec);
 
 #ifdef __cplusplus
 }

@@ -621,12 +621,6 @@ int main(int argc, char **argv)
 	o.size = n = hvd_size();
 
 	if (grads) {
-		if (!bench_grads) {
-			if (o.rank == 0)
-				fprintf(stderr,
-					"hvd-bench: --grads is not built in\n");
-			goto out;
-		}
 		rc = bench_grads(&o, grads);
 		goto out;
 	}

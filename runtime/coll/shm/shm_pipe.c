@@ -137,128 +137,169 @@ static void sum2_f32(float *dst, float *own, const float *a, const float *b,
 	}
 }
 
-hvd_status_t shm_pipeline(shm_group_t *g, enum pipe_kind kind,
-			     const unsigned char *send, unsigned char *recv,
-			     size_t count, hvd_dtype_t dtype, hvd_op_t op,
-			     double scale)
-{
-	const int me = g->rank, n = g->n;
-	const size_t es = hvd_dtype_size(dtype);
-	const size_t rbytes = g->chunk / (size_t)n / 64 * 64;
-	const size_t R = rbytes / es;
-	const size_t c0 = hvd_reducescatter_count(count, 0, n);
-	const size_t K = (c0 + R - 1) / R;
-	const uint64_t base = g->step;
-	const int copy_out = kind != PIPE_REDUCE_SCATTER;
+/* What every step of one pipeline call shares. */
+struct pipe {
+	shm_group_t *g;
+	enum pipe_kind kind;
+	const unsigned char *send;
+	unsigned char *recv;
+	size_t count, es, rbytes, R, moff;
+	hvd_dtype_t dtype;
+	hvd_op_t op;
+	double scale;
+	uint64_t base;
+	int copy_out, nt;
+};
 
-	set_budget(g, rbytes);
-	shm_share_begin(g, count * es);
-	const size_t moff = hvd_reducescatter_offset(count, me, n);
+/* Step k's reduction of the own slice from the own input and the peers'
+ * regions, written to the output and (allreduce) to the own region. */
+static inline void step_reduce(const struct pipe *p, uint64_t b,
+			       const unsigned char *mine, unsigned char *dst,
+			       size_t len)
+{
+	shm_group_t *g = p->g;
+	const int me = g->rank;
+	const size_t rbytes = p->rbytes;
+
+	if (p->kind == PIPE_ALLREDUCE && g->n == 2 &&
+	    p->dtype == HVD_FLOAT32 && p->op == HVD_SUM) {
+		sum2_f32((float *)(void *)dst,
+			 (float *)(void *)region(g, me, b, me, rbytes),
+			 (const float *)(const void *)mine,
+			 (const float *)(const void *)region(g, 1 - me, b, me,
+							     rbytes),
+			 len, (float)p->scale, p->nt, g->share_now);
+	} else if (p->kind == PIPE_ALLREDUCE && p->nt) {
+		/* reduce into the cached segment, stream to the output */
+		unsigned char *own = region(g, me, b, me, rbytes);
+
+		reduce_step(g, b, rbytes, mine, own, len, p->dtype, p->op);
+		if (p->scale != 1.0)
+			reduce_scale(own, len, p->dtype, p->scale);
+		hvd_copy_stream(dst, own, len * p->es);
+	} else {
+		reduce_step(g, b, rbytes, mine, dst, len, p->dtype, p->op);
+		if (p->scale != 1.0)
+			reduce_scale(dst, len, p->dtype, p->scale);
+		if (p->kind == PIPE_ALLREDUCE)
+			copy_share(g, region(g, me, b, me, rbytes), dst,
+				   len * p->es);
+	}
+}
+
+/* Step k, forward half: wait for the buffer to be free, copy in (the
+ * peers' parts of the input, or the own slice for allgather), publish,
+ * and reduce the own slice. */
+static inline hvd_status_t step_in(const struct pipe *p, size_t k)
+{
+	shm_group_t *g = p->g;
+	const int me = g->rank, n = g->n;
+	const size_t es = p->es, rbytes = p->rbytes;
+	uint64_t s = p->base + k + 1, b = (p->base + k) % g->nbuf;
+	const unsigned char *mine;
+	unsigned char *dst;
+	size_t f, len;
+
+	if (s > (uint64_t)g->nbuf)
+		WAIT_ALL(g, done, s - (uint64_t)g->nbuf);
+	if (p->kind == PIPE_ALLGATHER) {
+		step_range(p->count, n, me, p->R, k, &f, &len);
+		copy_share(g, region(g, me, b, me, rbytes), p->recv + f * es,
+			   len * es);
+		publish_shared(g, &g->ctl[me].red, s);
+		return HVD_OK;
+	}
+	for (int q = 0; q < n; q++) {
+		if (q == me)
+			continue;
+		step_range(p->count, n, q, p->R, k, &f, &len);
+		copy_share(g, region(g, me, b, q, rbytes), p->send + f * es,
+			   len * es);
+	}
+	publish_shared(g, &g->ctl[me].in, s);
+	WAIT_ALL(g, in, s);
+	step_range(p->count, n, me, p->R, k, &f, &len);
+	mine = p->send + f * es;
+	/* reduce-scatter: recv is the own slice */
+	dst = p->kind == PIPE_REDUCE_SCATTER ? p->recv + (f - p->moff) * es
+					      : p->recv + f * es;
+	step_reduce(p, b, mine, dst, len);
+	publish_shared(g, &g->ctl[me].red, s);
+	if (!p->copy_out)
+		publish(&g->ctl[me].done, s);
+	return HVD_OK;
+}
+
+/* Step k, a step behind: copy the peers' reduced slices of step k-1
+ * into the output and free the buffer. */
+static inline hvd_status_t step_out(const struct pipe *p, size_t k)
+{
+	shm_group_t *g = p->g;
+	const int me = g->rank, n = g->n;
+	const size_t es = p->es, rbytes = p->rbytes;
+	uint64_t s = p->base + k, b = (p->base + k - 1) % g->nbuf;
+
+	WAIT_ALL(g, red, s);
+	for (int i = 1; i < n; i++) {
+		/* rotate so members read different peers */
+		int q = (me + i) % n;
+		size_t f, len;
+
+		step_range(p->count, n, q, p->R, k - 1, &f, &len);
+		if (p->nt)
+			hvd_copy_stream(p->recv + f * es,
+					region(g, q, b, q, rbytes), len * es);
+		else
+			hvd_copy(p->recv + f * es, region(g, q, b, q, rbytes),
+				 len * es);
+	}
+	publish(&g->ctl[me].done, s);
+	return HVD_OK;
+}
+
+hvd_status_t shm_pipeline(shm_group_t *g, enum pipe_kind kind,
+			  const unsigned char *send, unsigned char *recv,
+			  size_t count, hvd_dtype_t dtype, hvd_op_t op,
+			  double scale)
+{
+	const int n = g->n;
+	struct pipe p = {
+	    .g = g,
+	    .kind = kind,
+	    .send = send,
+	    .recv = recv,
+	    .count = count,
+	    .es = hvd_dtype_size(dtype),
+	    .rbytes = g->chunk / (size_t)n / 64 * 64,
+	    .moff = hvd_reducescatter_offset(count, g->rank, n),
+	    .dtype = dtype,
+	    .op = op,
+	    .scale = scale,
+	    .base = g->step,
+	    .copy_out = kind != PIPE_REDUCE_SCATTER,
+	};
+	size_t c0 = hvd_reducescatter_count(count, 0, n), K;
+	hvd_status_t st;
+
+	p.R = p.rbytes / p.es;
+	K = (c0 + p.R - 1) / p.R;
 	/* outputs far larger than the caches: stream them (no read for
 	 * ownership of lines that will be evicted anyway); not in place,
 	 * where each output line was read as input a step before and is
 	 * still in the cache */
-	const int nt = count * es >= g->nt_min &&
-		       !(kind == PIPE_ALLREDUCE && send == recv);
-
+	p.nt = count * p.es >= g->nt_min &&
+	       !(kind == PIPE_ALLREDUCE && send == recv);
+	set_budget(g, p.rbytes);
+	shm_share_begin(g, count * p.es);
 	for (size_t k = 0; k <= K; k++) {
-		if (k < K) {
-			uint64_t s = base + k + 1, b = (base + k) % g->nbuf;
-			size_t f, len;
-
-			if (s > (uint64_t)g->nbuf)
-				WAIT_ALL(g, done, s - (uint64_t)g->nbuf);
-			if (kind == PIPE_ALLGATHER) {
-				step_range(count, n, me, R, k, &f, &len);
-				copy_share(g, region(g, me, b, me, rbytes),
-					   recv + f * es, len * es);
-				publish_shared(g, &g->ctl[me].red, s);
-			} else {
-				const unsigned char *mine;
-				unsigned char *dst;
-
-				for (int p = 0; p < n; p++) {
-					if (p == me)
-						continue;
-					step_range(count, n, p, R, k, &f, &len);
-					copy_share(g,
-						   region(g, me, b, p, rbytes),
-						   send + f * es, len * es);
-				}
-				publish_shared(g, &g->ctl[me].in, s);
-				WAIT_ALL(g, in, s);
-				step_range(count, n, me, R, k, &f, &len);
-				mine = send + f * es;
-				/* reduce-scatter: recv is the own slice */
-				dst = kind == PIPE_REDUCE_SCATTER
-					  ? recv + (f - moff) * es
-					  : recv + f * es;
-				if (kind == PIPE_ALLREDUCE && n == 2 &&
-				    dtype == HVD_FLOAT32 && op == HVD_SUM) {
-					sum2_f32((float *)(void *)dst,
-						 (float *)(void *)region(
-						     g, me, b, me, rbytes),
-						 (const float *)(const void *)
-						     mine,
-						 (const float *)(const void *)
-						     region(g, 1 - me, b, me,
-							    rbytes),
-						 len, (float)scale, nt,
-						 g->share_now);
-				} else if (kind == PIPE_ALLREDUCE && nt) {
-					/* reduce into the cached segment,
-					 * stream to the output */
-					unsigned char *own =
-					    region(g, me, b, me, rbytes);
-
-					reduce_step(g, b, rbytes, mine, own,
-						    len, dtype, op);
-					if (scale != 1.0)
-						reduce_scale(own, len, dtype,
-							     scale);
-					hvd_copy_stream(dst, own, len * es);
-				} else {
-					reduce_step(g, b, rbytes, mine, dst,
-						    len, dtype, op);
-					if (scale != 1.0)
-						reduce_scale(dst, len, dtype,
-							     scale);
-					if (kind == PIPE_ALLREDUCE)
-						copy_share(g,
-							   region(g, me, b, me,
-								  rbytes),
-							   dst, len * es);
-				}
-				publish_shared(g, &g->ctl[me].red, s);
-				if (!copy_out)
-					publish(&g->ctl[me].done, s);
-			}
-		}
-		if (k >= 1 && copy_out) {
-			uint64_t s = base + k, b = (base + k - 1) % g->nbuf;
-
-			WAIT_ALL(g, red, s);
-			for (int i = 1; i < n; i++) {
-				/* rotate so members read different peers */
-				int p = (me + i) % n;
-				size_t f, len;
-
-				step_range(count, n, p, R, k - 1, &f, &len);
-				if (nt)
-					hvd_copy_stream(recv + f * es,
-						region(g, p, b, p, rbytes),
-						len * es);
-				else
-					hvd_copy(recv + f * es,
-						 region(g, p, b, p, rbytes),
-						 len * es);
-			}
-			publish(&g->ctl[me].done, s);
-		}
+		if (k < K && (st = step_in(&p, k)) != HVD_OK)
+			return st;
+		if (k >= 1 && p.copy_out && (st = step_out(&p, k)) != HVD_OK)
+			return st;
 	}
-	if (nt)
+	if (p.nt)
 		hvd_stream_fence();
-	g->step = base + K;
-	shm_share_end(g, count * es);
+	g->step = p.base + K;
+	shm_share_end(g, count * p.es);
 	return HVD_OK;
 }

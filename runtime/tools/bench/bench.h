@@ -36,8 +36,15 @@ struct bench_opts {
 	const char *csv; /* NULL: no CSV file                         */
 	double target_s; /* seconds per measurement when iters == 0   */
 	int median;	 /* time per call: median (1) or mean (0)     */
+	int cuda;	 /* -D cuda: buffers in device memory         */
 	int rank, size;
 };
+
+/* bench_opts.c: the command line (and HVD_BENCH_TIME); *grads is the
+ * --grads SPEC or stays NULL.  Nonzero with a message on a bad one. */
+int bench_parse_args(int argc, char **argv, struct bench_opts *o,
+		     const char **grads);
+extern const char *const bench_coll_names[BENCH_COLL_COUNT];
 
 /* One size of one collective.  count is nccl-tests' count: elements of
  * the whole vector for allreduce and broadcast, per rank for allgather and

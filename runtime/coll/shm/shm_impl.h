@@ -24,6 +24,10 @@
 #define SHM_LINE 128
 #define SHM_INLINE 48 /* inline payload in the 64-byte small flag line */
 #define SHM_MAX_SEGMENT (256ul << 20)
+#define SHM_NBUF_MIN 2
+#define SHM_NBUF_MAX 64
+#define SHM_SMALL_MAX (16ul << 20)
+#define SHM_TOKEN 16 /* random bytes in the segment's name */
 #define SHM_PREFETCH 4096 /* bytes of the next small buffer to reclaim */
 #define SHM_YIELDS 16	  /* sched_yield()s between spinning and sleeping */
 
@@ -242,6 +246,21 @@ hvd_status_t shm_pipeline(shm_group_t *g, enum pipe_kind kind,
 /* Lay the segment out for g->n, g->nbuf, g->chunk, g->small_max at
  * g->base (when set) and compute g->size. */
 void shm_layout(shm_group_t *g);
+/* The creator's parameters for n members from the knobs' values, bounded
+ * (nbuf 2..64, chunk a multiple of n*64 shrunk to keep the pipeline
+ * buffers within SHM_MAX_SEGMENT, small up to SHM_SMALL_MAX), and the
+ * segment's size: a header with magic 0 and nothing attached. */
+void shm_params(int n, long nbuf, size_t chunk, size_t small,
+		struct shm_header *h);
+/* 0 when h could have come from shm_params() for n members (magic set);
+ * else -1 and why says what is wrong. */
+int shm_header_check(const struct shm_header *h, int n, char *why,
+		     size_t whylen);
+/* 0 when fd is a regular file of this effective uid, mode exactly 0600,
+ * whose header (read into h) passes shm_header_check and whose size is
+ * the header's; else -1 and why. */
+int shm_segment_check(int fd, int n, struct shm_header *h, char *why,
+		      size_t whylen);
 
 #pragma GCC visibility pop
 

@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include "net/auth.h"
 #include "net/notice.h"
 #include "net/peers.h"
 #include "net/transport.h"
@@ -54,6 +55,7 @@ void transport_finalize(int fence)
 	ucx_finalize(fence);
 	notice_free();
 	peers_free();
+	auth_clear();
 }
 
 /* ------------------------------------------------------ transfers */
@@ -123,8 +125,8 @@ int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
 			   UCP_OP_ATTR_FIELD_DATATYPE;
 	prm.cb.send = ucx_send_cb;
 	prm.datatype = ucp_dt_make_contig(1);
-	r = ucp_tag_send_nbx(ep, buf, len, x->tag_base | (uint64_t)x->me,
-			     &prm);
+	r = ucp_tag_send_nbx(ep, buf, len,
+			     auth_tag(x->tag_base | (uint64_t)x->me), &prm);
 	if (r == NULL) {
 		op->done = 1;
 	} else if (UCS_PTR_IS_ERR(r)) {
@@ -167,7 +169,7 @@ int xfer_recv(struct xfer *x, int peer, void *buf, size_t len)
 	prm.recv_info.tag_info = &info;
 	info.length = 0;
 	r = ucp_tag_recv_nbx(ucx_worker, buf, len,
-			     x->tag_base | (uint64_t)(unsigned)peer,
+			     auth_tag(x->tag_base | (uint64_t)(unsigned)peer),
 			     ~(uint64_t)0, &prm);
 	if (r == NULL) {
 		op->done = 1;

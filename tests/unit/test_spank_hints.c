@@ -2,19 +2,20 @@
  * reference answers of its README), on a hand-written hwloc 1.x XML, on a
  * topology with a CPU-less NUMA node, a GPU seen only as a PCI device and no
  * HCA, and on a synthetic sysfs tree for RoCE GIDs and network interfaces. */
-#include "horovod_config.h"
-#include "horovod_hints.h"
-#include "horovod_layout.h"
-#include "horovod_topo.h"
+#include "core/cfg.h"
+#include "core/hints.h"
+#include "core/layout.h"
+#include "core/machine.h"
+#include "core/topo.h"
 #include "tap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static struct hvdtopo *t;
-static struct hvdhints *h;
-static struct hvdcfg cfg;
+static struct topo *t;
+static struct hints *h;
+static struct cfg cfg;
 static char err[512];
 static char dir[1024];
 
@@ -26,7 +27,7 @@ static int load(const char *file, const char *sysfs)
 		snprintf(path, sizeof(path), "%s", file);
 	else
 		snprintf(path, sizeof(path), "%s/%s", dir, file);
-	if (hvdtopo_load(t, path, sysfs ? sysfs : "/nonexistent", err,
+	if (machine_load(t, path, sysfs ? sysfs : "/nonexistent", err,
 			 sizeof(err))) {
 		diag("load %s: %s", path, err);
 		return -1;
@@ -34,7 +35,7 @@ static int load(const char *file, const char *sysfs)
 	return 0;
 }
 
-static void layout(struct hvdlayout *l, unsigned lr, unsigned ls)
+static void layout(struct layout *l, unsigned lr, unsigned ls)
 {
 	memset(l, 0, sizeof(*l));
 	l->rank = l->local_rank = lr;
@@ -50,25 +51,25 @@ static void layout(struct hvdlayout *l, unsigned lr, unsigned ls)
 /* Hints of local rank lr of ls, with options `opt` and environment env. */
 static int hints(unsigned lr, unsigned ls, const char *opt, char **env)
 {
-	struct hvdlayout l;
-	struct hvdopt o = cfg.defaults;
+	struct layout l;
+	struct opt o = cfg.defaults;
 
 	layout(&l, lr, ls);
-	if (hvdopt_parse(opt, &o, err, sizeof(err)))
+	if (opt_parse(opt, &o, err, sizeof(err)))
 		return -1;
-	return hvdhints_compute(t, &l, &o, env, &cfg, h, err, sizeof(err));
+	return hints_compute(t, &l, &o, env, &cfg, h, err, sizeof(err));
 }
 
 static const char *val(const char *name)
 {
-	const struct hvdhint *x = hvdhints_find(h, name);
+	const struct hint *x = hints_find(h, name);
 
 	return x ? x->value : NULL;
 }
 
 static const char *why(const char *name)
 {
-	const struct hvdhint *x = hvdhints_find(h, name);
+	const struct hint *x = hints_find(h, name);
 
 	return x ? x->why : "";
 }
@@ -174,8 +175,8 @@ static void slurm_gpus(void)
 	is_str(val("CUDA_VISIBLE_DEVICES"), "1", "global indices: rank 0 -> 1");
 	/* The user's own CVD (no Slurm GPUs) is kept. */
 	hints(0, 2, NULL, env2);
-	ok(hvdhints_find(h, "CUDA_VISIBLE_DEVICES")->action == HVDHINT_KEPT &&
-		   strcmp(val("CUDA_VISIBLE_DEVICES"), "3") == 0,
+	ok(hints_find(h, "CUDA_VISIBLE_DEVICES")->action == HINT_KEPT &&
+	       strcmp(val("CUDA_VISIBLE_DEVICES"), "3") == 0,
 	   "user CUDA_VISIBLE_DEVICES kept");
 	is_str(val("NCCL_IB_HCA"), "=mlx5_3:1", "... its GPU's port used");
 	hints(0, 2, "gpu-bind=none", NULL);
@@ -196,16 +197,16 @@ static void user_and_force(void)
 		return;
 	}
 	hints(0, 2, "fusion-mb=64", env);
-	ok(hvdhints_find(h, "NCCL_IB_HCA")->action == HVDHINT_KEPT &&
-		   strcmp(val("NCCL_IB_HCA"), "mlx5_9") == 0,
+	ok(hints_find(h, "NCCL_IB_HCA")->action == HINT_KEPT &&
+	       strcmp(val("NCCL_IB_HCA"), "mlx5_9") == 0,
 	   "user NCCL_IB_HCA kept");
 	ok(strstr(why("NCCL_IB_HCA"), "=mlx5_0:1") != NULL,
 	   "... reason says what the plugin would set: %s", why("NCCL_IB_HCA"));
 	is_str(val("HOROVOD_FUSION_THRESHOLD"), "1", "user knob kept");
-	ok(hvdcfg_parse(4, pol, &cfg, err, sizeof(err)) == 0, "policy parses");
+	ok(cfg_parse(4, pol, &cfg, err, sizeof(err)) == 0, "policy parses");
 	hints(0, 2, "fusion-mb=64", env);
-	ok(hvdhints_find(h, "NCCL_IB_HCA")->action == HVDHINT_FORCED &&
-		   strcmp(val("NCCL_IB_HCA"), "=mlx5_0:1") == 0,
+	ok(hints_find(h, "NCCL_IB_HCA")->action == HINT_FORCED &&
+	       strcmp(val("NCCL_IB_HCA"), "=mlx5_0:1") == 0,
 	   "force=NCCL_IB_HCA overrides the user");
 	is_str(val("HOROVOD_FUSION_THRESHOLD"), "16777216",
 	       "forced admin default beats user option and env");
@@ -218,7 +219,7 @@ static void user_and_force(void)
 		   strcmp(h->ckpt_dir, "/scratch/alice/42") == 0,
 	   "ckpt-dir under a root expanded: %s", h->ckpt_dir);
 	is_str(val("HOROVOD_CHECKPOINT_EVERY"), "10", "checkpoint every");
-	hvdcfg_init(&cfg);
+	cfg_init(&cfg);
 }
 
 static void knobs(void)
@@ -242,8 +243,8 @@ static void knobs(void)
 
 static void hwloc1_and_cpuless(void)
 {
-	struct hvdlayout l;
-	struct hvdopt o;
+	struct layout l;
+	struct opt o;
 
 	/* hwloc 1.x XML; GPUs as PCI devices only; mlx5_1's port DOWN. */
 	if (load("hwloc1-2numa-2gpu-2hca.xml", NULL) == 0) {
@@ -254,8 +255,8 @@ static void hwloc1_and_cpuless(void)
 		hints(1, 2, "cpu-bind=numa", NULL);
 		is_str(val("NCCL_IB_HCA"), "=mlx5_0:1",
 		       "v1: GPU 1's own HCA is DOWN: the ACTIVE one");
-		ok(h->bind && hvdcpu_isset(&h->cpus, 2) &&
-			   hvdcpu_count(&h->cpus) == 2,
+		ok(h->bind && cpuset_isset(&h->cpus, 2) &&
+		       cpuset_count(&h->cpus) == 2,
 		   "v1: cpu-bind=numa binds to GPU 1's CPUs");
 		hints(0, 2, "net=roce", NULL);
 		is_str(val("NCCL_IB_DISABLE"), "1",
@@ -263,10 +264,10 @@ static void hwloc1_and_cpuless(void)
 		/* Binding never leaves the allowed mask. */
 		layout(&l, 1, 2);
 		l.have_allowed = 1;
-		hvdcpu_parse("0-1", &l.allowed);
+		cpuset_parse("0-1", &l.allowed);
 		o = cfg.defaults;
-		hvdopt_parse("cpu-bind=numa", &o, err, sizeof(err));
-		hvdhints_compute(t, &l, &o, NULL, &cfg, h, err, sizeof(err));
+		opt_parse("cpu-bind=numa", &o, err, sizeof(err));
+		hints_compute(t, &l, &o, NULL, &cfg, h, err, sizeof(err));
 		is_str(val("HOROVOD_CPU_LIST"), "0-1",
 		       "allowed mask outside the GPU's NUMA: stay inside it");
 	} else {
@@ -275,7 +276,7 @@ static void hwloc1_and_cpuless(void)
 	if (load("hwloc2-cpuless-numa-nohca.xml", NULL) == 0) {
 		is_int(t->ngpus, 1, "VGA-class GPU without OS device found");
 		is_int(t->nnuma, 3, "3 NUMA nodes, one CPU-less");
-		is_int(hvdcpu_count(&t->numa[2].own), 0, "P#2 owns no CPU");
+		is_int(cpuset_count(&t->numa[2].own), 0, "P#2 owns no CPU");
 		hints(2, 3, "gpu-bind=none", NULL);
 		is_str(val("HOROVOD_CPU_LIST"), "2-3",
 		       "no GPU: local ranks spread over NUMA nodes with CPUs");
@@ -362,11 +363,11 @@ static void sysfs(void)
 	is_str(val("UCX_NET_DEVICES"), "eth0", "UCX over eth0");
 	hints(0, 1, "net=tcp", NULL);
 	is_str(val("NCCL_IB_DISABLE"), "1", "net=tcp");
-	ok(hvdcfg_parse(1, pol, &cfg, err, sizeof(err)) == 0 &&
-		   hints(0, 1, "net=tcp", NULL) == 0 &&
-		   strcmp(val("NCCL_SOCKET_IFNAME"), "ib0") == 0,
+	ok(cfg_parse(1, pol, &cfg, err, sizeof(err)) == 0 &&
+	       hints(0, 1, "net=tcp", NULL) == 0 &&
+	       strcmp(val("NCCL_SOCKET_IFNAME"), "ib0") == 0,
 	   "admin nccl_socket_ifname= pins the value");
-	hvdcfg_init(&cfg);
+	cfg_init(&cfg);
 	if (system("rm -rf spank-sysfs.tmp/class/net/eth0") != 0)
 		diag("rm failed");
 	load("hwloc2-cpuless-numa-nohca.xml", root);
@@ -381,40 +382,39 @@ static void layouts(void)
 	unsigned c[16], n, cr, cs;
 	char host[64];
 
-	ok(hvdlayout_tasks_per_node("2(x2)", c, 16, &n) == 0 && n == 2 &&
-		   c[0] == 2 && c[1] == 2,
+	ok(layout_tasks_per_node("2(x2)", c, 16, &n) == 0 && n == 2 &&
+	       c[0] == 2 && c[1] == 2,
 	   "tasks per node 2(x2)");
-	ok(hvdlayout_tasks_per_node("2,1", c, 16, &n) == 0 && n == 2 &&
-		   c[1] == 1,
+	ok(layout_tasks_per_node("2,1", c, 16, &n) == 0 && n == 2 && c[1] == 1,
 	   "tasks per node 2,1");
-	ok(hvdlayout_tasks_per_node("3(x2),1", c, 16, &n) == 0 && n == 3,
+	ok(layout_tasks_per_node("3(x2),1", c, 16, &n) == 0 && n == 3,
 	   "tasks per node 3(x2),1");
-	ok(hvdlayout_tasks_per_node("2(x", c, 16, &n) == -1, "bad list");
-	ok(hvdlayout_tasks_per_node("1(x99)", c, 16, &n) == -1, "too many");
-	ok(hvdlayout_tasks_per_node("", c, 16, &n) == -1, "empty");
+	ok(layout_tasks_per_node("2(x", c, 16, &n) == -1, "bad list");
+	ok(layout_tasks_per_node("1(x99)", c, 16, &n) == -1, "too many");
+	ok(layout_tasks_per_node("", c, 16, &n) == -1, "empty");
 	/* -n3 on 2 nodes: 2,1.  Local rank 1 exists on node 0 only. */
-	hvdlayout_tasks_per_node("2,1", c, 16, &n);
-	ok(hvdlayout_cross(c, n, 0, 0, &cr, &cs) == 0 && cr == 0 && cs == 2,
+	layout_tasks_per_node("2,1", c, 16, &n);
+	ok(layout_cross(c, n, 0, 0, &cr, &cs) == 0 && cr == 0 && cs == 2,
 	   "-n3: node 0 local 0 -> cross 0/2");
-	ok(hvdlayout_cross(c, n, 1, 0, &cr, &cs) == 0 && cr == 1 && cs == 2,
+	ok(layout_cross(c, n, 1, 0, &cr, &cs) == 0 && cr == 1 && cs == 2,
 	   "-n3: node 1 local 0 -> cross 1/2");
-	ok(hvdlayout_cross(c, n, 0, 1, &cr, &cs) == 0 && cr == 0 && cs == 1,
+	ok(layout_cross(c, n, 0, 1, &cr, &cs) == 0 && cr == 0 && cs == 1,
 	   "-n3: node 0 local 1 -> cross 0/1");
-	ok(hvdlayout_cross(c, n, 1, 1, &cr, &cs) == -1, "no local 1 on node 1");
-	ok(hvdlayout_first_host("n[01-04,7],m1", host, sizeof(host)) == 0 &&
-		   strcmp(host, "n01") == 0,
+	ok(layout_cross(c, n, 1, 1, &cr, &cs) == -1, "no local 1 on node 1");
+	ok(layout_first_host("n[01-04,7],m1", host, sizeof(host)) == 0 &&
+	       strcmp(host, "n01") == 0,
 	   "first host n01");
-	ok(hvdlayout_first_host("rack[1-2]-n[3-4]", host, sizeof(host)) == 0 &&
-		   strcmp(host, "rack1-n3") == 0,
+	ok(layout_first_host("rack[1-2]-n[3-4]", host, sizeof(host)) == 0 &&
+	       strcmp(host, "rack1-n3") == 0,
 	   "first host rack1-n3");
-	ok(hvdlayout_first_host("node1", host, sizeof(host)) == 0 &&
-		   strcmp(host, "node1") == 0,
+	ok(layout_first_host("node1", host, sizeof(host)) == 0 &&
+	       strcmp(host, "node1") == 0,
 	   "first host plain");
-	ok(hvdlayout_first_host("n[1-2", host, sizeof(host)) == -1,
+	ok(layout_first_host("n[1-2", host, sizeof(host)) == -1,
 	   "unclosed bracket refused");
-	ok(hvdlayout_master_port(42, 0) >= 15000 &&
-		   hvdlayout_master_port(42, 0) <= 30999 &&
-		   hvdlayout_master_port(42, 0) != hvdlayout_master_port(42, 1),
+	ok(layout_master_port(42, 0) >= 15000 &&
+	       layout_master_port(42, 0) <= 30999 &&
+	       layout_master_port(42, 0) != layout_master_port(42, 1),
 	   "master port in range, per step");
 }
 
@@ -427,7 +427,7 @@ int main(void)
 	h = calloc(1, sizeof(*h));
 	if (!t || !h)
 		return 1;
-	hvdcfg_init(&cfg);
+	cfg_init(&cfg);
 	fixtures();
 	hwloc1_and_cpuless();
 	sysfs();

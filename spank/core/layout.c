@@ -1,9 +1,9 @@
 /*
- * horovod_layout.c - task layout from Slurm's step description.
- * See horovod_layout.h.  Input comes from the step environment, which the
+ * layout.c - task layout from Slurm's step description.
+ * See layout.h.  Input comes from the step environment, which the
  * user controls: every number is bounded and every string length checked.
  */
-#include "horovod_layout.h"
+#include "layout.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +26,8 @@ static int parse_num(const char **p, unsigned long max, unsigned long *out)
 	return 0;
 }
 
-int hvdlayout_tasks_per_node(const char *spec, unsigned *counts, unsigned max,
-			     unsigned *n)
+int layout_tasks_per_node(const char *spec, unsigned *counts, unsigned max,
+			  unsigned *n)
 {
 	const char *p = spec;
 
@@ -41,8 +41,8 @@ int hvdlayout_tasks_per_node(const char *spec, unsigned *counts, unsigned max,
 			return -1;
 		if (*p == '(') {
 			p++;
-			if (*p++ != 'x' || parse_num(&p, HVDLAYOUT_MAX_NODES,
-						     &rep) ||
+			if (*p++ != 'x' ||
+			    parse_num(&p, LAYOUT_MAX_NODES, &rep) ||
 			    *p++ != ')' || rep == 0)
 				return -1;
 		}
@@ -57,9 +57,9 @@ int hvdlayout_tasks_per_node(const char *spec, unsigned *counts, unsigned max,
 	}
 }
 
-int hvdlayout_cross(const unsigned *counts, unsigned nnodes, unsigned node_id,
-		    unsigned local_rank, unsigned *cross_rank,
-		    unsigned *cross_size)
+int layout_cross(const unsigned *counts, unsigned nnodes, unsigned node_id,
+		 unsigned local_rank, unsigned *cross_rank,
+		 unsigned *cross_size)
 {
 	unsigned r = 0, s = 0;
 
@@ -77,7 +77,7 @@ int hvdlayout_cross(const unsigned *counts, unsigned nnodes, unsigned node_id,
 	return 0;
 }
 
-int hvdlayout_first_host(const char *nodelist, char *out, size_t len)
+int layout_first_host(const char *nodelist, char *out, size_t len)
 {
 	size_t o = 0;
 	const char *p = nodelist;
@@ -113,7 +113,7 @@ int hvdlayout_first_host(const char *nodelist, char *out, size_t len)
 	return 0;
 }
 
-unsigned hvdlayout_master_port(unsigned long job_id, unsigned long step_id)
+unsigned layout_master_port(unsigned long job_id, unsigned long step_id)
 {
 	return 15000u + (unsigned)((job_id * 31u + step_id) % 16000u);
 }

@@ -1,10 +1,10 @@
-/* horovod_err.c - see horovod_err.h. */
-#include "horovod_err.h"
+/* err.c - see err.h. */
+#include "err.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
-void hvd_seterr(char *err, size_t errlen, const char *fmt, ...)
+void err_set(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 

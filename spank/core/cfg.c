@@ -1,23 +1,24 @@
 /*
- * horovod_config.c - plugstack.conf arguments (see horovod_config.h).
+ * cfg.c - plugstack.conf arguments (see cfg.h).
  *
  * The option defaults reuse the --horovod parser itself: default_fusion_mb=64
  * is parsed as "fusion-mb=64", so an admin default obeys exactly the rules
  * of a user value.
  */
-#include "horovod_config.h"
-#include "horovod_err.h"
-#include "horovod_hints.h"
+#include "cfg.h"
+#include "err.h"
+#include "opt.h"
+#include "path.h"
+#include "vars.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-
-void hvdcfg_init(struct hvdcfg *c)
+void cfg_init(struct cfg *c)
 {
 	memset(c, 0, sizeof(*c));
-	hvdopt_init(&c->defaults);
+	opt_init(&c->defaults);
 }
 
 static int only_chars(const char *v, const char *extra)
@@ -43,14 +44,14 @@ static int parse_roots(const char *v, char *out, size_t outlen, char *err,
 	while (*p) {
 		const char *c = strchr(p, ':');
 		size_t l = c ? (size_t)(c - p) : strlen(p);
-		char root[HVDOPT_PATH_MAX], why[128];
+		char root[PATH_LEN], why[128];
 
 		if (l == 0 || l >= sizeof(root))
 			goto bad;
 		memcpy(root, p, l);
 		root[l] = '\0';
 		if (!only_chars(root, "/._-+") ||
-		    hvdopt_normalise_path(root, why, sizeof(why))) {
+		    path_normalise(root, why, sizeof(why))) {
 			if (strcmp(root, "/") != 0)
 				goto bad;
 		}
@@ -64,15 +65,14 @@ static int parse_roots(const char *v, char *out, size_t outlen, char *err,
 	}
 	return 0;
 bad:
-	hvd_seterr(err, errlen,
-	       "ckpt_roots=%s: expected absolute directories separated by "
-	       "':' (ckpt_roots=/scratch:/home), without '..'",
-	       v);
+	err_set(err, errlen,
+		"ckpt_roots=%s: expected absolute directories separated by "
+		"':' (ckpt_roots=/scratch:/home), without '..'",
+		v);
 	return -1;
 }
 
-static int add_force(struct hvdcfg *c, const char *v, char *err,
-		     size_t errlen)
+static int add_force(struct cfg *c, const char *v, char *err, size_t errlen)
 {
 	const char *p = v;
 
@@ -81,21 +81,21 @@ static int add_force(struct hvdcfg *c, const char *v, char *err,
 	while (*p) {
 		const char *e = strchr(p, ',');
 		size_t l = e ? (size_t)(e - p) : strlen(p);
-		char name[HVDCFG_VAR_LEN];
+		char name[VARS_NAME_LEN];
 
 		if (l == 0 || l >= sizeof(name))
 			goto bad;
 		memcpy(name, p, l);
 		name[l] = '\0';
-		if (!hvdhints_known_var(name)) {
-			hvd_seterr(err, errlen,
-			       "force=%s: '%s' is not a variable the plugin "
-			       "sets (see horovod(8) for the list)",
-			       v, name);
+		if (!vars_known(name)) {
+			err_set(err, errlen,
+				"force=%s: '%s' is not a variable the plugin "
+				"sets (see horovod(8) for the list)",
+				v, name);
 			return -1;
 		}
-		if (!hvdcfg_forced(c, name)) {
-			if (c->nforce >= HVDCFG_MAX_FORCE)
+		if (!cfg_forced(c, name)) {
+			if (c->nforce >= CFG_MAX_FORCE)
 				goto bad;
 			strcpy(c->force[c->nforce++], name);
 		}
@@ -107,15 +107,14 @@ static int add_force(struct hvdcfg *c, const char *v, char *err,
 	}
 	return 0;
 bad:
-	hvd_seterr(err, errlen,
-	       "force=%s: expected variable names separated by ',' "
-	       "(force=NCCL_SOCKET_IFNAME,NCCL_IB_HCA)",
-	       v);
+	err_set(err, errlen,
+		"force=%s: expected variable names separated by ',' "
+		"(force=NCCL_SOCKET_IFNAME,NCCL_IB_HCA)",
+		v);
 	return -1;
 }
 
-int hvdcfg_parse(int ac, char *const *av, struct hvdcfg *c, char *err,
-		 size_t errlen)
+int cfg_parse(int ac, char *const *av, struct cfg *c, char *err, size_t errlen)
 {
 	unsigned seen = 0;
 	const char *w = "";
@@ -128,26 +127,26 @@ int hvdcfg_parse(int ac, char *const *av, struct hvdcfg *c, char *err,
 		eq = strchr(w, '=');
 
 		if (!eq || eq == w) {
-			hvd_seterr(err, errlen,
-			       "plugstack argument '%s': expected key=value",
-			       w);
+			err_set(err, errlen,
+				"plugstack argument '%s': expected key=value",
+				w);
 			return -1;
 		}
 		kl = (size_t)(eq - w);
 		v = eq + 1;
 		if (kl > 8 && strncmp(w, "default_", 8) == 0) {
-			char opt[HVDOPT_MAX_LEN + 64], why[HVDOPT_ERR_LEN];
-			int k = hvdopt_key_lookup(w + 8, kl - 8);
+			char opt[OPT_MAX_LEN + 64], why[ERR_LEN];
+			int k = opt_key_lookup(w + 8, kl - 8);
 
-			if (k < 0 || k == HVDOPT_VERBOSE)
+			if (k < 0 || k == OPT_VERBOSE)
 				goto unknown;
 			if (c->defaults.set & (1u << k))
 				goto twice;
 			snprintf(opt, sizeof(opt), "%s=%s",
-				 hvdopt_key_name((enum hvdopt_key)k), v);
-			if (hvdopt_parse(opt, &c->defaults, why, sizeof(why))) {
-				hvd_seterr(err, errlen, "plugstack argument '%s': %s",
-				       w, why);
+				 opt_key_name((enum opt_key)k), v);
+			if (opt_parse(opt, &c->defaults, why, sizeof(why))) {
+				err_set(err, errlen,
+					"plugstack argument '%s': %s", w, why);
 				return -1;
 			}
 			continue;
@@ -166,11 +165,11 @@ int hvdcfg_parse(int ac, char *const *av, struct hvdcfg *c, char *err,
 			seen |= 2;
 			if (!*v || strlen(v) >= sizeof(c->nccl_socket_ifname) ||
 			    !only_chars(v, "^=,._-:")) {
-				hvd_seterr(err, errlen,
-				       "nccl_socket_ifname=%s: expected "
-				       "NCCL_SOCKET_IFNAME syntax, e.g. ib0 or "
-				       "=eth0 or ^docker",
-				       v);
+				err_set(err, errlen,
+					"nccl_socket_ifname=%s: expected "
+					"NCCL_SOCKET_IFNAME syntax, e.g. ib0 "
+					"or =eth0 or ^docker",
+					v);
 				return -1;
 			}
 			strcpy(c->nccl_socket_ifname, v);
@@ -180,10 +179,10 @@ int hvdcfg_parse(int ac, char *const *av, struct hvdcfg *c, char *err,
 			seen |= 4;
 			if (!*v || strlen(v) >= sizeof(c->ib_hca) ||
 			    !only_chars(v, "^=,_:")) {
-				hvd_seterr(err, errlen,
-				       "ib_hca=%s: expected NCCL_IB_HCA syntax, "
-				       "e.g. =mlx5_0:1,mlx5_1:1",
-				       v);
+				err_set(err, errlen,
+					"ib_hca=%s: expected NCCL_IB_HCA "
+					"syntax, e.g. =mlx5_0:1,mlx5_1:1",
+					v);
 				return -1;
 			}
 			strcpy(c->ib_hca, v);
@@ -198,21 +197,21 @@ int hvdcfg_parse(int ac, char *const *av, struct hvdcfg *c, char *err,
 	c->defaults.given = 0;
 	return 0;
 unknown:
-	hvd_seterr(err, errlen,
-	       "plugstack argument '%s': unknown key; expected "
-	       "default_<option>=VALUE (e.g. default_ckpt_every=1000), "
-	       "ckpt_roots=, nccl_socket_ifname=, ib_hca= or force=",
-	       w);
+	err_set(err, errlen,
+		"plugstack argument '%s': unknown key; expected "
+		"default_<option>=VALUE (e.g. default_ckpt_every=1000), "
+		"ckpt_roots=, nccl_socket_ifname=, ib_hca= or force=",
+		w);
 	return -1;
 twice:
-	hvd_seterr(err, errlen,
-	       "plugstack argument '%s': this key is given twice; give it "
-	       "once",
-	       w);
+	err_set(err, errlen,
+		"plugstack argument '%s': this key is given twice; give it "
+		"once",
+		w);
 	return -1;
 }
 
-int hvdcfg_forced(const struct hvdcfg *c, const char *var)
+int cfg_forced(const struct cfg *c, const char *var)
 {
 	for (int i = 0; i < c->nforce; i++)
 		if (strcmp(c->force[i], var) == 0)

@@ -1,17 +1,18 @@
 /*
  * hvd-topo - print, for each local rank of a node, every variable the
  * horovod SPANK plugin would set and why.  Same code as the plugin
- * (libhvdhints): topology, layout, options and policy in, hints out.
+ * (spank/core): topology, layout, options and policy in, hints out.
  *
  *   hvd-topo [--topology FILE.xml] [--local-size N] [--gpus LIST]
  *            [--sysfs DIR] [--horovod OPTS] [--policy 'k=v k=v'] [--env]
  *            [--json]
  */
-#include "horovod_config.h"
-#include "horovod_hints.h"
-#include "horovod_layout.h"
-#include "horovod_opt.h"
-#include "horovod_topo.h"
+#include "core/cfg.h"
+#include "core/hints.h"
+#include "core/layout.h"
+#include "core/machine.h"
+#include "core/opt.h"
+#include "core/topo.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -66,13 +67,12 @@ static void json_str(const char *s)
 	putchar('"');
 }
 
-static const char *action_name(enum hvdhint_action a)
+static const char *action_name(enum hint_action a)
 {
-	return a == HVDHINT_KEPT ? "kept" : a == HVDHINT_FORCED ? "forced"
-								: "set";
+	return a == HINT_KEPT ? "kept" : a == HINT_FORCED ? "forced" : "set";
 }
 
-static void print_json_rank(const struct hvdhints *h, unsigned lr, int last)
+static void print_json_rank(const struct hints *h, unsigned lr, int last)
 {
 	printf("%s{\"local_rank\":%u,\"env\":{", lr ? "" : "", lr);
 	for (int i = 0; i < h->n; i++) {
@@ -102,20 +102,20 @@ static void print_json_rank(const struct hvdhints *h, unsigned lr, int last)
 	printf("],\"bind\":%s}%s", h->bind ? "true" : "false", last ? "" : ",");
 }
 
-static void print_text_rank(const struct hvdhints *h, unsigned lr)
+static void print_text_rank(const struct hints *h, unsigned lr)
 {
 	printf("local rank %u:\n", lr);
 	for (int i = 0; i < h->n; i++)
 		printf("  %s=%s\n      %s%s\n", h->h[i].name, h->h[i].value,
-		       h->h[i].action == HVDHINT_KEPT	? "[kept] "
-		       : h->h[i].action == HVDHINT_FORCED ? "[forced] "
-							  : "",
+		       h->h[i].action == HINT_KEPT     ? "[kept] "
+		       : h->h[i].action == HINT_FORCED ? "[forced] "
+						       : "",
 		       h->h[i].why);
 	for (int i = 0; i < h->nnotes; i++)
 		printf("  note: %s\n", h->notes[i]);
 }
 
-static void print_summary(const struct hvdtopo *t)
+static void print_summary(const struct topo *t)
 {
 	int active = 0;
 
@@ -134,9 +134,9 @@ static void print_summary(const struct hvdtopo *t)
 	for (int i = 0; i < t->nports; i++)
 		printf("#   port %s:%d state %d %s%s%s\n", t->ports[i].dev,
 		       t->ports[i].port, t->ports[i].state,
-		       t->ports[i].link == HVDTOPO_LINK_ETH  ? "Ethernet (RoCE)"
-		       : t->ports[i].link == HVDTOPO_LINK_IB ? "InfiniBand"
-							     : "link unknown",
+		       t->ports[i].link == TOPO_LINK_ETH  ? "Ethernet (RoCE)"
+		       : t->ports[i].link == TOPO_LINK_IB ? "InfiniBand"
+							  : "link unknown",
 		       t->ports[i].busid[0] ? " PCI " : "", t->ports[i].busid);
 }
 
@@ -169,10 +169,10 @@ int main(int argc, char **argv)
 	char *policy = NULL, *pav[64], err[512];
 	int json = 0, useenv = 0, c, pac = 0, rc = 1;
 	long nlocal = -1;
-	struct hvdtopo *t;
-	struct hvdhints *h;
-	struct hvdcfg cfg;
-	struct hvdopt o;
+	struct topo *t;
+	struct hints *h;
+	struct cfg cfg;
+	struct opt o;
 	char **env = NULL;
 	size_t nenv = 0;
 
@@ -227,16 +227,16 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	hvdcfg_init(&cfg);
+	cfg_init(&cfg);
 	if (policy) {
 		pac = split_words(policy, pav, 64);
-		if (hvdcfg_parse(pac, pav, &cfg, err, sizeof(err))) {
+		if (cfg_parse(pac, pav, &cfg, err, sizeof(err))) {
 			fprintf(stderr, "hvd-topo: --policy: %s\n", err);
 			return 2;
 		}
 	}
 	o = cfg.defaults;
-	if (hvdopt_parse(opts, &o, err, sizeof(err))) {
+	if (opt_parse(opts, &o, err, sizeof(err))) {
 		fprintf(stderr, "hvd-topo: %s\n", err);
 		return 2;
 	}
@@ -246,7 +246,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "hvd-topo: out of memory\n");
 		goto out;
 	}
-	if (hvdtopo_load(t, xml, sysfs, err, sizeof(err))) {
+	if (machine_load(t, xml, sysfs, err, sizeof(err))) {
 		fprintf(stderr, "hvd-topo: %s\n", err);
 		goto out;
 	}
@@ -276,7 +276,7 @@ int main(int argc, char **argv)
 	else
 		print_summary(t);
 	for (long lr = 0; lr < nlocal; lr++) {
-		struct hvdlayout l;
+		struct layout l;
 
 		memset(&l, 0, sizeof(l));
 		l.rank = l.local_rank = (unsigned)lr;
@@ -287,12 +287,11 @@ int main(int argc, char **argv)
 		if (gethostname(l.hostname, sizeof(l.hostname) - 1))
 			strcpy(l.hostname, "localhost");
 		strcpy(l.master_addr, l.hostname);
-		l.master_port = hvdlayout_master_port(0, 0);
+		l.master_port = layout_master_port(0, 0);
 		snprintf(l.user, sizeof(l.user), "%s",
 			 getenv("USER") ? getenv("USER") : "user");
 		strcpy(l.job_name, "hvd-topo");
-		if (hvdhints_compute(t, &l, &o, env, &cfg, h, err,
-				     sizeof(err))) {
+		if (hints_compute(t, &l, &o, env, &cfg, h, err, sizeof(err))) {
 			if (json)
 				printf("]}\n");
 			fprintf(stderr, "hvd-topo: local rank %ld: %s\n", lr,

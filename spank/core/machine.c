@@ -1,5 +1,5 @@
 /*
- * horovod_topo.c - hwloc (live machine or XML) to struct hvdtopo.
+ * machine.c - hwloc (live machine or XML) and sysfs to struct topo.
  *
  * GPUs are found as PCI devices (vendor 0x10de, class 0x0300 VGA or 0x0302
  * 3D), never through cuda/nvml OS devices: Debian's hwloc has no CUDA or
@@ -9,8 +9,10 @@
  * infos.  Only the ancestors of those devices are copied into the node
  * table: that is all a smallest-common-ancestor search needs.
  */
-#include "horovod_topo.h"
-#include "horovod_err.h"
+#include "machine.h"
+#include "err.h"
+#include "sysfs.h"
+#include "topo.h"
 
 #include <hwloc.h>
 #include <stdarg.h>
@@ -18,113 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-void hvdcpu_zero(struct hvd_cpuset *s)
-{
-	memset(s, 0, sizeof(*s));
-}
-
-void hvdcpu_set(struct hvd_cpuset *s, unsigned cpu)
-{
-	if (cpu < HVDTOPO_MAX_CPUS)
-		s->w[cpu / 64] |= 1ULL << (cpu % 64);
-}
-
-int hvdcpu_isset(const struct hvd_cpuset *s, unsigned cpu)
-{
-	return cpu < HVDTOPO_MAX_CPUS && (s->w[cpu / 64] >> (cpu % 64)) & 1;
-}
-
-int hvdcpu_count(const struct hvd_cpuset *s)
-{
-	int n = 0;
-
-	for (size_t i = 0; i < HVDTOPO_MAX_CPUS / 64; i++)
-		n += __builtin_popcountll(s->w[i]);
-	return n;
-}
-
-void hvdcpu_and(struct hvd_cpuset *d, const struct hvd_cpuset *a,
-		const struct hvd_cpuset *b)
-{
-	for (size_t i = 0; i < HVDTOPO_MAX_CPUS / 64; i++)
-		d->w[i] = a->w[i] & b->w[i];
-}
-
-int hvdcpu_subset(const struct hvd_cpuset *a, const struct hvd_cpuset *b)
-{
-	for (size_t i = 0; i < HVDTOPO_MAX_CPUS / 64; i++)
-		if (a->w[i] & ~b->w[i])
-			return 0;
-	return 1;
-}
-
-int hvdcpu_format(const struct hvd_cpuset *s, char *buf, size_t len)
-{
-	size_t n = 0;
-
-	if (len == 0)
-		return -1;
-	buf[0] = '\0';
-	for (unsigned c = 0; c < HVDTOPO_MAX_CPUS; c++) {
-		unsigned e = c;
-		int w;
-
-		if (!hvdcpu_isset(s, c))
-			continue;
-		while (e + 1 < HVDTOPO_MAX_CPUS && hvdcpu_isset(s, e + 1))
-			e++;
-		if (e == c)
-			w = snprintf(buf + n, len - n, "%s%u", n ? "," : "", c);
-		else
-			w = snprintf(buf + n, len - n, "%s%u-%u", n ? "," : "",
-				     c, e);
-		if (w < 0 || (size_t)w >= len - n)
-			return -1;
-		n += (size_t)w;
-		c = e;
-	}
-	return 0;
-}
-
-int hvdcpu_parse(const char *str, struct hvd_cpuset *s)
-{
-	const char *p = str;
-
-	hvdcpu_zero(s);
-	while (*p) {
-		char *end;
-		unsigned long a = strtoul(p, &end, 10), b = a;
-
-		if (end == p || a >= HVDTOPO_MAX_CPUS)
-			return -1;
-		p = end;
-		if (*p == '-') {
-			b = strtoul(++p, &end, 10);
-			if (end == p || b >= HVDTOPO_MAX_CPUS || b < a)
-				return -1;
-			p = end;
-		}
-		for (unsigned long c = a; c <= b; c++)
-			hvdcpu_set(s, (unsigned)c);
-		if (*p == ',')
-			p++;
-		else if (*p)
-			return -1;
-	}
-	return 0;
-}
-
-
-static void from_hwloc_set(struct hvd_cpuset *d, hwloc_const_bitmap_t b)
+static void from_hwloc_set(struct cpuset *d, hwloc_const_bitmap_t b)
 {
 	unsigned i;
 
-	hvdcpu_zero(d);
+	cpuset_zero(d);
 	if (!b)
 		return;
-	hwloc_bitmap_foreach_begin(i, b) {
-		hvdcpu_set(d, i);
-	}
+	hwloc_bitmap_foreach_begin(i, b) { cpuset_set(d, i); }
 	hwloc_bitmap_foreach_end();
 }
 
@@ -137,14 +40,14 @@ static void busid_of(hwloc_obj_t o, char *buf, size_t len)
 
 /* The hwloc objects behind nodes[], to find one again when walking. */
 struct builder {
-	struct hvdtopo *t;
-	hwloc_obj_t objs[HVDTOPO_MAX_NODES];
+	struct topo *t;
+	hwloc_obj_t objs[TOPO_MAX_NODES];
 };
 
 static int node_of(struct builder *b, hwloc_obj_t o)
 {
-	struct hvdtopo *t = b->t;
-	struct hvdtopo_node *n;
+	struct topo *t = b->t;
+	struct topo_node *n;
 	int idx, parent;
 
 	if (!o)
@@ -156,7 +59,7 @@ static int node_of(struct builder *b, hwloc_obj_t o)
 	parent = o->parent ? node_of(b, o->parent) : -1;
 	if (o->parent && parent < 0)
 		return -1;
-	if (t->nnodes >= HVDTOPO_MAX_NODES)
+	if (t->nnodes >= TOPO_MAX_NODES)
 		return -1;
 	idx = t->nnodes++;
 	b->objs[idx] = o;
@@ -167,62 +70,61 @@ static int node_of(struct builder *b, hwloc_obj_t o)
 	n->os_index = -1;
 	switch (o->type) {
 	case HWLOC_OBJ_MACHINE:
-		n->kind = HVDTOPO_MACHINE;
+		n->kind = TOPO_MACHINE;
 		break;
 	case HWLOC_OBJ_GROUP:
-		n->kind = HVDTOPO_GROUP;
+		n->kind = TOPO_GROUP;
 		break;
 	case HWLOC_OBJ_PACKAGE:
-		n->kind = HVDTOPO_PACKAGE;
+		n->kind = TOPO_PACKAGE;
 		n->os_index = (int)o->os_index;
 		break;
 	case HWLOC_OBJ_NUMANODE:
-		n->kind = HVDTOPO_NUMA;
+		n->kind = TOPO_NUMA;
 		n->os_index = (int)o->os_index;
 		break;
 	case HWLOC_OBJ_BRIDGE:
-		n->kind = o->attr->bridge.upstream_type ==
-					  HWLOC_OBJ_BRIDGE_HOST
-				  ? HVDTOPO_HOSTBRIDGE
-				  : HVDTOPO_PCISWITCH;
-		if (n->kind == HVDTOPO_PCISWITCH)
+		n->kind = o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST
+			      ? TOPO_HOSTBRIDGE
+			      : TOPO_PCISWITCH;
+		if (n->kind == TOPO_PCISWITCH)
 			busid_of(o, n->busid, sizeof(n->busid));
 		break;
 	case HWLOC_OBJ_PCI_DEVICE:
-		n->kind = HVDTOPO_PCIDEV;
+		n->kind = TOPO_PCIDEV;
 		busid_of(o, n->busid, sizeof(n->busid));
 		break;
 	default:
-		n->kind = HVDTOPO_OTHER_CPU;
+		n->kind = TOPO_OTHER_CPU;
 		break;
 	}
 	if (o->cpuset)
 		from_hwloc_set(&t->node_cpus[idx], o->cpuset);
 	else
-		hvdcpu_zero(&t->node_cpus[idx]);
+		cpuset_zero(&t->node_cpus[idx]);
 	return idx;
 }
 
 static int gpu_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct hvdtopo_gpu *)a)->busid,
-		      ((const struct hvdtopo_gpu *)b)->busid);
+	return strcmp(((const struct topo_gpu *)a)->busid,
+		      ((const struct topo_gpu *)b)->busid);
 }
 
 static void add_gpus(struct builder *b, hwloc_topology_t topo)
 {
-	struct hvdtopo *t = b->t;
+	struct topo *t = b->t;
 	hwloc_obj_t o = NULL;
 
 	while ((o = hwloc_get_next_pcidev(topo, o)) != NULL) {
-		struct hvdtopo_gpu *g;
+		struct topo_gpu *g;
 		hwloc_obj_t c;
 
 		if (o->attr->pcidev.vendor_id != 0x10de ||
 		    (o->attr->pcidev.class_id != 0x0300 &&
 		     o->attr->pcidev.class_id != 0x0302))
 			continue;
-		if (t->ngpus >= HVDTOPO_MAX_GPUS)
+		if (t->ngpus >= TOPO_MAX_GPUS)
 			break;
 		g = &t->gpus[t->ngpus];
 		memset(g, 0, sizeof(*g));
@@ -270,7 +172,7 @@ static const char *sibling_netdev(hwloc_obj_t pci, int n)
 
 static void add_ports(struct builder *b, hwloc_topology_t topo)
 {
-	struct hvdtopo *t = b->t;
+	struct topo *t = b->t;
 	hwloc_obj_t o = NULL;
 
 	while ((o = hwloc_get_next_osdev(topo, o)) != NULL) {
@@ -285,13 +187,13 @@ static void add_ports(struct builder *b, hwloc_topology_t topo)
 		for (int p = 1; p <= 8; p++) {
 			char key[32];
 			const char *st, *lid, *nd;
-			struct hvdtopo_port *pt;
+			struct topo_port *pt;
 
 			snprintf(key, sizeof(key), "Port%dState", p);
 			st = hwloc_obj_get_info_by_name(o, key);
 			if (!st)
 				continue;
-			if (t->nports >= HVDTOPO_MAX_PORTS)
+			if (t->nports >= TOPO_MAX_PORTS)
 				return;
 			pt = &t->ports[t->nports++];
 			memset(pt, 0, sizeof(*pt));
@@ -305,8 +207,8 @@ static void add_ports(struct builder *b, hwloc_topology_t topo)
 			 * present, replaces this guess. */
 			if (lid)
 				pt->link = strtoul(lid, NULL, 0) == 0
-						   ? HVDTOPO_LINK_ETH
-						   : HVDTOPO_LINK_IB;
+					       ? TOPO_LINK_ETH
+					       : TOPO_LINK_IB;
 			nd = sibling_netdev(pci, p - 1);
 			if (nd)
 				snprintf(pt->netdev, sizeof(pt->netdev), "%s",
@@ -323,14 +225,14 @@ static void add_ports(struct builder *b, hwloc_topology_t topo)
 	}
 }
 
-static void add_numa(struct hvdtopo *t, hwloc_topology_t topo)
+static void add_numa(struct topo *t, hwloc_topology_t topo)
 {
 	hwloc_obj_t o = NULL;
 
 	while ((o = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, o))) {
-		struct hvdtopo_numa *n;
+		struct topo_numa *n;
 
-		if (t->nnuma >= HVDTOPO_MAX_NUMA)
+		if (t->nnuma >= TOPO_MAX_NUMA)
 			break;
 		n = &t->numa[t->nnuma++];
 		n->os_index = (int)o->os_index;
@@ -344,17 +246,17 @@ static void add_numa(struct hvdtopo *t, hwloc_topology_t topo)
 	 * equal cpuset with a lower index: a CPU-less node ends up empty.
 	 */
 	for (int i = 0; i < t->nnuma; i++) {
-		struct hvd_cpuset own = t->numa[i].cpus;
-		int ci = hvdcpu_count(&t->numa[i].cpus);
+		struct cpuset own = t->numa[i].cpus;
+		int ci = cpuset_count(&t->numa[i].cpus);
 
 		for (int j = 0; j < t->nnuma; j++) {
-			int cj = hvdcpu_count(&t->numa[j].cpus);
+			int cj = cpuset_count(&t->numa[j].cpus);
 
-			if (j == i || !hvdcpu_subset(&t->numa[j].cpus,
-						     &t->numa[i].cpus))
+			if (j == i ||
+			    !cpuset_subset(&t->numa[j].cpus, &t->numa[i].cpus))
 				continue;
 			if (cj < ci || (cj == ci && j < i))
-				for (size_t w = 0; w < HVDTOPO_MAX_CPUS / 64;
+				for (size_t w = 0; w < CPUSET_MAX_CPUS / 64;
 				     w++)
 					own.w[w] &= ~t->numa[j].cpus.w[w];
 		}
@@ -362,7 +264,7 @@ static void add_numa(struct hvdtopo *t, hwloc_topology_t topo)
 	}
 }
 
-int hvdtopo_load(struct hvdtopo *t, const char *xml, const char *sysfs_root,
+int machine_load(struct topo *t, const char *xml, const char *sysfs_root,
 		 char *err, size_t errlen)
 {
 	hwloc_topology_t topo;
@@ -377,21 +279,21 @@ int hvdtopo_load(struct hvdtopo *t, const char *xml, const char *sysfs_root,
 		sysfs_root = "/sys";
 	/* Built against one hwloc ABI, loaded with another: refuse. */
 	if ((hwloc_get_api_version() >> 16) != (HWLOC_API_VERSION >> 16)) {
-		hvd_seterr(err, errlen,
-		       "built for hwloc API 0x%x but running with 0x%x; rebuild "
-		       "against the installed hwloc",
-		       (unsigned)HWLOC_API_VERSION,
-		       (unsigned)hwloc_get_api_version());
+		err_set(err, errlen,
+			"built for hwloc API 0x%x but running with 0x%x; "
+			"rebuild against the installed hwloc",
+			(unsigned)HWLOC_API_VERSION,
+			(unsigned)hwloc_get_api_version());
 		return -1;
 	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
-		hvd_seterr(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		return -1;
 	}
 	b->t = t;
 	if (hwloc_topology_init(&topo)) {
-		hvd_seterr(err, errlen, "hwloc_topology_init failed");
+		err_set(err, errlen, "hwloc_topology_init failed");
 		goto err_free;
 	}
 	hwloc_topology_set_io_types_filter(topo,
@@ -422,15 +324,15 @@ int hvdtopo_load(struct hvdtopo *t, const char *xml, const char *sysfs_root,
 				slow[i]);
 	}
 	if (xml && hwloc_topology_set_xml(topo, xml)) {
-		hvd_seterr(err, errlen,
-		       "cannot read hwloc XML '%s' (expected a file written "
-		       "by lstopo/hwloc 1.x or 2.x)",
-		       xml);
+		err_set(err, errlen,
+			"cannot read hwloc XML '%s' (expected a file written "
+			"by lstopo/hwloc 1.x or 2.x)",
+			xml);
 		goto err_destroy;
 	}
 	if (hwloc_topology_load(topo)) {
-		hvd_seterr(err, errlen, "hwloc cannot load the topology of %s",
-		       xml ? xml : "this machine");
+		err_set(err, errlen, "hwloc cannot load the topology of %s",
+			xml ? xml : "this machine");
 		goto err_destroy;
 	}
 	snprintf(t->source, sizeof(t->source), "%s",
@@ -444,65 +346,11 @@ int hvdtopo_load(struct hvdtopo *t, const char *xml, const char *sysfs_root,
 	/* An XML file describes another machine: only read sysfs for it when
 	 * a tree was given explicitly (tests, hvd-topo --sysfs). */
 	if (!xml || !live)
-		hvdtopo_read_sysfs(t, sysfs_root, live && !xml);
+		sysfs_read(t, sysfs_root, live && !xml);
 	return 0;
 err_destroy:
 	hwloc_topology_destroy(topo);
 err_free:
 	free(b);
 	return -1;
-}
-
-int hvdtopo_common_ancestor(const struct hvdtopo *t, int a, int b)
-{
-	if (a < 0 || b < 0 || a >= t->nnodes || b >= t->nnodes)
-		return -1;
-	while (t->nodes[a].depth > t->nodes[b].depth)
-		a = t->nodes[a].parent;
-	while (t->nodes[b].depth > t->nodes[a].depth)
-		b = t->nodes[b].parent;
-	while (a != b && a >= 0 && b >= 0) {
-		a = t->nodes[a].parent;
-		b = t->nodes[b].parent;
-	}
-	return a == b ? a : -1;
-}
-
-void hvdtopo_describe(const struct hvdtopo *t, int node, char *buf,
-		      size_t len)
-{
-	const struct hvdtopo_node *n;
-
-	if (node < 0 || node >= t->nnodes) {
-		snprintf(buf, len, "nothing in common");
-		return;
-	}
-	n = &t->nodes[node];
-	switch (n->kind) {
-	case HVDTOPO_PCIDEV:
-		snprintf(buf, len, "the same PCI device %s", n->busid);
-		break;
-	case HVDTOPO_PCISWITCH:
-		snprintf(buf, len, "a PCI switch (bridge %s)", n->busid);
-		break;
-	case HVDTOPO_HOSTBRIDGE:
-		snprintf(buf, len, "a PCI host bridge");
-		break;
-	case HVDTOPO_PACKAGE:
-		snprintf(buf, len, "package P#%d", n->os_index);
-		break;
-	case HVDTOPO_NUMA:
-		snprintf(buf, len, "NUMA node P#%d", n->os_index);
-		break;
-	case HVDTOPO_GROUP:
-		snprintf(buf, len, "a group of CPUs");
-		break;
-	case HVDTOPO_OTHER_CPU:
-		snprintf(buf, len, "a CPU object");
-		break;
-	case HVDTOPO_MACHINE:
-	default:
-		snprintf(buf, len, "only the machine");
-		break;
-	}
 }

@@ -1,5 +1,5 @@
 /*
- * horovod_alloc.c - sbatch and salloc (allocator context).
+ * alloc.c - sbatch and salloc (allocator context).
  *
  * Only init, the option callback and init_post_opt run here, and no job
  * item is available.  The callback validates the option (sbatch exits 1
@@ -7,22 +7,22 @@
  * environment, and every srun of the script inherits it unless that srun
  * gives its own --horovod.
  */
-#include "horovod_args.h"
-#include "horovod_context.h"
+#include "args.h"
+#include "context.h"
 
-int horovod_alloc_init(spank_t sp, int ac, char **av)
+int alloc_init(spank_t sp, int ac, char **av)
 {
-	return horovod_args_init(sp, ac, av);
+	return args_init(sp, ac, av);
 }
 
-int horovod_alloc_post_opt(spank_t sp, int ac, char **av)
+int alloc_post_opt(spank_t sp, int ac, char **av)
 {
 	(void)sp;
 	(void)ac;
 	(void)av;
-	if (horovod_args.used)
+	if (args.used)
 		slurm_verbose("horovod: --horovod=%s applies to every srun of "
 			      "the job that does not give its own",
-			      horovod_args.raw);
+			      args.raw);
 	return 0;
 }

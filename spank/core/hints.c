@@ -1,5 +1,5 @@
 /*
- * horovod_hints.c - the environment of one task (see horovod_hints.h).
+ * hints.c - the environment of one task (see hints.h).
  *
  * Order of decisions: ranks; GPU (the i-th of those Slurm gave the step,
  * round-robin); network (nearest ACTIVE port to that GPU, else to the
@@ -14,48 +14,15 @@
  * otherwise), while the physical GPU, for locality, comes from the global
  * indices in SLURM_STEP_GPUS.
  */
-#include "horovod_hints.h"
+#include "hints.h"
+#include "vars.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const known_vars[] = {
-	"HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
-	"HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE",
-	"HOROVOD_HOSTNAME", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-	"LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-	"CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "NCCL_IB_HCA",
-	"NCCL_IB_GID_INDEX", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME",
-	"UCX_NET_DEVICES", "UCX_TLS", "HOROVOD_CPU_LIST",
-	"HOROVOD_CHECKPOINT_DIR", "HOROVOD_CHECKPOINT_EVERY",
-	"HOROVOD_CHECKPOINT_KEEP", "HOROVOD_FUSION_THRESHOLD",
-	"HOROVOD_CYCLE_TIME", "HOROVOD_CACHE_CAPACITY", "HOROVOD_TIMELINE",
-	"HOROVOD_HIERARCHICAL_ALLREDUCE",
-	"HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_LOG_LEVEL", NULL
-};
-
-int hvdhints_known_var(const char *name)
-{
-	for (int i = 0; known_vars[i]; i++)
-		if (strcmp(known_vars[i], name) == 0)
-			return 1;
-	return 0;
-}
-
-const char *hvdhints_getenv(char *const *env, const char *name)
-{
-	size_t n = strlen(name);
-
-	for (; env && *env; env++)
-		if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
-			return *env + n + 1;
-	return NULL;
-}
-
-const struct hvdhint *hvdhints_find(const struct hvdhints *h,
-				    const char *name)
+const struct hint *hints_find(const struct hints *h, const char *name)
 {
 	for (int i = 0; i < h->n; i++)
 		if (strcmp(h->h[i].name, name) == 0)
@@ -64,12 +31,12 @@ const struct hvdhint *hvdhints_find(const struct hvdhints *h,
 }
 
 struct ctx {
-	const struct hvdtopo *t;
-	const struct hvdlayout *l;
-	const struct hvdopt *o;
+	const struct topo *t;
+	const struct layout *l;
+	const struct opt *o;
 	char *const *env;
-	const struct hvdcfg *cfg;
-	struct hvdhints *out;
+	const struct cfg *cfg;
+	struct hints *out;
 	int slurms; /* the variable in env is Slurm's, not the user's */
 };
 
@@ -93,21 +60,21 @@ static void put(struct ctx *c, const char *name, const char *value,
 static void put(struct ctx *c, const char *name, const char *value,
 		const char *fmt, ...)
 {
-	struct hvdhints *out = c->out;
-	struct hvdhint *h;
-	const char *user = c->slurms ? NULL : hvdhints_getenv(c->env, name);
-	char why[HVDHINT_WHY_LEN];
+	struct hints *out = c->out;
+	struct hint *h;
+	const char *user = c->slurms ? NULL : vars_getenv(c->env, name);
+	char why[HINTS_WHY_LEN];
 	va_list ap;
 
-	if (out->n >= HVDHINT_MAX)
+	if (out->n >= HINTS_MAX)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	h = &out->h[out->n++];
 	snprintf(h->name, sizeof(h->name), "%s", name);
-	if (user && !hvdcfg_forced(c->cfg, name)) {
-		h->action = HVDHINT_KEPT;
+	if (user && !cfg_forced(c->cfg, name)) {
+		h->action = HINT_KEPT;
 		snprintf(h->value, sizeof(h->value), "%s", user);
 		bprintf(h->why, sizeof(h->why),
 			 "set by the user, kept (the plugin would set %.64s: "
@@ -115,7 +82,7 @@ static void put(struct ctx *c, const char *name, const char *value,
 			 value, why);
 		return;
 	}
-	h->action = user ? HVDHINT_FORCED : HVDHINT_SET;
+	h->action = user ? HINT_FORCED : HINT_SET;
 	snprintf(h->value, sizeof(h->value), "%s", value);
 	if (user)
 		bprintf(h->why, sizeof(h->why),
@@ -135,7 +102,7 @@ static void note(struct ctx *c, const char *fmt, ...)
 	if (c->out->nnotes >= 4)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(c->out->notes[c->out->nnotes++], HVDHINT_WHY_LEN, fmt, ap);
+	vsnprintf(c->out->notes[c->out->nnotes++], HINTS_WHY_LEN, fmt, ap);
 	va_end(ap);
 }
 
@@ -145,7 +112,7 @@ static void put_uint(struct ctx *c, const char *name, unsigned long v,
 static void put_uint(struct ctx *c, const char *name, unsigned long v,
 		     const char *fmt, ...)
 {
-	char val[24], why[HVDHINT_WHY_LEN];
+	char val[24], why[HINTS_WHY_LEN];
 	va_list ap;
 
 	snprintf(val, sizeof(val), "%lu", v);
@@ -157,7 +124,7 @@ static void put_uint(struct ctx *c, const char *name, unsigned long v,
 
 static void ranks(struct ctx *c)
 {
-	const struct hvdlayout *l = c->l;
+	const struct layout *l = c->l;
 
 	put_uint(c, "HOROVOD_RANK", l->rank, "global task id (SLURM_PROCID)");
 	put_uint(c, "HOROVOD_SIZE", l->size, "tasks in the step");
@@ -220,11 +187,11 @@ static int small_index(const char *s, int limit)
 /* Choose this task's GPU; sets out->gpu (the physical one, for locality). */
 static void gpus(struct ctx *c)
 {
-	const struct hvdtopo *t = c->t;
-	const char *cvd = hvdhints_getenv(c->env, "CUDA_VISIBLE_DEVICES");
-	const char *sg = hvdhints_getenv(c->env, "SLURM_STEP_GPUS");
+	const struct topo *t = c->t;
+	const char *cvd = vars_getenv(c->env, "CUDA_VISIBLE_DEVICES");
+	const char *sg = vars_getenv(c->env, "SLURM_STEP_GPUS");
 	const char *src = "SLURM_STEP_GPUS";
-	char tok[HVDTOPO_MAX_GPUS][64], glob[HVDTOPO_MAX_GPUS][64];
+	char tok[TOPO_MAX_GPUS][64], glob[TOPO_MAX_GPUS][64];
 	int ntok, nglob, pick, phys;
 
 	c->out->gpu = -1;
@@ -236,7 +203,7 @@ static void gpus(struct ctx *c)
 	put(c, "CUDA_DEVICE_ORDER", "PCI_BUS_ID",
 	    "number GPUs in PCI bus order, like nvidia-smi and this plugin");
 	if (!sg) {
-		sg = hvdhints_getenv(c->env, "SLURM_JOB_GPUS");
+		sg = vars_getenv(c->env, "SLURM_JOB_GPUS");
 		src = "SLURM_JOB_GPUS";
 	}
 	if (cvd && !sg) {
@@ -247,12 +214,12 @@ static void gpus(struct ctx *c)
 		    "no GPUs allocated by Slurm");
 		return;
 	}
-	if (c->o->gpu_bind == HVDOPT_GPU_NONE) {
+	if (c->o->gpu_bind == OPT_GPU_NONE) {
 		note(c, "gpu-bind=none: every GPU of the step stays visible");
 		return;
 	}
-	nglob = sg ? split(sg, glob, HVDTOPO_MAX_GPUS) : 0;
-	ntok = cvd ? split(cvd, tok, HVDTOPO_MAX_GPUS) : 0;
+	nglob = sg ? split(sg, glob, TOPO_MAX_GPUS) : 0;
+	ntok = cvd ? split(cvd, tok, TOPO_MAX_GPUS) : 0;
 	if (ntok == 0 && nglob > 0) {
 		memcpy(tok, glob, sizeof(glob[0]) * (size_t)nglob);
 		ntok = nglob;
@@ -290,20 +257,20 @@ static void gpus(struct ctx *c)
 	c->slurms = 0;
 }
 
-static int port_ok(const struct hvdtopo_port *p, int net)
+static int port_ok(const struct topo_port *p, int net)
 {
 	if (p->state != 4)
 		return 0;
-	if (net == HVDOPT_NET_IB)
-		return p->link != HVDTOPO_LINK_ETH;
-	if (net == HVDOPT_NET_ROCE)
-		return p->link == HVDTOPO_LINK_ETH;
-	return net != HVDOPT_NET_TCP;
+	if (net == OPT_NET_IB)
+		return p->link != TOPO_LINK_ETH;
+	if (net == OPT_NET_ROCE)
+		return p->link == TOPO_LINK_ETH;
+	return net != OPT_NET_TCP;
 }
 
 /* Ports nearest to GPU g: fills set[] (ascending), returns the count and
  * the common ancestor's depth in *depth. */
-static int nearest_ports(const struct hvdtopo *t, int g, int net, int *set,
+static int nearest_ports(const struct topo *t, int g, int net, int *set,
 			 int *depth, int *anc)
 {
 	int n = 0, best = -2;
@@ -313,8 +280,7 @@ static int nearest_ports(const struct hvdtopo *t, int g, int net, int *set,
 
 		if (!port_ok(&t->ports[p], net))
 			continue;
-		a = hvdtopo_common_ancestor(t, t->gpus[g].node,
-					    t->ports[p].node);
+		a = topo_common_ancestor(t, t->gpus[g].node, t->ports[p].node);
 		d = a >= 0 ? t->nodes[a].depth : -1;
 		if (d > best) {
 			best = d;
@@ -328,10 +294,10 @@ static int nearest_ports(const struct hvdtopo *t, int g, int net, int *set,
 	return n;
 }
 
-int hvdhints_port_for_gpu(const struct hvdtopo *t, int gpu, int net,
-			  char *why, size_t whylen)
+int hints_port_for_gpu(const struct topo *t, int gpu, int net, char *why,
+		       size_t whylen)
 {
-	int set[HVDTOPO_MAX_PORTS], other[HVDTOPO_MAX_PORTS];
+	int set[TOPO_MAX_PORTS], other[TOPO_MAX_PORTS];
 	int n, depth, anc = -1, k = 0, pick;
 	char where[96];
 
@@ -348,10 +314,10 @@ int hvdhints_port_for_gpu(const struct hvdtopo *t, int gpu, int net,
 			k++;
 	}
 	pick = set[k % n];
-	hvdtopo_describe(t, anc, where, sizeof(where));
-	if (anc >= 0 && (t->nodes[anc].kind == HVDTOPO_PCISWITCH ||
-			 t->nodes[anc].kind == HVDTOPO_HOSTBRIDGE ||
-			 t->nodes[anc].kind == HVDTOPO_PCIDEV))
+	topo_describe(t, anc, where, sizeof(where));
+	if (anc >= 0 && (t->nodes[anc].kind == TOPO_PCISWITCH ||
+			 t->nodes[anc].kind == TOPO_HOSTBRIDGE ||
+			 t->nodes[anc].kind == TOPO_PCIDEV))
 		snprintf(why, whylen, "%s:%d shares %s with GPU %s",
 			 t->ports[pick].dev, t->ports[pick].port, where,
 			 t->gpus[gpu].busid);
@@ -371,7 +337,7 @@ int hvdhints_port_for_gpu(const struct hvdtopo *t, int gpu, int net,
 	return pick;
 }
 
-static const struct hvd_cpuset *task_cpus(struct ctx *c)
+static const struct cpuset *task_cpus(struct ctx *c)
 {
 	return c->l->have_allowed ? &c->l->allowed : &c->t->all_cpus;
 }
@@ -380,24 +346,24 @@ static const struct hvd_cpuset *task_cpus(struct ctx *c)
  * among equals the most local one; remaining ties by local rank. */
 static int port_for_cpus(struct ctx *c, int net, char *why, size_t whylen)
 {
-	const struct hvdtopo *t = c->t;
-	int set[HVDTOPO_MAX_PORTS], n = 0, bs = -1, bl = 0, pick;
+	const struct topo *t = c->t;
+	int set[TOPO_MAX_PORTS], n = 0, bs = -1, bl = 0, pick;
 	char where[96];
 
 	for (int p = 0; p < t->nports; p++) {
-		struct hvd_cpuset x;
+		struct cpuset x;
 		int s, lsz;
 
 		if (!port_ok(&t->ports[p], net))
 			continue;
 		if (t->ports[p].locality >= 0) {
-			hvdcpu_and(&x, task_cpus(c),
+			cpuset_and(&x, task_cpus(c),
 				   &t->node_cpus[t->ports[p].locality]);
-			s = hvdcpu_count(&x);
-			lsz = hvdcpu_count(&t->node_cpus[t->ports[p].locality]);
+			s = cpuset_count(&x);
+			lsz = cpuset_count(&t->node_cpus[t->ports[p].locality]);
 		} else {
 			s = 0;
-			lsz = HVDTOPO_MAX_CPUS;
+			lsz = CPUSET_MAX_CPUS;
 		}
 		if (s > bs || (s == bs && lsz < bl)) {
 			bs = s;
@@ -410,7 +376,7 @@ static int port_for_cpus(struct ctx *c, int net, char *why, size_t whylen)
 	if (n == 0)
 		return -1;
 	pick = set[c->l->local_rank % (unsigned)n];
-	hvdtopo_describe(t, t->ports[pick].locality, where, sizeof(where));
+	topo_describe(t, t->ports[pick].locality, where, sizeof(where));
 	snprintf(why, whylen,
 		 "no GPU for this task: %s:%d is local to %d of its CPUs (%s)%s",
 		 t->ports[pick].dev, t->ports[pick].port, bs, where,
@@ -420,12 +386,12 @@ static int port_for_cpus(struct ctx *c, int net, char *why, size_t whylen)
 }
 
 /* The interface NCCL's sockets should use when there is no usable port. */
-static int pick_netif(const struct hvdtopo *t)
+static int pick_netif(const struct topo *t)
 {
 	int best = -1, bscore = -1;
 
 	for (int i = 0; i < t->nnetifs; i++) {
-		const struct hvdtopo_netif *n = &t->netifs[i];
+		const struct topo_netif *n = &t->netifs[i];
 		int s;
 
 		if (!n->up || n->loopback || strcmp(n->name, "lo") == 0 ||
@@ -443,7 +409,7 @@ static int pick_netif(const struct hvdtopo *t)
 
 static void tcp(struct ctx *c, const char *why, const char *tls)
 {
-	const struct hvdtopo *t = c->t;
+	const struct topo *t = c->t;
 	int i = pick_netif(t);
 	char val[80];
 
@@ -470,17 +436,17 @@ static void tcp(struct ctx *c, const char *why, const char *tls)
 
 static void network(struct ctx *c)
 {
-	const struct hvdtopo *t = c->t;
+	const struct topo *t = c->t;
 	int net = c->o->net, p = -1, gpu = c->out->gpu;
 	int hasgpu = gpu >= 0;
-	char why[HVDHINT_WHY_LEN], val[64], down[128] = "";
+	char why[HINTS_WHY_LEN], val[64], down[128] = "";
 	const char *tls_ib = hasgpu ? "rc,ud,sm,self,cuda_copy,cuda_ipc"
 				    : "rc,ud,sm,self";
 	const char *tls_tcp = hasgpu ? "tcp,sm,self,cuda_copy,cuda_ipc"
 				     : "tcp,sm,self";
 
 	c->out->port = -1;
-	if (c->cfg->ib_hca[0] && net != HVDOPT_NET_TCP) {
+	if (c->cfg->ib_hca[0] && net != OPT_NET_TCP) {
 		const char *u = c->cfg->ib_hca;
 
 		put(c, "NCCL_IB_HCA", u, "pinned by the admin (ib_hca=)");
@@ -494,30 +460,32 @@ static void network(struct ctx *c)
 			    "pinned by the admin (nccl_socket_ifname=)");
 		return;
 	}
-	if (net == HVDOPT_NET_TCP) {
+	if (net == OPT_NET_TCP) {
 		tcp(c, "net=tcp: NCCL uses sockets", tls_tcp);
 		return;
 	}
 	if (hasgpu)
-		p = hvdhints_port_for_gpu(t, gpu, net, why, sizeof(why));
+		p = hints_port_for_gpu(t, gpu, net, why, sizeof(why));
 	if (p < 0)
 		p = port_for_cpus(c, net, why, sizeof(why));
 	if (p < 0) {
 		size_t l = 0;
 
-		for (int i = 0; i < t->nports && l < sizeof(down) - 40; i++)
-			l += (size_t)snprintf(
-				down + l, sizeof(down) - l, "%s%s:%d %s", l ? ", " : "",
-				t->ports[i].dev, t->ports[i].port,
-				t->ports[i].state != 4
-					? "not ACTIVE"
-					: t->ports[i].link == HVDTOPO_LINK_ETH
-						  ? "is RoCE"
-						  : "is InfiniBand");
+		for (int i = 0; i < t->nports && l < sizeof(down) - 40; i++) {
+			const struct topo_port *pt = &t->ports[i];
+			const char *st = pt->state != 4 ? "not ACTIVE"
+					 : pt->link == TOPO_LINK_ETH
+						 ? "is RoCE"
+						 : "is InfiniBand";
+
+			l += (size_t)snprintf(down + l, sizeof(down) - l,
+					      "%s%s:%d %s", l ? ", " : "",
+					      pt->dev, pt->port, st);
+		}
 		snprintf(why, sizeof(why), "no ACTIVE %s port%s%s%s",
-			 net == HVDOPT_NET_IB	  ? "InfiniBand"
-			 : net == HVDOPT_NET_ROCE ? "RoCE"
-						  : "InfiniBand or RoCE",
+			 net == OPT_NET_IB     ? "InfiniBand"
+			 : net == OPT_NET_ROCE ? "RoCE"
+					       : "InfiniBand or RoCE",
 			 down[0] ? " (" : "", down, down[0] ? ")" : "");
 		tcp(c, why, tls_tcp);
 		return;
@@ -526,7 +494,7 @@ static void network(struct ctx *c)
 	snprintf(val, sizeof(val), "=%s:%d", t->ports[p].dev, t->ports[p].port);
 	put(c, "NCCL_IB_HCA", val, "%s", why);
 	put(c, "UCX_NET_DEVICES", val + 1, "same port as NCCL_IB_HCA");
-	if (t->ports[p].link == HVDTOPO_LINK_ETH) {
+	if (t->ports[p].link == TOPO_LINK_ETH) {
 		if (t->ports[p].gid_index >= 0)
 			put_uint(c, "NCCL_IB_GID_INDEX",
 				 (unsigned long)t->ports[p].gid_index,
@@ -549,57 +517,56 @@ static void network(struct ctx *c)
 
 static void cpus(struct ctx *c)
 {
-	const struct hvdtopo *t = c->t;
-	const struct hvd_cpuset *allowed = task_cpus(c);
-	struct hvd_cpuset x;
+	const struct topo *t = c->t;
+	const struct cpuset *allowed = task_cpus(c);
+	struct cpuset x;
 	char list[1024], where[96];
 	int gpu = c->out->gpu;
 
-	hvdcpu_zero(&x);
+	cpuset_zero(&x);
 	if (gpu >= 0 && t->gpus[gpu].locality >= 0) {
-		hvdcpu_and(&x, allowed, &t->node_cpus[t->gpus[gpu].locality]);
-		hvdtopo_describe(t, t->gpus[gpu].locality, where,
-				 sizeof(where));
+		cpuset_and(&x, allowed, &t->node_cpus[t->gpus[gpu].locality]);
+		topo_describe(t, t->gpus[gpu].locality, where, sizeof(where));
 		/* Name the NUMA node(s) too: that is what users look for. */
 		for (int i = 0; i < t->nnuma; i++) {
 			size_t wl = strlen(where);
 
-			if (hvdcpu_count(&t->numa[i].own) > 0 &&
-			    hvdcpu_subset(&t->numa[i].own,
+			if (cpuset_count(&t->numa[i].own) > 0 &&
+			    cpuset_subset(&t->numa[i].own,
 					  &t->node_cpus[t->gpus[gpu].locality]))
 				bprintf(where + wl, sizeof(where) - wl,
 					" NUMA P#%d", t->numa[i].os_index);
 		}
 	} else {
-		int withcpu[HVDTOPO_MAX_NUMA], n = 0, pick;
+		int withcpu[TOPO_MAX_NUMA], n = 0, pick;
 
 		/* CPU-less NUMA nodes (HBM, GPU memory) hold no task. */
 		for (int i = 0; i < t->nnuma; i++) {
-			hvdcpu_and(&x, allowed, &t->numa[i].own);
-			if (hvdcpu_count(&x) > 0)
+			cpuset_and(&x, allowed, &t->numa[i].own);
+			if (cpuset_count(&x) > 0)
 				withcpu[n++] = i;
 		}
-		hvdcpu_zero(&x);
+		cpuset_zero(&x);
 		if (n > 0) {
 			pick = withcpu[c->l->local_size
 					       ? c->l->local_rank * (unsigned)n /
 							 c->l->local_size
 					       : 0];
-			hvdcpu_and(&x, allowed, &t->numa[pick].own);
+			cpuset_and(&x, allowed, &t->numa[pick].own);
 			snprintf(where, sizeof(where),
 				 "NUMA node P#%d (local ranks spread over the "
 				 "%d NUMA nodes with CPUs)",
 				 t->numa[pick].os_index, n);
 		}
 	}
-	if (hvdcpu_count(&x) == 0) {
+	if (cpuset_count(&x) == 0) {
 		x = *allowed;
 		snprintf(where, sizeof(where), "all the CPUs the task may use");
 	}
 	c->out->cpus = x;
-	if (hvdcpu_format(&x, list, sizeof(list)))
+	if (cpuset_format(&x, list, sizeof(list)))
 		return;
-	c->out->bind = c->o->cpu_bind == HVDOPT_CPU_NUMA;
+	c->out->bind = c->o->cpu_bind == OPT_CPU_NUMA;
 	put(c, "HOROVOD_CPU_LIST", list, "CPUs of %s%s, within the task's "
 					 "allowed CPUs%s",
 	    gpu >= 0 ? "its GPU's locality, " : "", where,
@@ -608,13 +575,13 @@ static void cpus(struct ctx *c)
 }
 
 /* "--horovod=KEY=..." or "admin default (default_KEY)" */
-static void source(unsigned given, enum hvdopt_key k, char *buf, size_t len)
+static void source(unsigned given, enum opt_key k, char *buf, size_t len)
 {
 	if (given & (1u << k))
-		snprintf(buf, len, "from --horovod=%s", hvdopt_key_name(k));
+		snprintf(buf, len, "from --horovod=%s", opt_key_name(k));
 	else
 		snprintf(buf, len, "admin default (default_%s)",
-			 hvdopt_key_name(k));
+			 opt_key_name(k));
 	for (char *p = strstr(buf, "default_"); p && *p; p++)
 		if (*p == '-')
 			*p = '_';
@@ -622,41 +589,38 @@ static void source(unsigned given, enum hvdopt_key k, char *buf, size_t len)
 
 static int knobs(struct ctx *c, char *err, size_t errlen)
 {
-	const struct hvdcfg *cfg = c->cfg;
-	const struct hvdlayout *l = c->l;
-	struct hvdopt eff = *c->o;
-	char src[80], v[HVDOPT_PATH_MAX], e[HVDOPT_ERR_LEN];
+	const struct cfg *cfg = c->cfg;
+	const struct layout *l = c->l;
+	struct opt eff = *c->o;
+	char src[80], v[PATH_LEN], e[ERR_LEN];
 
 	/* A forced variable takes the admin's default over the user's key. */
 #define ADMIN(var, k)                                                          \
 	do {                                                                   \
-		if (hvdcfg_forced(cfg, var) &&                                 \
-		    (cfg->defaults.set & (1u << (k))))                         \
+		if (cfg_forced(cfg, var) && (cfg->defaults.set & (1u << (k)))) \
 			eff.given &= ~(1u << (k));                             \
 	} while (0)
-	ADMIN("HOROVOD_CHECKPOINT_EVERY", HVDOPT_CKPT_EVERY);
-	ADMIN("HOROVOD_FUSION_THRESHOLD", HVDOPT_FUSION_MB);
-	ADMIN("HOROVOD_CYCLE_TIME", HVDOPT_CYCLE_MS);
-	ADMIN("HOROVOD_CACHE_CAPACITY", HVDOPT_CACHE);
-	ADMIN("HOROVOD_STALL_CHECK_TIME_SECONDS", HVDOPT_STALL_S);
-	ADMIN("HOROVOD_LOG_LEVEL", HVDOPT_LOG);
-	ADMIN("HOROVOD_HIERARCHICAL_ALLREDUCE", HVDOPT_HIERARCHICAL);
-	ADMIN("HOROVOD_CHECKPOINT_KEEP", HVDOPT_CKPT_KEEP);
-	ADMIN("HOROVOD_CHECKPOINT_DIR", HVDOPT_CKPT_DIR);
-	ADMIN("HOROVOD_TIMELINE", HVDOPT_TIMELINE);
+	ADMIN("HOROVOD_CHECKPOINT_EVERY", OPT_CKPT_EVERY);
+	ADMIN("HOROVOD_FUSION_THRESHOLD", OPT_FUSION_MB);
+	ADMIN("HOROVOD_CYCLE_TIME", OPT_CYCLE_MS);
+	ADMIN("HOROVOD_CACHE_CAPACITY", OPT_CACHE);
+	ADMIN("HOROVOD_STALL_CHECK_TIME_SECONDS", OPT_STALL_S);
+	ADMIN("HOROVOD_LOG_LEVEL", OPT_LOG);
+	ADMIN("HOROVOD_HIERARCHICAL_ALLREDUCE", OPT_HIERARCHICAL);
+	ADMIN("HOROVOD_CHECKPOINT_KEEP", OPT_CKPT_KEEP);
+	ADMIN("HOROVOD_CHECKPOINT_DIR", OPT_CKPT_DIR);
+	ADMIN("HOROVOD_TIMELINE", OPT_TIMELINE);
 #undef ADMIN
 #define VAL(k, field) (eff.given & (1u << (k)) ? c->o->field : cfg->defaults.field)
 #define IS(k) (c->o->set & (1u << (k)))
-	if (IS(HVDOPT_CKPT_DIR)) {
-		source(eff.given, HVDOPT_CKPT_DIR, src, sizeof(src));
-		if (hvdopt_expand_path(VAL(HVDOPT_CKPT_DIR, ckpt_dir), l->user,
-				       l->job_id, l->job_name, v, sizeof(v), e,
-				       sizeof(e))) {
+	if (IS(OPT_CKPT_DIR)) {
+		source(eff.given, OPT_CKPT_DIR, src, sizeof(src));
+		if (path_expand(VAL(OPT_CKPT_DIR, ckpt_dir), l->user, l->job_id,
+				l->job_name, v, sizeof(v), e, sizeof(e))) {
 			snprintf(err, errlen, "ckpt-dir: %s", e);
 			return -1;
 		}
-		if (cfg->ckpt_roots[0] &&
-		    !hvdopt_path_under(v, cfg->ckpt_roots)) {
+		if (cfg->ckpt_roots[0] && !path_under(v, cfg->ckpt_roots)) {
 			snprintf(err, errlen,
 				 "ckpt-dir=%s is outside the directories the "
 				 "admin allows for checkpoints (%s); choose a "
@@ -666,72 +630,69 @@ static int knobs(struct ctx *c, char *err, size_t errlen)
 		}
 		put(c, "HOROVOD_CHECKPOINT_DIR", v, "%s, expanded%s", src,
 		    cfg->ckpt_roots[0] ? ", inside ckpt_roots" : "");
-		if (hvdhints_find(c->out, "HOROVOD_CHECKPOINT_DIR")->action !=
-		    HVDHINT_KEPT)
+		if (hints_find(c->out, "HOROVOD_CHECKPOINT_DIR")->action !=
+		    HINT_KEPT)
 			snprintf(c->out->ckpt_dir, sizeof(c->out->ckpt_dir),
 				 "%s", v);
 	}
-	if (IS(HVDOPT_CKPT_EVERY)) {
-		source(eff.given, HVDOPT_CKPT_EVERY, src, sizeof(src));
+	if (IS(OPT_CKPT_EVERY)) {
+		source(eff.given, OPT_CKPT_EVERY, src, sizeof(src));
 		put_uint(c, "HOROVOD_CHECKPOINT_EVERY",
-			 VAL(HVDOPT_CKPT_EVERY, ckpt_every), "%s (steps)", src);
+			 VAL(OPT_CKPT_EVERY, ckpt_every), "%s (steps)", src);
 	}
-	if (IS(HVDOPT_CKPT_KEEP)) {
-		source(eff.given, HVDOPT_CKPT_KEEP, src, sizeof(src));
+	if (IS(OPT_CKPT_KEEP)) {
+		source(eff.given, OPT_CKPT_KEEP, src, sizeof(src));
 		put_uint(c, "HOROVOD_CHECKPOINT_KEEP",
-			 VAL(HVDOPT_CKPT_KEEP, ckpt_keep), "%s", src);
+			 VAL(OPT_CKPT_KEEP, ckpt_keep), "%s", src);
 	}
-	if (IS(HVDOPT_FUSION_MB)) {
-		source(eff.given, HVDOPT_FUSION_MB, src, sizeof(src));
+	if (IS(OPT_FUSION_MB)) {
+		source(eff.given, OPT_FUSION_MB, src, sizeof(src));
 		put_uint(c, "HOROVOD_FUSION_THRESHOLD",
-			 VAL(HVDOPT_FUSION_MB, fusion_mb) * 1048576UL,
+			 VAL(OPT_FUSION_MB, fusion_mb) * 1048576UL,
 			 "%s, in bytes", src);
 	}
-	if (IS(HVDOPT_CYCLE_MS)) {
-		source(eff.given, HVDOPT_CYCLE_MS, src, sizeof(src));
-		put(c, "HOROVOD_CYCLE_TIME", VAL(HVDOPT_CYCLE_MS, cycle_ms),
+	if (IS(OPT_CYCLE_MS)) {
+		source(eff.given, OPT_CYCLE_MS, src, sizeof(src));
+		put(c, "HOROVOD_CYCLE_TIME", VAL(OPT_CYCLE_MS, cycle_ms),
 		    "%s, in milliseconds", src);
 	}
-	if (IS(HVDOPT_CACHE)) {
-		source(eff.given, HVDOPT_CACHE, src, sizeof(src));
-		put_uint(c, "HOROVOD_CACHE_CAPACITY", VAL(HVDOPT_CACHE, cache),
+	if (IS(OPT_CACHE)) {
+		source(eff.given, OPT_CACHE, src, sizeof(src));
+		put_uint(c, "HOROVOD_CACHE_CAPACITY", VAL(OPT_CACHE, cache),
 			 "%s", src);
 	}
-	if (IS(HVDOPT_TIMELINE)) {
-		source(eff.given, HVDOPT_TIMELINE, src, sizeof(src));
-		if (hvdopt_expand_path(VAL(HVDOPT_TIMELINE, timeline), l->user,
-				       l->job_id, l->job_name, v, sizeof(v), e,
-				       sizeof(e))) {
+	if (IS(OPT_TIMELINE)) {
+		source(eff.given, OPT_TIMELINE, src, sizeof(src));
+		if (path_expand(VAL(OPT_TIMELINE, timeline), l->user, l->job_id,
+				l->job_name, v, sizeof(v), e, sizeof(e))) {
 			snprintf(err, errlen, "timeline: %s", e);
 			return -1;
 		}
 		put(c, "HOROVOD_TIMELINE", v, "%s, expanded", src);
 	}
-	if (IS(HVDOPT_HIERARCHICAL)) {
-		source(eff.given, HVDOPT_HIERARCHICAL, src, sizeof(src));
+	if (IS(OPT_HIERARCHICAL)) {
+		source(eff.given, OPT_HIERARCHICAL, src, sizeof(src));
 		put(c, "HOROVOD_HIERARCHICAL_ALLREDUCE",
-		    VAL(HVDOPT_HIERARCHICAL, hierarchical) ? "1" : "0", "%s",
-		    src);
+		    VAL(OPT_HIERARCHICAL, hierarchical) ? "1" : "0", "%s", src);
 	}
-	if (IS(HVDOPT_STALL_S)) {
-		source(eff.given, HVDOPT_STALL_S, src, sizeof(src));
+	if (IS(OPT_STALL_S)) {
+		source(eff.given, OPT_STALL_S, src, sizeof(src));
 		put_uint(c, "HOROVOD_STALL_CHECK_TIME_SECONDS",
-			 VAL(HVDOPT_STALL_S, stall_s), "%s", src);
+			 VAL(OPT_STALL_S, stall_s), "%s", src);
 	}
-	if (IS(HVDOPT_LOG)) {
-		source(eff.given, HVDOPT_LOG, src, sizeof(src));
-		put(c, "HOROVOD_LOG_LEVEL",
-		    hvdopt_log_name(VAL(HVDOPT_LOG, log)), "%s", src);
+	if (IS(OPT_LOG)) {
+		source(eff.given, OPT_LOG, src, sizeof(src));
+		put(c, "HOROVOD_LOG_LEVEL", opt_log_name(VAL(OPT_LOG, log)),
+		    "%s", src);
 	}
 #undef VAL
 #undef IS
 	return 0;
 }
 
-int hvdhints_compute(const struct hvdtopo *t, const struct hvdlayout *l,
-		     const struct hvdopt *o, char *const *env,
-		     const struct hvdcfg *cfg, struct hvdhints *out, char *err,
-		     size_t errlen)
+int hints_compute(const struct topo *t, const struct layout *l,
+		  const struct opt *o, char *const *env, const struct cfg *cfg,
+		  struct hints *out, char *err, size_t errlen)
 {
 	struct ctx c = { t, l, o, env, cfg, out, 0 };
 

@@ -1,5 +1,5 @@
 /*
- * horovod_args.c - option table, option callback and plugstack policy.
+ * args.c - option table, option callback and plugstack policy.
  *
  * The callback runs in srun/sbatch/salloc with remote=0 as soon as Slurm
  * parses --horovod (a refusal there stops the command before anything is
@@ -7,14 +7,14 @@
  * init_post_opt; a refusal there is only logged by Slurm, so it is kept and
  * returned from task_init, which does fail the step.
  */
-#include "horovod_args.h"
+#include "args.h"
 
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-struct horovod_args horovod_args;
+struct args args;
 
 static int opt_cb(int val, const char *arg, int remote);
 
@@ -41,24 +41,24 @@ static struct spank_option horovod_option = {
  * change the outcome (they only fill path components, never climb).
  * slurmstepd checks the real path again.
  */
-static int roots_check(const struct hvdopt *o, char *err, size_t errlen)
+static int roots_check(const struct opt *o, char *err, size_t errlen)
 {
-	const struct hvdcfg *cfg = &horovod_args.cfg;
-	char path[HVDOPT_PATH_MAX], why[HVDOPT_ERR_LEN], user[64] = "user";
+	const struct cfg *cfg = &args.cfg;
+	char path[PATH_LEN], why[ERR_LEN], user[64] = "user";
 	struct passwd pw, *pwp = NULL;
 	char pwbuf[4096];
 
-	if (!cfg->ckpt_roots[0] || !(o->set & (1u << HVDOPT_CKPT_DIR)))
+	if (!cfg->ckpt_roots[0] || !(o->set & (1u << OPT_CKPT_DIR)))
 		return 0;
 	if (getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
 		snprintf(user, sizeof(user), "%s", pw.pw_name);
-	if (hvdopt_expand_path(o->ckpt_dir, user, 1, "job", path, sizeof(path),
-			       why, sizeof(why))) {
+	if (path_expand(o->ckpt_dir, user, 1, "job", path, sizeof(path), why,
+			sizeof(why))) {
 		snprintf(err, errlen, "--horovod: ckpt-dir=%.80s: %.80s",
 			 o->ckpt_dir, why);
 		return -1;
 	}
-	if (hvdopt_path_under(path, cfg->ckpt_roots))
+	if (path_under(path, cfg->ckpt_roots))
 		return 0;
 	snprintf(err, errlen,
 		 "--horovod: ckpt-dir=%.60s: outside the directories this site "
@@ -77,9 +77,9 @@ static int roots_check(const struct hvdopt *o, char *err, size_t errlen)
  */
 static int opt_cb(int val, const char *arg, int remote)
 {
-	struct horovod_args *a = &horovod_args;
-	struct hvdopt o = a->cfg.defaults;
-	char err[HVDOPT_ERR_LEN];
+	struct args *a = &args;
+	struct opt o = a->cfg.defaults;
+	char err[ERR_LEN];
 
 	(void)val;
 	/* Slurm forwards a bare --horovod as an empty string: defaults. */
@@ -88,7 +88,7 @@ static int opt_cb(int val, const char *arg, int remote)
 	a->used = 1;
 	a->remote = remote;
 	a->err[0] = '\0';
-	if (hvdopt_parse(arg, &o, err, sizeof(err))) {
+	if (opt_parse(arg, &o, err, sizeof(err))) {
 		if (remote) {
 			/* Slurm only logs a failed remote callback. */
 			snprintf(a->err, sizeof(a->err), "%s", err);
@@ -107,14 +107,14 @@ static int opt_cb(int val, const char *arg, int remote)
 	return 0;
 }
 
-int horovod_args_check(int ac, char **av)
+int args_check(int ac, char **av)
 {
-	struct horovod_args *a = &horovod_args;
+	struct args *a = &args;
 	char err[512];
 
 	memset(a, 0, sizeof(*a));
-	hvdcfg_init(&a->cfg);
-	if (hvdcfg_parse(ac, av, &a->cfg, err, sizeof(err))) {
+	cfg_init(&a->cfg);
+	if (cfg_parse(ac, av, &a->cfg, err, sizeof(err))) {
 		char line[512] = "";
 		size_t n = 0;
 
@@ -128,12 +128,12 @@ int horovod_args_check(int ac, char **av)
 	return 0;
 }
 
-int horovod_args_init(spank_t sp, int ac, char **av)
+int args_init(spank_t sp, int ac, char **av)
 {
-	struct horovod_args *a = &horovod_args;
+	struct args *a = &args;
 	spank_err_t rc;
 
-	if (horovod_args_check(ac, av))
+	if (args_check(ac, av))
 		return -1;
 	a->opt = a->cfg.defaults;
 	rc = spank_option_register(sp, &horovod_option);

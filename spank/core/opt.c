@@ -1,5 +1,5 @@
 /*
- * horovod_opt.c - parser of the --horovod=KEY=VALUE,... option.
+ * opt.c - parser of the --horovod=KEY=VALUE,... option.
  *
  * The option string is user input that reaches slurmstepd, which runs as
  * root, so the grammar is deliberately narrow: a bounded length, a whitelist
@@ -9,8 +9,9 @@
  * normalised with no "..".  Every refusal names the key, the value and the
  * accepted form, because the message is what the user sees from srun.
  */
-#include "horovod_opt.h"
-#include "horovod_err.h"
+#include "opt.h"
+#include "err.h"
+#include "path.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,8 +34,8 @@ static const char *const gpub[] = { "closest", "none", NULL };
 static const char *const cpub[] = { "none", "numa", NULL };
 static const char *const nets[] = { "auto", "ib", "roce", "tcp", NULL };
 
-/* Indexed by enum hvdopt_key. */
-static const struct keydef keys[HVDOPT_NKEYS] = {
+/* Indexed by enum opt_key. */
+static const struct keydef keys[OPT_NKEYS] = {
 	{ "ckpt-every", K_UINT, 0, 1000000000UL, NULL,
 	  "ckpt-every=N, N steps between checkpoints, 0 to 1000000000" },
 	{ "ckpt-dir", K_PATH, 0, 0, NULL,
@@ -62,29 +63,29 @@ static const struct keydef keys[HVDOPT_NKEYS] = {
 	{ "verbose", K_FLAG, 0, 0, NULL, "verbose (no value)" },
 };
 
-const char *hvdopt_key_name(enum hvdopt_key k)
+const char *opt_key_name(enum opt_key k)
 {
-	return (unsigned)k < HVDOPT_NKEYS ? keys[k].name : "?";
+	return (unsigned)k < OPT_NKEYS ? keys[k].name : "?";
 }
 
-const char *hvdopt_key_form(enum hvdopt_key k)
+const char *opt_key_form(enum opt_key k)
 {
-	return (unsigned)k < HVDOPT_NKEYS ? keys[k].form : "?";
+	return (unsigned)k < OPT_NKEYS ? keys[k].form : "?";
 }
 
-const char *hvdopt_log_name(enum hvdopt_log l)
+const char *opt_log_name(enum opt_log l)
 {
-	return (unsigned)l <= HVDOPT_LOG_ERROR ? logs[l] : "?";
+	return (unsigned)l <= OPT_LOG_ERROR ? logs[l] : "?";
 }
 
-const char *hvdopt_net_name(enum hvdopt_net n)
+const char *opt_net_name(enum opt_net n)
 {
-	return (unsigned)n <= HVDOPT_NET_TCP ? nets[n] : "?";
+	return (unsigned)n <= OPT_NET_TCP ? nets[n] : "?";
 }
 
-int hvdopt_key_lookup(const char *name, size_t len)
+int opt_key_lookup(const char *name, size_t len)
 {
-	for (int k = 0; k < HVDOPT_NKEYS; k++) {
+	for (int k = 0; k < OPT_NKEYS; k++) {
 		const char *kn = keys[k].name;
 		size_t i;
 
@@ -102,14 +103,14 @@ int hvdopt_key_lookup(const char *name, size_t len)
 	return -1;
 }
 
-void hvdopt_init(struct hvdopt *o)
+void opt_init(struct opt *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->ckpt_keep = 3;
-	o->log = HVDOPT_LOG_WARNING;
-	o->gpu_bind = HVDOPT_GPU_CLOSEST;
-	o->cpu_bind = HVDOPT_CPU_NUMA;
-	o->net = HVDOPT_NET_AUTO;
+	o->log = OPT_LOG_WARNING;
+	o->gpu_bind = OPT_GPU_CLOSEST;
+	o->cpu_bind = OPT_CPU_NUMA;
+	o->net = OPT_NET_AUTO;
 }
 
 
@@ -196,79 +197,35 @@ static int parse_dec(const char *v, size_t len, char *out, size_t outlen)
 	return 0;
 }
 
-int hvdopt_normalise_path(char *path, char *err, size_t errlen)
-{
-	char buf[HVDOPT_PATH_MAX];
-	size_t o = 0, n = strlen(path);
-	const char *p = path, *end = path + n;
-
-	if (n == 0 || path[0] != '/') {
-		hvd_seterr(err, errlen, "not an absolute path");
-		return -1;
-	}
-	if (n >= sizeof(buf)) {
-		hvd_seterr(err, errlen, "path longer than %d bytes",
-		       HVDOPT_PATH_MAX - 1);
-		return -1;
-	}
-	while (p < end) {
-		const char *s;
-		size_t cl;
-
-		while (p < end && *p == '/')
-			p++;
-		s = p;
-		while (p < end && *p != '/')
-			p++;
-		cl = (size_t)(p - s);
-		if (cl == 0 || (cl == 1 && s[0] == '.'))
-			continue;
-		if (cl == 2 && s[0] == '.' && s[1] == '.') {
-			hvd_seterr(err, errlen, "'..' is not allowed in a path");
-			return -1;
-		}
-		buf[o++] = '/';
-		memcpy(buf + o, s, cl);
-		o += cl;
-	}
-	if (o == 0) {
-		hvd_seterr(err, errlen, "'/' itself is not allowed");
-		return -1;
-	}
-	buf[o] = '\0';
-	memcpy(path, buf, o + 1);
-	return 0;
-}
-
 /* A path template: absolute, normalisable, only %u %j %x %% escapes. */
 static int parse_path(const char *v, size_t len, char *out, char *why,
 		      size_t whylen)
 {
-	if (len == 0 || len >= HVDOPT_PATH_MAX) {
-		hvd_seterr(why, whylen, "%s", len ? "too long" : "empty");
+	if (len == 0 || len >= PATH_LEN) {
+		err_set(why, whylen, "%s", len ? "too long" : "empty");
 		return -1;
 	}
 	for (size_t i = 0; i < len; i++) {
 		if (v[i] == ':' || v[i] == '=' || v[i] == '+') {
-			hvd_seterr(why, whylen, "'%c' is not allowed in a path",
-			       v[i]);
+			err_set(why, whylen, "'%c' is not allowed in a path",
+				v[i]);
 			return -1;
 		}
 		if (v[i] != '%')
 			continue;
 		if (i + 1 >= len || !strchr("ujx%", v[i + 1])) {
-			hvd_seterr(why, whylen,
-			       "only %%u, %%j, %%x and %%%% may follow '%%'");
+			err_set(why, whylen,
+				"only %%u, %%j, %%x and %%%% may follow '%%'");
 			return -1;
 		}
 		i++;
 	}
 	memcpy(out, v, len);
 	out[len] = '\0';
-	return hvdopt_normalise_path(out, why, whylen);
+	return path_normalise(out, why, whylen);
 }
 
-static int parse_item(const char *item, size_t len, struct hvdopt *o,
+static int parse_item(const char *item, size_t len, struct opt *o,
 		      unsigned *seen, char *err, size_t errlen)
 {
 	const char *eq = memchr(item, '=', len);
@@ -282,43 +239,44 @@ static int parse_item(const char *item, size_t len, struct hvdopt *o,
 	quote(item, klen, qk, sizeof(qk));
 	quote(v ? v : "", vlen, qv, sizeof(qv));
 	if (len == 0) {
-		hvd_seterr(err, errlen,
-		       "--horovod: empty item (two commas, or a comma at an "
-		       "end); expected KEY=VALUE,KEY=VALUE");
+		err_set(err, errlen,
+			"--horovod: empty item (two commas, or a comma at an "
+			"end); expected KEY=VALUE,KEY=VALUE");
 		return -1;
 	}
-	k = klen ? hvdopt_key_lookup(item, klen) : -1;
+	k = klen ? opt_key_lookup(item, klen) : -1;
 	/* Option keys are spelt with '-'; '_' is only for plugstack. */
 	if (k >= 0 && memchr(item, '_', klen))
 		k = -1;
 	if (k < 0) {
-		hvd_seterr(err, errlen,
-		       "--horovod: unknown key '%s'; known keys: ckpt-every, "
-		       "ckpt-dir, ckpt-keep, fusion-mb, cycle-ms, cache, "
-		       "timeline, hierarchical, stall-s, log, gpu-bind, "
-		       "cpu-bind, net, verbose",
-		       qk);
+		err_set(err, errlen,
+			"--horovod: unknown key '%s'; known keys: ckpt-every, "
+			"ckpt-dir, ckpt-keep, fusion-mb, cycle-ms, cache, "
+			"timeline, hierarchical, stall-s, log, gpu-bind, "
+			"cpu-bind, net, verbose",
+			qk);
 		return -1;
 	}
 	d = &keys[k];
 	if (*seen & (1u << k)) {
-		hvd_seterr(err, errlen,
-		       "--horovod: key '%s' given more than once; expected %s",
-		       d->name, d->form);
+		err_set(err, errlen,
+			"--horovod: key '%s' given more than once; expected %s",
+			d->name, d->form);
 		return -1;
 	}
 	*seen |= 1u << k;
 	if (d->kind == K_FLAG) {
 		if (v) {
-			hvd_seterr(err, errlen,
-			       "--horovod: %s=%s: this key takes no value; "
-			       "expected %s",
-			       d->name, qv, d->form);
+			err_set(err, errlen,
+				"--horovod: %s=%s: this key takes no value; "
+				"expected %s",
+				d->name, qv, d->form);
 			return -1;
 		}
 	} else if (!v || vlen == 0) {
-		hvd_seterr(err, errlen, "--horovod: %s: missing value; expected %s",
-		       d->name, d->form);
+		err_set(err, errlen,
+			"--horovod: %s: missing value; expected %s", d->name,
+			d->form);
 		return -1;
 	}
 
@@ -328,13 +286,13 @@ static int parse_item(const char *item, size_t len, struct hvdopt *o,
 
 		if (parse_uint(v, vlen, d->max, &n) || n < d->min)
 			goto bad;
-		if (k == HVDOPT_CKPT_EVERY)
+		if (k == OPT_CKPT_EVERY)
 			o->ckpt_every = n;
-		else if (k == HVDOPT_CKPT_KEEP)
+		else if (k == OPT_CKPT_KEEP)
 			o->ckpt_keep = n;
-		else if (k == HVDOPT_FUSION_MB)
+		else if (k == OPT_FUSION_MB)
 			o->fusion_mb = n;
-		else if (k == HVDOPT_CACHE)
+		else if (k == OPT_CACHE)
 			o->cache = n;
 		else
 			o->stall_s = n;
@@ -345,11 +303,11 @@ static int parse_item(const char *item, size_t len, struct hvdopt *o,
 			goto bad;
 		break;
 	case K_PATH: {
-		char tmp[HVDOPT_PATH_MAX];
+		char tmp[PATH_LEN];
 
 		if (parse_path(v, vlen, tmp, why, sizeof(why)))
 			goto bad;
-		strcpy(k == HVDOPT_CKPT_DIR ? o->ckpt_dir : o->timeline, tmp);
+		strcpy(k == OPT_CKPT_DIR ? o->ckpt_dir : o->timeline, tmp);
 		break;
 	}
 	case K_ENUM: {
@@ -361,16 +319,16 @@ static int parse_item(const char *item, size_t len, struct hvdopt *o,
 				break;
 		if (!d->words[w])
 			goto bad;
-		if (k == HVDOPT_HIERARCHICAL)
+		if (k == OPT_HIERARCHICAL)
 			o->hierarchical = w;
-		else if (k == HVDOPT_LOG)
-			o->log = (enum hvdopt_log)w;
-		else if (k == HVDOPT_GPU_BIND)
-			o->gpu_bind = (enum hvdopt_gpu_bind)w;
-		else if (k == HVDOPT_CPU_BIND)
-			o->cpu_bind = (enum hvdopt_cpu_bind)w;
+		else if (k == OPT_LOG)
+			o->log = (enum opt_log)w;
+		else if (k == OPT_GPU_BIND)
+			o->gpu_bind = (enum opt_gpu_bind)w;
+		else if (k == OPT_CPU_BIND)
+			o->cpu_bind = (enum opt_cpu_bind)w;
 		else
-			o->net = (enum hvdopt_net)w;
+			o->net = (enum opt_net)w;
 		break;
 	}
 	case K_FLAG:
@@ -381,14 +339,14 @@ static int parse_item(const char *item, size_t len, struct hvdopt *o,
 	o->given |= 1u << k;
 	return 0;
 bad:
-	hvd_seterr(err, errlen, "--horovod: %s=%s: %s%sexpected %s", d->name, qv,
-	       why, why[0] ? "; " : "", d->form);
+	err_set(err, errlen, "--horovod: %s=%s: %s%sexpected %s", d->name, qv,
+		why, why[0] ? "; " : "", d->form);
 	return -1;
 }
 
-int hvdopt_parse(const char *str, struct hvdopt *o, char *err, size_t errlen)
+int opt_parse(const char *str, struct opt *o, char *err, size_t errlen)
 {
-	struct hvdopt tmp = *o;
+	struct opt tmp = *o;
 	unsigned seen = 0;
 	size_t len;
 	const char *p, *end;
@@ -397,18 +355,18 @@ int hvdopt_parse(const char *str, struct hvdopt *o, char *err, size_t errlen)
 		err[0] = '\0';
 	if (!str)
 		return 0;
-	len = strnlen(str, HVDOPT_MAX_LEN + 1);
+	len = strnlen(str, OPT_MAX_LEN + 1);
 	if (len == 0) {
-		hvd_seterr(err, errlen,
-		       "--horovod=: empty value; give --horovod alone for the "
-		       "defaults, or --horovod=KEY=VALUE,...");
+		err_set(err, errlen,
+			"--horovod=: empty value; give --horovod alone for the "
+			"defaults, or --horovod=KEY=VALUE,...");
 		return -1;
 	}
-	if (len > HVDOPT_MAX_LEN) {
-		hvd_seterr(err, errlen,
-		       "--horovod: option longer than %d characters; expected "
-		       "KEY=VALUE,... of at most %d characters",
-		       HVDOPT_MAX_LEN, HVDOPT_MAX_LEN);
+	if (len > OPT_MAX_LEN) {
+		err_set(err, errlen,
+			"--horovod: option longer than %d characters; expected "
+			"KEY=VALUE,... of at most %d characters",
+			OPT_MAX_LEN, OPT_MAX_LEN);
 		return -1;
 	}
 	for (size_t i = 0; i < len; i++) {
@@ -416,11 +374,11 @@ int hvdopt_parse(const char *str, struct hvdopt *o, char *err, size_t errlen)
 			char q[64];
 
 			quote(str + i, 1, q, sizeof(q));
-			hvd_seterr(err, errlen,
-			       "--horovod: character '%s' at position %zu is not "
-			       "allowed; expected KEY=VALUE,... made of letters, "
-			       "digits and . _ / %% : + - =",
-			       q, i + 1);
+			err_set(err, errlen,
+				"--horovod: character '%s' at position %zu is "
+				"not allowed; expected KEY=VALUE,... made of "
+				"letters, digits and . _ / %% : + - =",
+				q, i + 1);
 			return -1;
 		}
 	}
@@ -440,149 +398,54 @@ int hvdopt_parse(const char *str, struct hvdopt *o, char *err, size_t errlen)
 	return 0;
 }
 
-/* Replace user-chosen job name characters that could change a path. */
-static size_t put_safe_name(const char *name, char *out, size_t room)
-{
-	size_t n = 0;
-
-	if (!name || !*name)
-		name = "job";
-	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		name = "_";
-	for (; *name && n < room; name++) {
-		char c = *name;
-		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			 (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-			 c == '-';
-
-		out[n++] = ok ? c : '_';
-	}
-	return n;
-}
-
-int hvdopt_expand_path(const char *tmpl, const char *user, unsigned long jobid,
-		       const char *jobname, char *out, size_t outlen, char *err,
-		       size_t errlen)
-{
-	char buf[HVDOPT_PATH_MAX * 2];
-	size_t o = 0, room = sizeof(buf) - 1;
-
-	for (const char *p = tmpl; *p; p++) {
-		char num[24];
-		size_t n;
-
-		if (o >= room)
-			goto toolong;
-		if (*p != '%') {
-			buf[o++] = *p;
-			continue;
-		}
-		switch (*++p) {
-		case 'u':
-			n = put_safe_name(user, buf + o, room - o);
-			break;
-		case 'j':
-			n = (size_t)snprintf(num, sizeof(num), "%lu", jobid);
-			if (n > room - o)
-				goto toolong;
-			memcpy(buf + o, num, n);
-			break;
-		case 'x':
-			n = put_safe_name(jobname, buf + o, room - o);
-			break;
-		case '%':
-			buf[o] = '%';
-			n = 1;
-			break;
-		default:
-			hvd_seterr(err, errlen, "bad escape in path template '%s'",
-			       tmpl);
-			return -1;
-		}
-		o += n;
-	}
-	buf[o] = '\0';
-	if (o >= outlen || o >= HVDOPT_PATH_MAX)
-		goto toolong;
-	if (hvdopt_normalise_path(buf, err, errlen))
-		return -1;
-	strcpy(out, buf);
-	return 0;
-toolong:
-	hvd_seterr(err, errlen, "expanded path from '%s' is longer than %zu bytes",
-	       tmpl, (outlen < HVDOPT_PATH_MAX ? outlen : HVDOPT_PATH_MAX) - 1);
-	return -1;
-}
-
-int hvdopt_path_under(const char *path, const char *roots)
-{
-	const char *r = roots;
-
-	while (r && *r) {
-		const char *c = strchr(r, ':');
-		size_t rl = c ? (size_t)(c - r) : strlen(r);
-
-		/* Drop trailing slashes of the root ("/scratch/"). */
-		while (rl > 1 && r[rl - 1] == '/')
-			rl--;
-		if (rl == 1 && r[0] == '/')
-			return path[0] == '/';
-		if (rl > 0 && strncmp(path, r, rl) == 0 &&
-		    (path[rl] == '\0' || path[rl] == '/'))
-			return 1;
-		r = c ? c + 1 : NULL;
-	}
-	return 0;
-}
-
-void hvdopt_format(const struct hvdopt *o, char *buf, size_t len)
+void opt_format(const struct opt *o, char *buf, size_t len)
 {
 	size_t n = 0;
 
 	buf[0] = '\0';
-	for (int k = 0; k < HVDOPT_NKEYS && n < len; k++) {
-		char v[HVDOPT_PATH_MAX + 16] = "";
+	for (int k = 0; k < OPT_NKEYS && n < len; k++) {
+		char v[PATH_LEN + 16] = "";
 
 		if (!(o->set & (1u << k)))
 			continue;
 		switch (k) {
-		case HVDOPT_CKPT_EVERY:
+		case OPT_CKPT_EVERY:
 			snprintf(v, sizeof(v), "=%lu", o->ckpt_every);
 			break;
-		case HVDOPT_CKPT_DIR:
+		case OPT_CKPT_DIR:
 			snprintf(v, sizeof(v), "=%s", o->ckpt_dir);
 			break;
-		case HVDOPT_CKPT_KEEP:
+		case OPT_CKPT_KEEP:
 			snprintf(v, sizeof(v), "=%lu", o->ckpt_keep);
 			break;
-		case HVDOPT_FUSION_MB:
+		case OPT_FUSION_MB:
 			snprintf(v, sizeof(v), "=%lu", o->fusion_mb);
 			break;
-		case HVDOPT_CYCLE_MS:
+		case OPT_CYCLE_MS:
 			snprintf(v, sizeof(v), "=%s", o->cycle_ms);
 			break;
-		case HVDOPT_CACHE:
+		case OPT_CACHE:
 			snprintf(v, sizeof(v), "=%lu", o->cache);
 			break;
-		case HVDOPT_TIMELINE:
+		case OPT_TIMELINE:
 			snprintf(v, sizeof(v), "=%s", o->timeline);
 			break;
-		case HVDOPT_HIERARCHICAL:
+		case OPT_HIERARCHICAL:
 			snprintf(v, sizeof(v), "=%s", onoff[o->hierarchical]);
 			break;
-		case HVDOPT_STALL_S:
+		case OPT_STALL_S:
 			snprintf(v, sizeof(v), "=%lu", o->stall_s);
 			break;
-		case HVDOPT_LOG:
+		case OPT_LOG:
 			snprintf(v, sizeof(v), "=%s", logs[o->log]);
 			break;
-		case HVDOPT_GPU_BIND:
+		case OPT_GPU_BIND:
 			snprintf(v, sizeof(v), "=%s", gpub[o->gpu_bind]);
 			break;
-		case HVDOPT_CPU_BIND:
+		case OPT_CPU_BIND:
 			snprintf(v, sizeof(v), "=%s", cpub[o->cpu_bind]);
 			break;
-		case HVDOPT_NET:
+		case OPT_NET:
 			snprintf(v, sizeof(v), "=%s", nets[o->net]);
 			break;
 		default:

@@ -1,5 +1,5 @@
 /*
- * horovod_sysfs.c - what hwloc does not say about HCA ports and network
+ * sysfs.c - what hwloc does not say about HCA ports and network
  * interfaces, read from sysfs (the root is a parameter, so tests build a
  * synthetic tree under their build directory).
  *
@@ -13,7 +13,7 @@
  * The kernel returns EINVAL when reading an unused GID slot: an unreadable
  * file is simply "not this one".
  */
-#include "horovod_topo.h"
+#include "sysfs.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -62,8 +62,7 @@ static int read_line(const char *path, char *buf, size_t len)
  * user-writable test tree; never follow ".." or hidden entries. */
 static int plain(const char *name)
 {
-	return name[0] != '.' && strlen(name) < HVDTOPO_NAME &&
-	       !strchr(name, '/');
+	return name[0] != '.' && strlen(name) < TOPO_NAME && !strchr(name, '/');
 }
 
 /* IPv4-mapped IPv6 GID: ::ffff:a.b.c.d. */
@@ -73,7 +72,7 @@ static int gid_is_ipv4(const char *gid)
 	       strcmp(gid + 30, "0000:0000") != 0;
 }
 
-static void read_gid(struct hvdtopo_port *pt, const char *pdir)
+static void read_gid(struct topo_port *pt, const char *pdir)
 {
 	for (int i = 0; i < 256; i++) {
 		char path[1024], type[64], gid[64];
@@ -105,22 +104,20 @@ static void read_gid(struct hvdtopo_port *pt, const char *pdir)
 	}
 }
 
-static struct hvdtopo_port *find_port(struct hvdtopo *t, const char *dev,
-				      int port)
+static struct topo_port *find_port(struct topo *t, const char *dev, int port)
 {
 	for (int i = 0; i < t->nports; i++)
 		if (t->ports[i].port == port && strcmp(t->ports[i].dev, dev) == 0)
 			return &t->ports[i];
-	if (t->nports >= HVDTOPO_MAX_PORTS)
+	if (t->nports >= TOPO_MAX_PORTS)
 		return NULL;
-	t->ports[t->nports] = (struct hvdtopo_port){
-		.port = port, .gid_index = -1, .node = -1, .locality = -1
-	};
-	snprintf(t->ports[t->nports].dev, HVDTOPO_NAME, "%s", dev);
+	t->ports[t->nports] = (struct topo_port){
+	    .port = port, .gid_index = -1, .node = -1, .locality = -1};
+	snprintf(t->ports[t->nports].dev, TOPO_NAME, "%s", dev);
 	return &t->ports[t->nports++];
 }
 
-static void read_ib(struct hvdtopo *t, const char *root)
+static void read_ib(struct topo *t, const char *root)
 {
 	char dir[1024];
 	DIR *d;
@@ -143,7 +140,7 @@ static void read_ib(struct hvdtopo *t, const char *root)
 			continue;
 		while ((pe = readdir(pd)) != NULL) {
 			char path[1024];
-			struct hvdtopo_port *pt;
+			struct topo_port *pt;
 			int p = atoi(pe->d_name);
 
 			if (!plain(pe->d_name) || p <= 0)
@@ -158,10 +155,10 @@ static void read_ib(struct hvdtopo *t, const char *root)
 				 p);
 			if (read_line(path, buf, sizeof(buf)) == 0)
 				pt->link = strcmp(buf, "Ethernet") == 0
-						   ? HVDTOPO_LINK_ETH
-						   : HVDTOPO_LINK_IB;
+					       ? TOPO_LINK_ETH
+					       : TOPO_LINK_IB;
 			mkpath(path, sizeof(path), "%s/%d", pdir, p);
-			if (pt->link == HVDTOPO_LINK_ETH)
+			if (pt->link == TOPO_LINK_ETH)
 				read_gid(pt, path);
 		}
 		closedir(pd);
@@ -192,11 +189,11 @@ static void default_route_if(char *out, size_t len)
 
 static int netif_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct hvdtopo_netif *)a)->name,
-		      ((const struct hvdtopo_netif *)b)->name);
+	return strcmp(((const struct topo_netif *)a)->name,
+		      ((const struct topo_netif *)b)->name);
 }
 
-static void read_net(struct hvdtopo *t, const char *root, int live)
+static void read_net(struct topo *t, const char *root, int live)
 {
 	char dir[1024], defif[64] = "";
 	DIR *d;
@@ -208,9 +205,9 @@ static void read_net(struct hvdtopo *t, const char *root, int live)
 		return;
 	if (live)
 		default_route_if(defif, sizeof(defif));
-	while ((e = readdir(d)) != NULL && t->nnetifs < HVDTOPO_MAX_NETIFS) {
+	while ((e = readdir(d)) != NULL && t->nnetifs < TOPO_MAX_NETIFS) {
 		char path[1024], buf[64];
-		struct hvdtopo_netif *n;
+		struct topo_netif *n;
 
 		if (!plain(e->d_name))
 			continue;
@@ -231,7 +228,7 @@ static void read_net(struct hvdtopo *t, const char *root, int live)
 	qsort(t->netifs, (size_t)t->nnetifs, sizeof(t->netifs[0]), netif_cmp);
 }
 
-void hvdtopo_read_sysfs(struct hvdtopo *t, const char *root, int live)
+void sysfs_read(struct topo *t, const char *root, int live)
 {
 	read_ib(t, root);
 	read_net(t, root, live);

@@ -1,5 +1,5 @@
 /*
- * horovod_stepd.c - slurmstepd (remote context).
+ * stepd.c - slurmstepd (remote context).
  *
  *   init (root)       policy from plugstack, register --horovod
  *   option callback   (root) re-validates the user's string: srun-side
@@ -18,11 +18,13 @@
  */
 #include "config.h" /* _GNU_SOURCE: CPU_ALLOC, sched_getaffinity */
 
-#include "horovod_args.h"
-#include "horovod_context.h"
-#include "horovod_hints.h"
-#include "horovod_layout.h"
-#include "horovod_topo.h"
+#include "args.h"
+#include "context.h"
+#include "core/hints.h"
+#include "core/layout.h"
+#include "core/machine.h"
+#include "core/topo.h"
+#include "core/vars.h"
 
 #include <errno.h>
 #include <pwd.h>
@@ -38,23 +40,23 @@
 
 static struct {
 	int skip;	     /* a step the plugin leaves alone */
-	struct hvdtopo *topo; /* this node, from user_init */
+	struct topo *topo;   /* this node, from user_init */
 	char err[512];	     /* deferred to task_init */
 } stepd;
 
-int horovod_stepd_init(spank_t sp, int ac, char **av)
+int stepd_init(spank_t sp, int ac, char **av)
 {
-	return horovod_args_init(sp, ac, av);
+	return args_init(sp, ac, av);
 }
 
-int horovod_stepd_user_init(spank_t sp, int ac, char **av)
+int stepd_user_init(spank_t sp, int ac, char **av)
 {
 	uint32_t stepid = 0;
 	spank_err_t rc;
 
 	(void)ac;
 	(void)av;
-	if (!horovod_args.used)
+	if (!args.used)
 		return 0;
 	rc = spank_get_item(sp, S_JOB_STEPID, &stepid);
 	if (rc != ESPANK_SUCCESS) {
@@ -78,7 +80,7 @@ int horovod_stepd_user_init(spank_t sp, int ac, char **av)
 		return 0;
 	}
 	/* The daemon's sysfs, never a path from the job's environment. */
-	if (hvdtopo_load(stepd.topo, NULL, "/sys", stepd.err,
+	if (machine_load(stepd.topo, NULL, "/sys", stepd.err,
 			 sizeof(stepd.err))) {
 		free(stepd.topo);
 		stepd.topo = NULL;
@@ -116,7 +118,7 @@ static int get_u32(spank_t sp, spank_item_t item, uint32_t *v,
 /* mkdir -p with mode 0700 for what it creates; we run as the user here. */
 static int mkdir_p(const char *path, char *err, size_t errlen)
 {
-	char buf[HVDOPT_PATH_MAX];
+	char buf[PATH_LEN];
 	struct stat sb;
 
 	snprintf(buf, sizeof(buf), "%s", path);
@@ -145,9 +147,9 @@ static int mkdir_p(const char *path, char *err, size_t errlen)
 
 static int pmix_check(char *const *env)
 {
-	const char *mpi = hvdhints_getenv(env, "SLURM_MPI_TYPE");
+	const char *mpi = vars_getenv(env, "SLURM_MPI_TYPE");
 
-	if (hvdhints_getenv(env, "PMIX_RANK") ||
+	if (vars_getenv(env, "PMIX_RANK") ||
 	    (mpi && strncmp(mpi, "pmix", 4) == 0))
 		return 0;
 	return fail("this step was not launched with PMIx (SLURM_MPI_TYPE=%s)"
@@ -157,7 +159,7 @@ static int pmix_check(char *const *env)
 		    mpi ? mpi : "unset");
 }
 
-static int layout(spank_t sp, char *const *env, struct hvdlayout *l)
+static int layout(spank_t sp, char *const *env, struct layout *l)
 {
 	uint32_t v, uid;
 	const char *s;
@@ -191,26 +193,25 @@ static int layout(spank_t sp, char *const *env, struct hvdlayout *l)
 	}
 	/* Cross rank from the per-node task counts; without them (very old
 	 * or odd launches) assume one task per local rank on every node. */
-	s = hvdhints_getenv(env, "SLURM_STEP_TASKS_PER_NODE");
-	if (!s || hvdlayout_tasks_per_node(s, counts, 1024, &n) ||
+	s = vars_getenv(env, "SLURM_STEP_TASKS_PER_NODE");
+	if (!s || layout_tasks_per_node(s, counts, 1024, &n) ||
 	    n != l->nnodes ||
-	    hvdlayout_cross(counts, n, l->node_id, l->local_rank,
-			    &l->cross_rank, &l->cross_size)) {
+	    layout_cross(counts, n, l->node_id, l->local_rank, &l->cross_rank,
+			 &l->cross_size)) {
 		l->cross_rank = l->node_id;
 		l->cross_size = l->nnodes;
 	}
-	s = hvdhints_getenv(env, "SLURMD_NODENAME");
+	s = vars_getenv(env, "SLURMD_NODENAME");
 	if (s && strlen(s) < sizeof(l->hostname))
 		strcpy(l->hostname, s);
 	else if (gethostname(l->hostname, sizeof(l->hostname) - 1))
 		l->hostname[0] = '\0';
-	s = hvdhints_getenv(env, "SLURM_STEP_NODELIST");
-	if (!s || hvdlayout_first_host(s, l->master_addr,
-				       sizeof(l->master_addr)))
+	s = vars_getenv(env, "SLURM_STEP_NODELIST");
+	if (!s || layout_first_host(s, l->master_addr, sizeof(l->master_addr)))
 		snprintf(l->master_addr, sizeof(l->master_addr), "%s",
 			 l->hostname);
-	l->master_port = hvdlayout_master_port(l->job_id, l->step_id);
-	s = hvdhints_getenv(env, "SLURM_JOB_NAME");
+	l->master_port = layout_master_port(l->job_id, l->step_id);
+	s = vars_getenv(env, "SLURM_JOB_NAME");
 	snprintf(l->job_name, sizeof(l->job_name), "%s", s ? s : "job");
 	if (get_u32(sp, S_JOB_UID, &uid, "the job's user"))
 		return -1;
@@ -219,29 +220,29 @@ static int layout(spank_t sp, char *const *env, struct hvdlayout *l)
 	else
 		snprintf(l->user, sizeof(l->user), "%u", (unsigned)uid);
 	/* The CPUs Slurm (cgroup, task/affinity) lets this task use. */
-	set = CPU_ALLOC(HVDTOPO_MAX_CPUS);
-	setsz = CPU_ALLOC_SIZE(HVDTOPO_MAX_CPUS);
+	set = CPU_ALLOC(CPUSET_MAX_CPUS);
+	setsz = CPU_ALLOC_SIZE(CPUSET_MAX_CPUS);
 	if (set && sched_getaffinity(0, setsz, set) == 0) {
 		l->have_allowed = 1;
-		for (unsigned c = 0; c < HVDTOPO_MAX_CPUS; c++)
+		for (unsigned c = 0; c < CPUSET_MAX_CPUS; c++)
 			if (CPU_ISSET_S(c, setsz, set))
-				hvdcpu_set(&l->allowed, c);
+				cpuset_set(&l->allowed, c);
 	}
 	CPU_FREE(set);
 	return 0;
 }
 
-static int bind_cpus(const struct hvd_cpuset *cpus)
+static int bind_cpus(const struct cpuset *cpus)
 {
-	cpu_set_t *set = CPU_ALLOC(HVDTOPO_MAX_CPUS);
-	size_t setsz = CPU_ALLOC_SIZE(HVDTOPO_MAX_CPUS);
+	cpu_set_t *set = CPU_ALLOC(CPUSET_MAX_CPUS);
+	size_t setsz = CPU_ALLOC_SIZE(CPUSET_MAX_CPUS);
 	int rc;
 
 	if (!set)
 		return fail("cpu-bind=numa: out of memory");
 	CPU_ZERO_S(setsz, set);
-	for (unsigned c = 0; c < HVDTOPO_MAX_CPUS; c++)
-		if (hvdcpu_isset(cpus, c))
+	for (unsigned c = 0; c < CPUSET_MAX_CPUS; c++)
+		if (cpuset_isset(cpus, c))
 			CPU_SET_S(c, setsz, set);
 	rc = sched_setaffinity(0, setsz, set);
 	CPU_FREE(set);
@@ -251,20 +252,20 @@ static int bind_cpus(const struct hvd_cpuset *cpus)
 	return 0;
 }
 
-static void report(const struct hvdlayout *l, const struct hvdhints *h)
+static void report(const struct layout *l, const struct hints *h)
 {
-	char buf[HVDOPT_MAX_LEN + 64];
+	char buf[OPT_MAX_LEN + 64];
 
-	hvdopt_format(&horovod_args.opt, buf, sizeof(buf));
+	opt_format(&args.opt, buf, sizeof(buf));
 	fprintf(stderr, "horovod: rank %u (node %u, local rank %u): "
 			"settings: %s\n",
 		l->rank, l->node_id, l->local_rank, buf[0] ? buf : "defaults");
 	for (int i = 0; i < h->n; i++)
 		fprintf(stderr, "horovod: rank %u: %s=%s %s(%s)\n", l->rank,
 			h->h[i].name, h->h[i].value,
-			h->h[i].action == HVDHINT_KEPT	   ? "[kept] "
-			: h->h[i].action == HVDHINT_FORCED ? "[forced] "
-							   : "",
+			h->h[i].action == HINT_KEPT	? "[kept] "
+			: h->h[i].action == HINT_FORCED ? "[forced] "
+							: "",
 			h->h[i].why);
 	for (int i = 0; i < h->nnotes; i++)
 		fprintf(stderr, "horovod: rank %u: note: %s\n", l->rank,
@@ -272,20 +273,20 @@ static void report(const struct hvdlayout *l, const struct hvdhints *h)
 	fflush(stderr);
 }
 
-int horovod_stepd_task_init(spank_t sp, int ac, char **av)
+int stepd_task_init(spank_t sp, int ac, char **av)
 {
-	struct hvdlayout l;
-	struct hvdhints *h = NULL;
+	struct layout l;
+	struct hints *h = NULL;
 	char **env = NULL, err[512];
 	spank_err_t rc;
 	int ret = -1;
 
 	(void)ac;
 	(void)av;
-	if (!horovod_args.used || stepd.skip)
+	if (!args.used || stepd.skip)
 		return 0;
-	if (horovod_args.err[0])
-		return fail("%s", horovod_args.err);
+	if (args.err[0])
+		return fail("%s", args.err);
 	if (stepd.err[0] || !stepd.topo)
 		return fail("cannot read this node's topology: %s",
 			    stepd.err[0] ? stepd.err : "user_init did not run");
@@ -298,13 +299,13 @@ int horovod_stepd_task_init(spank_t sp, int ac, char **av)
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return fail("out of memory");
-	if (hvdhints_compute(stepd.topo, &l, &horovod_args.opt, env,
-			     &horovod_args.cfg, h, err, sizeof(err))) {
+	if (hints_compute(stepd.topo, &l, &args.opt, env, &args.cfg, h, err,
+			  sizeof(err))) {
 		fail("%s", err);
 		goto out;
 	}
 	for (int i = 0; i < h->n; i++) {
-		if (h->h[i].action == HVDHINT_KEPT)
+		if (h->h[i].action == HINT_KEPT)
 			continue;
 		rc = spank_setenv(sp, h->h[i].name, h->h[i].value, 1);
 		if (rc != ESPANK_SUCCESS) {
@@ -319,7 +320,7 @@ int horovod_stepd_task_init(spank_t sp, int ac, char **av)
 		fail("ckpt-dir: %s; choose a directory you can create", err);
 		goto out;
 	}
-	if (horovod_args.opt.verbose)
+	if (args.opt.verbose)
 		report(&l, h);
 	ret = 0;
 out:

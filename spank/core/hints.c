@@ -99,7 +99,7 @@ static void note(struct ctx *c, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (c->out->nnotes >= 4)
+	if (c->out->nnotes >= HINTS_MAX_NOTES)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(c->out->notes[c->out->nnotes++], HINTS_WHY_LEN, fmt, ap);
@@ -145,12 +145,26 @@ static void ranks(struct ctx *c)
 		 "PyTorch name of HOROVOD_LOCAL_RANK");
 	put_uint(c, "LOCAL_WORLD_SIZE", l->local_size,
 		 "PyTorch name of HOROVOD_LOCAL_SIZE");
-	if (l->master_addr[0])
+	if (l->master_addr[0] && l->master_addr_from == LAYOUT_ADDR_NODEADDR)
 		put(c, "MASTER_ADDR", l->master_addr,
-		    "first node of the step (runs rank 0's store)");
-	if (l->master_port)
+		    "NodeAddr of %.64s, which runs rank 0 and so "
+		    "torch.distributed's store (looked up by srun)",
+		    l->master_node);
+	else if (l->master_addr[0])
+		put(c, "MASTER_ADDR", l->master_addr,
+		    "name of the first node of the step (srun handed over no "
+		    "NodeAddr for it): it must resolve on every node");
+	if (l->master_port && l->master_port_from == LAYOUT_PORT_RESERVED)
 		put_uint(c, "MASTER_PORT", l->master_port,
-			 "15000 + (job id * 31 + step id) mod 16000");
+			 "the last of the ports Slurm reserved for this step "
+			 "(SLURM_STEP_RESV_PORTS=%s): no other running step "
+			 "has it",
+			 l->resv_ports);
+	else if (l->master_port)
+		put_uint(c, "MASTER_PORT", l->master_port,
+			 "15000 + (job id * 9889 + step id) mod 16000: "
+			 "differs between the steps of the job; unique among "
+			 "all steps only with Slurm's MpiParams=ports=");
 }
 
 /* Split "a,b,c" into at most max tokens of at most 63 characters. */
@@ -407,6 +421,51 @@ static int pick_netif(const struct topo *t)
 	return best;
 }
 
+/* Does this node have an interface called exactly `name` (len bytes)? */
+static int has_netif(const struct topo *t, const char *name, size_t len)
+{
+	for (int i = 0; i < t->nnetifs; i++)
+		if (strlen(t->netifs[i].name) == len &&
+		    strncmp(t->netifs[i].name, name, len) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * The admin's nccl_socket_ifname=, for NCCL and for torch.distributed's
+ * gloo, which takes only exact interface names: "=eth0,eth1" and names of
+ * this node's interfaces carry over; a prefix NCCL would match ("ib") or an
+ * exclusion ("^docker") does not, and GLOO_SOCKET_IFNAME stays unset.
+ */
+static void admin_ifname(struct ctx *c)
+{
+	const char *v = c->cfg->nccl_socket_ifname;
+	const char *names = v[0] == '=' ? v + 1 : v;
+	int exact = v[0] == '=';
+
+	put(c, "NCCL_SOCKET_IFNAME", v,
+	    "pinned by the admin (nccl_socket_ifname=)");
+	if (v[0] == '^')
+		goto no_gloo;
+	for (const char *p = names; *p;) {
+		size_t l = strcspn(p, ",");
+
+		if (l == 0 || (!exact && !has_netif(c->t, p, l)))
+			goto no_gloo;
+		p += l;
+		if (*p)
+			p++;
+	}
+	put(c, "GLOO_SOCKET_IFNAME", names,
+	    "torch.distributed's gloo over the admin's interface "
+	    "(nccl_socket_ifname=)");
+	return;
+no_gloo:
+	note(c, "nccl_socket_ifname=%.64s is not a list of this node's "
+		"interfaces: GLOO_SOCKET_IFNAME left unset",
+	     v);
+}
+
 static void tcp(struct ctx *c, const char *why, const char *tls)
 {
 	const struct topo *t = c->t;
@@ -415,8 +474,7 @@ static void tcp(struct ctx *c, const char *why, const char *tls)
 
 	put(c, "NCCL_IB_DISABLE", "1", "%s", why);
 	if (c->cfg->nccl_socket_ifname[0]) {
-		put(c, "NCCL_SOCKET_IFNAME", c->cfg->nccl_socket_ifname,
-		    "pinned by the admin (nccl_socket_ifname=)");
+		admin_ifname(c);
 	} else if (i >= 0) {
 		snprintf(val, sizeof(val), "=%s", t->netifs[i].name);
 		put(c, "NCCL_SOCKET_IFNAME", val,
@@ -426,6 +484,11 @@ static void tcp(struct ctx *c, const char *why, const char *tls)
 					 : "the best remaining interface");
 		put(c, "UCX_NET_DEVICES", t->netifs[i].name,
 		    "TCP over the same interface as NCCL");
+		/* gloo would take the address the host name resolves to,
+		 * which may be a loopback one (127.0.1.1 on Debian) or one
+		 * of another interface. */
+		put(c, "GLOO_SOCKET_IFNAME", t->netifs[i].name,
+		    "torch.distributed's gloo over the same interface");
 	} else {
 		note(c, "no usable network interface found (lo, docker*, "
 			"virbr* excluded): NCCL_SOCKET_IFNAME left unset");
@@ -456,8 +519,7 @@ static void network(struct ctx *c)
 		put(c, "UCX_TLS", tls_ib, "InfiniBand/RoCE verbs transports, "
 					  "shared memory and self");
 		if (c->cfg->nccl_socket_ifname[0])
-			put(c, "NCCL_SOCKET_IFNAME", c->cfg->nccl_socket_ifname,
-			    "pinned by the admin (nccl_socket_ifname=)");
+			admin_ifname(c);
 		return;
 	}
 	if (net == OPT_NET_TCP) {
@@ -511,8 +573,7 @@ static void network(struct ctx *c)
 	    "InfiniBand/RoCE verbs transports, shared memory and self%s",
 	    hasgpu ? ", CUDA copies" : "");
 	if (c->cfg->nccl_socket_ifname[0])
-		put(c, "NCCL_SOCKET_IFNAME", c->cfg->nccl_socket_ifname,
-		    "pinned by the admin (nccl_socket_ifname=)");
+		admin_ifname(c);
 }
 
 static void cpus(struct ctx *c)

@@ -25,6 +25,7 @@
 #define HINTS_MAX 48
 #define HINTS_VAL_LEN PATH_LEN
 #define HINTS_WHY_LEN 320
+#define HINTS_MAX_NOTES 8
 
 enum hint_action { HINT_SET, HINT_KEPT, HINT_FORCED };
 
@@ -44,7 +45,7 @@ struct hints {
 	struct cpuset cpus;
 	char ckpt_dir[PATH_LEN]; /* to create, or "" */
 	int nnotes;
-	char notes[4][HINTS_WHY_LEN]; /* things verbose should say */
+	char notes[HINTS_MAX_NOTES][HINTS_WHY_LEN]; /* for verbose */
 };
 
 /*

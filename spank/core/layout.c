@@ -5,6 +5,7 @@
  */
 #include "layout.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,5 +116,94 @@ int layout_first_host(const char *nodelist, char *out, size_t len)
 
 unsigned layout_master_port(unsigned long job_id, unsigned long step_id)
 {
-	return 15000u + (unsigned)((job_id * 31u + step_id) % 16000u);
+	return 15000u +
+	       (unsigned)(((job_id % 16000u) * 9889u + step_id % 16000u) %
+			  16000u);
+}
+
+int layout_resv_port(const char *spec, unsigned *port)
+{
+	const char *p = spec;
+	unsigned long a = 0, b = 0;
+
+	if (!spec || !*spec)
+		return -1;
+	for (;;) {
+		if (parse_num(&p, 65535, &a))
+			return -1;
+		b = a;
+		if (*p == '-') {
+			p++;
+			if (parse_num(&p, 65535, &b) || b < a)
+				return -1;
+		}
+		if (*p == '\0')
+			break;
+		if (*p++ != ',')
+			return -1;
+	}
+	if (b == 0)
+		return -1;
+	*port = (unsigned)b;
+	return 0;
+}
+
+int layout_addr_ok(const char *s)
+{
+	size_t n = 0;
+
+	if (!s || !*s || *s == '-')
+		return 0;
+	for (; s[n]; n++) {
+		char c = s[n];
+
+		if (n >= 255 ||
+		    !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || strchr(".:%_-", c)))
+			return 0;
+	}
+	return 1;
+}
+
+/* "NODE=ADDR" into node and addr; 0 or -1. */
+static int split_handover(const char *s, char *node, char *addr, size_t len)
+{
+	const char *eq = s ? strchr(s, '=') : NULL;
+	size_t nl;
+
+	if (!eq || (nl = (size_t)(eq - s)) >= len || strlen(eq + 1) >= len)
+		return -1;
+	memcpy(node, s, nl);
+	node[nl] = '\0';
+	strcpy(addr, eq + 1);
+	return layout_addr_ok(node) && layout_addr_ok(addr) ? 0 : -1;
+}
+
+void layout_master(struct layout *l, const char *nodelist,
+		   const char *handover, const char *resv_ports)
+{
+	char node[sizeof(l->master_node)], addr[sizeof(l->master_addr)];
+
+	if (split_handover(handover, node, addr, sizeof(node)) == 0) {
+		strcpy(l->master_node, node);
+		strcpy(l->master_addr, addr);
+		l->master_addr_from = LAYOUT_ADDR_NODEADDR;
+	} else {
+		if (!nodelist || layout_first_host(nodelist, l->master_node,
+						   sizeof(l->master_node)))
+			snprintf(l->master_node, sizeof(l->master_node), "%s",
+				 l->hostname);
+		snprintf(l->master_addr, sizeof(l->master_addr), "%s",
+			 l->master_node);
+		l->master_addr_from = LAYOUT_ADDR_NAME;
+	}
+	l->resv_ports[0] = '\0';
+	if (resv_ports && strlen(resv_ports) < sizeof(l->resv_ports) &&
+	    layout_resv_port(resv_ports, &l->master_port) == 0) {
+		l->master_port_from = LAYOUT_PORT_RESERVED;
+		strcpy(l->resv_ports, resv_ports);
+		return;
+	}
+	l->master_port = layout_master_port(l->job_id, l->step_id);
+	l->master_port_from = LAYOUT_PORT_DERIVED;
 }

@@ -7,6 +7,7 @@
 /* srun (S_CTX_LOCAL): srun.c */
 int srun_init(spank_t sp, int ac, char **av);
 int srun_post_opt(spank_t sp, int ac, char **av);
+int srun_user_init(spank_t sp, int ac, char **av);
 
 /* sbatch, salloc (S_CTX_ALLOCATOR): alloc.c */
 int alloc_init(spank_t sp, int ac, char **av);

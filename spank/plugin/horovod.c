@@ -43,6 +43,14 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	}
 }
 
+/* srun only, once the step exists and before it is launched. */
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	if (spank_context() == S_CTX_LOCAL)
+		return srun_user_init(sp, ac, av);
+	return 0;
+}
+
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	if (spank_context() == S_CTX_REMOTE)

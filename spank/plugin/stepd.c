@@ -206,11 +206,9 @@ static int layout(spank_t sp, char *const *env, struct layout *l)
 		strcpy(l->hostname, s);
 	else if (gethostname(l->hostname, sizeof(l->hostname) - 1))
 		l->hostname[0] = '\0';
-	s = vars_getenv(env, "SLURM_STEP_NODELIST");
-	if (!s || layout_first_host(s, l->master_addr, sizeof(l->master_addr)))
-		snprintf(l->master_addr, sizeof(l->master_addr), "%s",
-			 l->hostname);
-	l->master_port = layout_master_port(l->job_id, l->step_id);
+	layout_master(l, vars_getenv(env, "SLURM_STEP_NODELIST"),
+		      vars_getenv(env, LAYOUT_ADDR_VAR),
+		      vars_getenv(env, "SLURM_STEP_RESV_PORTS"));
 	s = vars_getenv(env, "SLURM_JOB_NAME");
 	snprintf(l->job_name, sizeof(l->job_name), "%s", s ? s : "job");
 	if (get_u32(sp, S_JOB_UID, &uid, "the job's user"))
@@ -279,7 +277,7 @@ int stepd_task_init(spank_t sp, int ac, char **av)
 	struct hints *h = NULL;
 	char **env = NULL, err[512];
 	spank_err_t rc;
-	int ret = -1;
+	int ret = -1, handover;
 
 	(void)ac;
 	(void)av;
@@ -296,6 +294,8 @@ int stepd_task_init(spank_t sp, int ac, char **av)
 			    spank_strerror(rc));
 	if (pmix_check(env) || layout(sp, env, &l))
 		return -1;
+	/* `env` is Slurm's array: spank_setenv below may move it. */
+	handover = vars_getenv(env, LAYOUT_ADDR_VAR) != NULL;
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return fail("out of memory");
@@ -314,6 +314,9 @@ int stepd_task_init(spank_t sp, int ac, char **av)
 			goto out;
 		}
 	}
+	/* srun's hand-over (srun.c) is not for the program: remove it. */
+	if (handover)
+		spank_unsetenv(sp, LAYOUT_ADDR_VAR);
 	if (h->bind && bind_cpus(&h->cpus))
 		goto out;
 	if (h->ckpt_dir[0] && mkdir_p(h->ckpt_dir, err, sizeof(err))) {

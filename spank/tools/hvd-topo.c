@@ -286,8 +286,7 @@ int main(int argc, char **argv)
 		l.nnodes = 1;
 		if (gethostname(l.hostname, sizeof(l.hostname) - 1))
 			strcpy(l.hostname, "localhost");
-		strcpy(l.master_addr, l.hostname);
-		l.master_port = layout_master_port(0, 0);
+		layout_master(&l, l.hostname, NULL, NULL);
 		snprintf(l.user, sizeof(l.user), "%s",
 			 getenv("USER") ? getenv("USER") : "user");
 		strcpy(l.job_name, "hvd-topo");

@@ -19,8 +19,9 @@ is "$(grep -c '^HOROVOD_RANK=' <<<"$out")" 4 "every task has HOROVOD_RANK"
 is "$(grep '^HOROVOD_RANK=' <<<"$out" | sort | tr '\n' ' ')" \
 	"HOROVOD_RANK=0 HOROVOD_RANK=1 HOROVOD_RANK=2 HOROVOD_RANK=3 " \
 	"ranks 0..3 once each"
-like "$(grep '^MASTER_ADDR=' <<<"$out" | sort -u)" '^MASTER_ADDR=node1$' \
-	"MASTER_ADDR is the first node, the same for all"
+addr=$(run_timeout 30 scontrol show node node1 | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p')
+is "$(grep '^MASTER_ADDR=' <<<"$out" | sort -u)" "MASTER_ADDR=$addr" \
+	"MASTER_ADDR is the NodeAddr of node1 (rank 0's), the same for all"
 like "$(grep '^MASTER_PORT=' <<<"$out" | sort -u | wc -l)" '^1$' \
 	"one MASTER_PORT for the step"
 like "$(grep '^MASTER_PORT=' <<<"$out" | head -1)" \

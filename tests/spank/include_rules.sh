@@ -136,7 +136,7 @@ fi
 so=$bld/.libs/horovod.so
 if [[ -f $so ]]; then
 	got=$(nm -D --defined-only "$so" | awk '{ print $3 }' | sort | tr '\n' ' ')
-	want="plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_init_post_opt slurm_spank_task_init slurm_spank_user_init spank_plugin_version "
+	want="plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_init_post_opt slurm_spank_local_user_init slurm_spank_task_init slurm_spank_user_init spank_plugin_version "
 	[[ $got == "$want" ]]
 	ok $? "horovod.so exports only its SPANK entry points" || diag "exports: $got"
 else

@@ -42,10 +42,10 @@ static void layout(struct layout *l, unsigned lr, unsigned ls)
 	l->size = l->local_size = ls;
 	l->cross_size = l->nnodes = 1;
 	strcpy(l->hostname, "n1");
-	strcpy(l->master_addr, "n1");
 	strcpy(l->user, "alice");
 	strcpy(l->job_name, "train");
 	l->job_id = 42;
+	layout_master(l, "n[1-2]", NULL, NULL);
 }
 
 /* Hints of local rank lr of ls, with options `opt` and environment env. */
@@ -361,12 +361,41 @@ static void sysfs(void)
 	is_str(val("NCCL_SOCKET_IFNAME"), "=eth0",
 	       "socket interface: eth0, never lo/docker0/virbr0/down eth1");
 	is_str(val("UCX_NET_DEVICES"), "eth0", "UCX over eth0");
+	is_str(val("GLOO_SOCKET_IFNAME"), "eth0",
+	       "torch.distributed's gloo over eth0 too");
 	hints(0, 1, "net=tcp", NULL);
 	is_str(val("NCCL_IB_DISABLE"), "1", "net=tcp");
 	ok(cfg_parse(1, pol, &cfg, err, sizeof(err)) == 0 &&
 	       hints(0, 1, "net=tcp", NULL) == 0 &&
 	       strcmp(val("NCCL_SOCKET_IFNAME"), "ib0") == 0,
 	   "admin nccl_socket_ifname= pins the value");
+	ok(!val("GLOO_SOCKET_IFNAME") && h->nnotes > 0 &&
+	       strstr(h->notes[h->nnotes - 1], "GLOO_SOCKET_IFNAME left unset"),
+	   "... a prefix this node has no interface for is not gloo's: %s",
+	   h->nnotes ? h->notes[h->nnotes - 1] : "no note");
+	{
+		char *exact[] = { "nccl_socket_ifname==eth0,eth1" };
+		char *plain[] = { "nccl_socket_ifname=eth0" };
+		char *excl[] = { "nccl_socket_ifname=^docker" };
+
+		cfg_init(&cfg);
+		ok(cfg_parse(1, exact, &cfg, err, sizeof(err)) == 0 &&
+		       hints(0, 1, "net=tcp", NULL) == 0,
+		   "nccl_socket_ifname==eth0,eth1");
+		is_str(val("GLOO_SOCKET_IFNAME"), "eth0,eth1",
+		       "... gloo gets the exact list without '='");
+		cfg_init(&cfg);
+		ok(cfg_parse(1, plain, &cfg, err, sizeof(err)) == 0 &&
+		       hints(0, 1, "net=tcp", NULL) == 0,
+		   "nccl_socket_ifname=eth0");
+		is_str(val("GLOO_SOCKET_IFNAME"), "eth0",
+		       "... a name this node has carries over");
+		cfg_init(&cfg);
+		ok(cfg_parse(1, excl, &cfg, err, sizeof(err)) == 0 &&
+		       hints(0, 1, "net=tcp", NULL) == 0 &&
+		       !val("GLOO_SOCKET_IFNAME"),
+		   "nccl_socket_ifname=^docker: no GLOO_SOCKET_IFNAME");
+	}
 	cfg_init(&cfg);
 	if (system("rm -rf spank-sysfs.tmp/class/net/eth0") != 0)
 		diag("rm failed");
@@ -375,6 +404,109 @@ static void sysfs(void)
 	ok(!val("NCCL_SOCKET_IFNAME"), "only lo/docker/virbr: no ifname");
 	if (system("rm -rf spank-sysfs.tmp") != 0)
 		diag("rm failed");
+}
+
+/* MASTER_ADDR and MASTER_PORT (layout_master and its parts). */
+static void master(void)
+{
+	struct layout l;
+	unsigned port = 0, bad = 0, lo = 65535, hi = 0;
+
+	/* The derived port (layout.h): any 32 consecutive jobs with step
+	 * ids below 331 all apart (the old job * 31 + step had job 101 step
+	 * 0 on job 100 step 31), and the steps of one job apart. */
+	static unsigned char used[16000];
+
+	memset(used, 0, sizeof(used));
+	for (unsigned long j = 4100; j < 4132; j++)
+		for (unsigned long s = 0; s < 331; s++) {
+			unsigned p = layout_master_port(j, s);
+
+			bad += p < 15000 || p > 30999 || used[p - 15000]++;
+			lo = p < lo ? p : lo;
+			hi = p > hi ? p : hi;
+		}
+	is_int((int)bad, 0,
+	       "derived ports: 32 consecutive jobs x steps 0-330 all apart");
+	memset(used, 0, sizeof(used));
+	bad = 0;
+	for (unsigned long s = 0; s < 16000; s++)
+		bad += used[layout_master_port(77, s) - 15000]++ != 0;
+	is_int((int)bad, 0, "derived ports: 16000 steps of one job all apart");
+	ok(lo >= 15000 && hi <= 30999, "derived ports in 15000-30999 (%u-%u)",
+	   lo, hi);
+	ok(layout_master_port(4294967295UL, 4294967290UL) <= 30999,
+	   "largest ids stay in range");
+
+	ok(layout_resv_port("12000-12004", &port) == 0 && port == 12004,
+	   "resv ports 12000-12004 -> the last, 12004");
+	ok(layout_resv_port("12000,12003-12005", &port) == 0 && port == 12005,
+	   "resv ports 12000,12003-12005 -> 12005");
+	ok(layout_resv_port("12000", &port) == 0 && port == 12000,
+	   "a single reserved port");
+	ok(layout_resv_port("", &port) && layout_resv_port("12000-", &port) &&
+		   layout_resv_port("12005-12000", &port) &&
+		   layout_resv_port("70000", &port) &&
+		   layout_resv_port("1,,2", &port) &&
+		   layout_resv_port("0", &port) && layout_resv_port("a", &port),
+	   "malformed reserved ports refused");
+
+	ok(layout_addr_ok("10.1.2.3") && layout_addr_ok("fe80::1%eth0") &&
+		   layout_addr_ok("node1-ib.cluster"),
+	   "addresses and host names accepted");
+	ok(!layout_addr_ok("") && !layout_addr_ok("-x") &&
+		   !layout_addr_ok("a b") && !layout_addr_ok("a;b") &&
+		   !layout_addr_ok("a/b") && !layout_addr_ok(NULL),
+	   "others refused");
+
+	memset(&l, 0, sizeof(l));
+	strcpy(l.hostname, "n7");
+	l.job_id = 42;
+	l.step_id = 3;
+	layout_master(&l, "n[07-08]", "n08=10.0.0.8", NULL);
+	ok(strcmp(l.master_addr, "10.0.0.8") == 0 &&
+		   strcmp(l.master_node, "n08") == 0 &&
+		   l.master_addr_from == LAYOUT_ADDR_NODEADDR,
+	   "srun's NODE=ADDR: MASTER_ADDR %s (node %s)", l.master_addr,
+	   l.master_node);
+	ok(l.master_port == layout_master_port(42, 3) &&
+		   l.master_port_from == LAYOUT_PORT_DERIVED,
+	   "no reserved ports: derived %u", l.master_port);
+	layout_master(&l, "n[07-08]", "garbage", "20001-20003");
+	ok(strcmp(l.master_addr, "n07") == 0 &&
+		   l.master_addr_from == LAYOUT_ADDR_NAME,
+	   "no usable hand-over: the first node's name (%s)", l.master_addr);
+	ok(l.master_port == 20003 && l.master_port_from == LAYOUT_PORT_RESERVED,
+	   "reserved ports: the last one (%u)", l.master_port);
+	layout_master(&l, "n[07-08]", "n08=a b", "x");
+	ok(strcmp(l.master_addr, "n07") == 0 &&
+		   l.master_port_from == LAYOUT_PORT_DERIVED,
+	   "a bad address and bad reserved ports count as none");
+	layout_master(&l, NULL, NULL, NULL);
+	ok(strcmp(l.master_addr, "n7") == 0, "no node list: this host");
+
+	{
+		char *env[] = { "MASTER_ADDR=mine", NULL };
+		struct opt o;
+
+		opt_init(&o);
+		layout(&l, 0, 1);
+		layout_master(&l, "n[1-2]", "n1=192.0.2.1", "20001-20002");
+		ok(hints_compute(t, &l, &o, NULL, &cfg, h, err,
+				 sizeof(err)) == 0,
+		   "hints with a NodeAddr and reserved ports");
+		is_str(val("MASTER_ADDR"), "192.0.2.1", "MASTER_ADDR");
+		ok(strstr(why("MASTER_ADDR"), "NodeAddr of n1") != NULL,
+		   "... says it is n1's NodeAddr: %s", why("MASTER_ADDR"));
+		is_str(val("MASTER_PORT"), "20002", "MASTER_PORT");
+		ok(strstr(why("MASTER_PORT"),
+			  "SLURM_STEP_RESV_PORTS=20001-20002") != NULL,
+		   "... says Slurm reserved it: %s", why("MASTER_PORT"));
+		hints_compute(t, &l, &o, env, &cfg, h, err, sizeof(err));
+		ok(hints_find(h, "MASTER_ADDR")->action == HINT_KEPT &&
+			   strcmp(val("MASTER_ADDR"), "mine") == 0,
+		   "a MASTER_ADDR the user exported is kept");
+	}
 }
 
 static void layouts(void)
@@ -416,6 +548,7 @@ static void layouts(void)
 	       layout_master_port(42, 0) <= 30999 &&
 	       layout_master_port(42, 0) != layout_master_port(42, 1),
 	   "master port in range, per step");
+	master();
 }
 
 int main(void)

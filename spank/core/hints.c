@@ -648,6 +648,64 @@ static void source(unsigned given, enum opt_key k, char *buf, size_t len)
 			*p = '_';
 }
 
+/*
+ * The admin's ckpt_roots hold for the directory the task will use, and
+ * that is the user's own HOROVOD_CHECKPOINT_DIR when one was exported and
+ * not overridden by a forced plugin value: taken from the task's working
+ * directory when relative, normalised with '..' refused, and compared
+ * component-wise, like ckpt-dir.
+ */
+static int user_dir_in_roots(struct ctx *c, char *err, size_t errlen)
+{
+	const struct hint *hd = hints_find(c->out, "HOROVOD_CHECKPOINT_DIR");
+	const char *v = vars_getenv(c->env, "HOROVOD_CHECKPOINT_DIR");
+	const char *roots = c->cfg->ckpt_roots;
+	char path[PATH_LEN], why[ERR_LEN];
+	int n;
+
+	if (!v || !*v || (hd && hd->action != HINT_KEPT))
+		return 0;
+	if (v[0] != '/' && !c->l->cwd[0]) {
+		snprintf(err, errlen,
+			 "HOROVOD_CHECKPOINT_DIR=%.100s (exported before srun) "
+			 "is relative and the task's working directory is "
+			 "unknown; the site allows checkpoints only under %s: "
+			 "export an absolute directory under one of them, or "
+			 "unset it",
+			 v, roots);
+		return -1;
+	}
+	n = v[0] == '/' ? snprintf(path, sizeof(path), "%s", v)
+			: snprintf(path, sizeof(path), "%s/%s", c->l->cwd, v);
+	if (n < 0 || (size_t)n >= sizeof(path)) {
+		snprintf(err, errlen,
+			 "HOROVOD_CHECKPOINT_DIR=%.100s (exported before srun) "
+			 "is longer than %d bytes; export a shorter directory "
+			 "under %s",
+			 v, PATH_LEN - 1, roots);
+		return -1;
+	}
+	if (path_normalise(path, why, sizeof(why))) {
+		snprintf(err, errlen,
+			 "HOROVOD_CHECKPOINT_DIR=%.100s (exported before srun): "
+			 "%s; the site allows checkpoints only under %s: export "
+			 "a directory under one of them, or unset it",
+			 v, why, roots);
+		return -1;
+	}
+	if (!path_under(path, roots)) {
+		snprintf(err, errlen,
+			 "HOROVOD_CHECKPOINT_DIR=%.100s%s%.200s (exported before "
+			 "srun) is outside the directories the admin allows for "
+			 "checkpoints (%s); unset it, or export a directory "
+			 "under one of them",
+			 v, v[0] == '/' ? "" : ", that is ",
+			 v[0] == '/' ? "" : path, roots);
+		return -1;
+	}
+	return 0;
+}
+
 static int knobs(struct ctx *c, char *err, size_t errlen)
 {
 	const struct cfg *cfg = c->cfg;
@@ -696,6 +754,8 @@ static int knobs(struct ctx *c, char *err, size_t errlen)
 			snprintf(c->out->ckpt_dir, sizeof(c->out->ckpt_dir),
 				 "%s", v);
 	}
+	if (cfg->ckpt_roots[0] && user_dir_in_roots(c, err, errlen))
+		return -1;
 	if (IS(OPT_CKPT_EVERY)) {
 		source(eff.given, OPT_CKPT_EVERY, src, sizeof(src));
 		put_uint(c, "HOROVOD_CHECKPOINT_EVERY",

@@ -47,6 +47,7 @@ struct layout {
 	unsigned long job_id, step_id;
 	char user[64];
 	char job_name[128];
+	char cwd[512]; /* the task's working directory, "" if unknown */
 	int have_allowed;	    /* 0: all CPUs of the topology */
 	struct cpuset allowed;	    /* the task's affinity mask */
 };

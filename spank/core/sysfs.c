@@ -65,11 +65,21 @@ static int plain(const char *name)
 	return name[0] != '.' && strlen(name) < TOPO_NAME && !strchr(name, '/');
 }
 
-/* IPv4-mapped IPv6 GID: ::ffff:a.b.c.d. */
+/* IPv4-mapped IPv6 GID: ::ffff:a.b.c.d, written by the kernel as
+ * "0000:0000:0000:0000:0000:ffff:hhhh:hhhh", not 0.0.0.0.  Anything cut
+ * short or not hexadecimal is not one (the fuzz target found a GID of
+ * just the prefix taken for an address). */
 static int gid_is_ipv4(const char *gid)
 {
-	return strncmp(gid, "0000:0000:0000:0000:0000:ffff:", 30) == 0 &&
-	       strcmp(gid + 30, "0000:0000") != 0;
+	const char *a = gid + 30;
+
+	if (strncmp(gid, "0000:0000:0000:0000:0000:ffff:", 30) != 0 ||
+	    strlen(a) != 9 || a[4] != ':' || strcmp(a, "0000:0000") == 0)
+		return 0;
+	for (int i = 0; i < 9; i++)
+		if (i != 4 && !strchr("0123456789abcdefABCDEF", a[i]))
+			return 0;
+	return 1;
 }
 
 static void read_gid(struct topo_port *pt, const char *pdir)

@@ -20,6 +20,7 @@
 
 #include "args.h"
 #include "context.h"
+#include "core/ckptdir.h"
 #include "core/hints.h"
 #include "core/layout.h"
 #include "core/machine.h"
@@ -33,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
@@ -115,36 +115,6 @@ static int get_u32(spank_t sp, spank_item_t item, uint32_t *v,
 	return 0;
 }
 
-/* mkdir -p with mode 0700 for what it creates; we run as the user here. */
-static int mkdir_p(const char *path, char *err, size_t errlen)
-{
-	char buf[PATH_LEN];
-	struct stat sb;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *p = buf + 1;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char c = *p;
-
-		*p = '\0';
-		if (mkdir(buf, 0700) && errno != EEXIST) {
-			snprintf(err, errlen, "cannot create %.400s: %s", buf,
-				 strerror(errno));
-			return -1;
-		}
-		if (stat(buf, &sb) || !S_ISDIR(sb.st_mode)) {
-			snprintf(err, errlen, "%.400s exists and is not a directory",
-				 buf);
-			return -1;
-		}
-		*p = c;
-		if (c == '\0')
-			break;
-	}
-	return 0;
-}
-
 static int pmix_check(char *const *env)
 {
 	const char *mpi = vars_getenv(env, "SLURM_MPI_TYPE");
@@ -209,6 +179,9 @@ static int layout(spank_t sp, char *const *env, struct layout *l)
 	layout_master(l, vars_getenv(env, "SLURM_STEP_NODELIST"),
 		      vars_getenv(env, LAYOUT_ADDR_VAR),
 		      vars_getenv(env, "SLURM_STEP_RESV_PORTS"));
+	/* The task child runs in the job's working directory by now. */
+	if (!getcwd(l->cwd, sizeof(l->cwd)))
+		l->cwd[0] = '\0';
 	s = vars_getenv(env, "SLURM_JOB_NAME");
 	snprintf(l->job_name, sizeof(l->job_name), "%s", s ? s : "job");
 	if (get_u32(sp, S_JOB_UID, &uid, "the job's user"))
@@ -319,8 +292,10 @@ int stepd_task_init(spank_t sp, int ac, char **av)
 		spank_unsetenv(sp, LAYOUT_ADDR_VAR);
 	if (h->bind && bind_cpus(&h->cpus))
 		goto out;
-	if (h->ckpt_dir[0] && mkdir_p(h->ckpt_dir, err, sizeof(err))) {
-		fail("ckpt-dir: %s; choose a directory you can create", err);
+	/* Here we are the job's user, never root (ckptdir.h). */
+	if (h->ckpt_dir[0] && ckptdir_make(h->ckpt_dir, getuid(), err,
+					   sizeof(err))) {
+		fail("ckpt-dir: %s", err);
 		goto out;
 	}
 	if (args.opt.verbose)

@@ -290,6 +290,8 @@ int main(int argc, char **argv)
 		snprintf(l.user, sizeof(l.user), "%s",
 			 getenv("USER") ? getenv("USER") : "user");
 		strcpy(l.job_name, "hvd-topo");
+		if (!getcwd(l.cwd, sizeof(l.cwd)))
+			l.cwd[0] = '\0';
 		if (hints_compute(t, &l, &o, env, &cfg, h, err, sizeof(err))) {
 			if (json)
 				printf("]}\n");

@@ -89,6 +89,7 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return run_file(stdin);
 	printf("1..%d\n", argc - 1);
+	fflush(stdout);
 	for (int i = 1; i < argc; i++) {
 		FILE *f = fopen(argv[i], "rb");
 
@@ -96,7 +97,10 @@ int main(int argc, char **argv)
 			printf("not ok %d - cannot open %s\n", i, argv[i]);
 			continue;
 		}
-		/* A broken invariant aborts: the driver reports the crash. */
+		/* A broken invariant aborts: the driver reports the crash,
+		 * and this line names the input. */
+		printf("# %s\n", argv[i]);
+		fflush(stdout);
 		run_file(f);
 		fclose(f);
 		printf("ok %d - %s\n", i, strrchr(argv[i], '/') ?

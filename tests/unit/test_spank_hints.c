@@ -18,6 +18,7 @@ static struct hints *h;
 static struct cfg cfg;
 static char err[512];
 static char dir[1024];
+static const char *task_cwd = ""; /* the working directory layout() gives */
 
 static int load(const char *file, const char *sysfs)
 {
@@ -45,6 +46,7 @@ static void layout(struct layout *l, unsigned lr, unsigned ls)
 	strcpy(l->user, "alice");
 	strcpy(l->job_name, "train");
 	l->job_id = 42;
+	snprintf(l->cwd, sizeof(l->cwd), "%s", task_cwd);
 	layout_master(l, "n[1-2]", NULL, NULL);
 }
 
@@ -219,6 +221,61 @@ static void user_and_force(void)
 		   strcmp(h->ckpt_dir, "/scratch/alice/42") == 0,
 	   "ckpt-dir under a root expanded: %s", h->ckpt_dir);
 	is_str(val("HOROVOD_CHECKPOINT_EVERY"), "10", "checkpoint every");
+	cfg_init(&cfg);
+}
+
+/* ckpt_roots also hold for a HOROVOD_CHECKPOINT_DIR the user exported. */
+static void roots_env(void)
+{
+	char *pol[] = { "ckpt_roots=/scratch:/work/shared" };
+	char *forced[] = { "ckpt_roots=/scratch", "force=HOROVOD_CHECKPOINT_DIR" };
+	char *out[] = { "HOROVOD_CHECKPOINT_DIR=/home/alice/ck", NULL };
+	char *in[] = { "HOROVOD_CHECKPOINT_DIR=/scratch/alice/ck", NULL };
+	char *rel[] = { "HOROVOD_CHECKPOINT_DIR=ck/run1", NULL };
+	char *up[] = { "HOROVOD_CHECKPOINT_DIR=../../home/alice", NULL };
+	char *dots[] = { "HOROVOD_CHECKPOINT_DIR=/scratch/../etc", NULL };
+	char *prefix[] = { "HOROVOD_CHECKPOINT_DIR=/work/shared2/x", NULL };
+	char *empty[] = { "HOROVOD_CHECKPOINT_DIR=", NULL };
+
+	cfg_init(&cfg);
+	ok(hints(0, 1, NULL, out) == 0,
+	   "no ckpt_roots: any exported directory is the user's business");
+	ok(cfg_parse(1, pol, &cfg, err, sizeof(err)) == 0, "ckpt_roots policy");
+	ok(hints(0, 1, NULL, out) == -1 &&
+		   strstr(err, "HOROVOD_CHECKPOINT_DIR=/home/alice/ck (exported "
+			       "before srun) is outside") &&
+		   strstr(err, "/scratch:/work/shared") && strstr(err, "unset it"),
+	   "exported directory outside the roots refused: %s", err);
+	ok(hints(0, 1, "ckpt-dir=/scratch/%u", out) == -1,
+	   "... also when --horovod has a ckpt-dir inside (the export wins)");
+	ok(hints(0, 1, NULL, in) == 0, "exported directory inside: accepted");
+	ok(hints(0, 1, NULL, prefix) == -1,
+	   "/work/shared2 is not below /work/shared: refused");
+	ok(hints(0, 1, NULL, dots) == -1 && strstr(err, "'..'"),
+	   "'..' in the export refused: %s", err);
+	task_cwd = "/scratch/alice";
+	ok(hints(0, 1, NULL, rel) == 0,
+	   "relative export from a working directory inside: accepted");
+	ok(hints(0, 1, NULL, up) == -1 && strstr(err, "'..'"),
+	   "relative export climbing out with '..': refused: %s", err);
+	task_cwd = "/home/alice";
+	ok(hints(0, 1, NULL, rel) == -1 &&
+		   strstr(err, "that is /home/alice/ck/run1"),
+	   "relative export from a working directory outside: refused, "
+	   "naming the full path: %s", err);
+	task_cwd = "";
+	ok(hints(0, 1, NULL, rel) == -1 && strstr(err, "working directory is "
+						    "unknown"),
+	   "relative export, working directory unknown: refused");
+	ok(hints(0, 1, NULL, empty) == 0, "an empty export is no directory");
+	cfg_init(&cfg);
+	ok(cfg_parse(2, forced, &cfg, err, sizeof(err)) == 0 &&
+		   hints(0, 1, "ckpt-dir=/scratch/%u", out) == 0 &&
+		   strcmp(val("HOROVOD_CHECKPOINT_DIR"), "/scratch/alice") == 0,
+	   "force=HOROVOD_CHECKPOINT_DIR: the plugin's directory replaces the "
+	   "export, nothing to refuse");
+	ok(hints(0, 1, NULL, out) == -1,
+	   "... but without a ckpt-dir the export stays, and is checked");
 	cfg_init(&cfg);
 }
 
@@ -566,6 +623,7 @@ int main(void)
 	sysfs();
 	slurm_gpus();
 	user_and_force();
+	roots_env();
 	knobs();
 	layouts();
 	free(t);

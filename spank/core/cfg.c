@@ -140,6 +140,15 @@ int cfg_parse(int ac, char *const *av, struct cfg *c, char *err, size_t errlen)
 
 			if (k < 0 || k == OPT_VERBOSE)
 				goto unknown;
+			if (k == OPT_ELASTIC || k == OPT_ELASTIC_MIN) {
+				err_set(err, errlen,
+					"plugstack argument '%s': elastic "
+					"training is each step's own choice "
+					"(it needs srun --no-kill), not a site "
+					"default; remove it",
+					w);
+				return -1;
+			}
 			if (c->defaults.set & (1u << k))
 				goto twice;
 			snprintf(opt, sizeof(opt), "%s=%s",

@@ -158,7 +158,8 @@ int ckptdir_make(const char *path, uid_t uid, char *err, size_t errlen)
 		last = *p == '\0';
 		if (!last)
 			*p++ = '\0';
-		if (n == 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+		if (n == 0 || strcmp(name, ".") == 0 ||
+		    strcmp(name, "..") == 0) {
 			err_set(err, errlen,
 				"'%.200s' is not a normalised path (empty, "
 				"'.' or '..' component)",

@@ -60,6 +60,12 @@ static const struct keydef keys[OPT_NKEYS] = {
 	{ "gpu-bind", K_ENUM, 0, 0, gpub, "gpu-bind=closest|none" },
 	{ "cpu-bind", K_ENUM, 0, 0, cpub, "cpu-bind=numa|none" },
 	{ "net", K_ENUM, 0, 0, nets, "net=auto|ib|roce|tcp" },
+	{ "elastic", K_FLAG, 0, 0, NULL,
+	  "elastic (no value): training goes on when tasks or nodes are "
+	  "lost; needs srun --no-kill" },
+	{ "elastic-min", K_UINT, 1, 1000000, NULL,
+	  "elastic-min=N with elastic, the fewest tasks training goes on "
+	  "with, 1 to 1000000" },
 	{ "verbose", K_FLAG, 0, 0, NULL, "verbose (no value)" },
 };
 
@@ -253,7 +259,7 @@ static int parse_item(const char *item, size_t len, struct opt *o,
 			"--horovod: unknown key '%s'; known keys: ckpt-every, "
 			"ckpt-dir, ckpt-keep, fusion-mb, cycle-ms, cache, "
 			"timeline, hierarchical, stall-s, log, gpu-bind, "
-			"cpu-bind, net, verbose",
+			"cpu-bind, net, elastic, elastic-min, verbose",
 			qk);
 		return -1;
 	}
@@ -294,6 +300,8 @@ static int parse_item(const char *item, size_t len, struct opt *o,
 			o->fusion_mb = n;
 		else if (k == OPT_CACHE)
 			o->cache = n;
+		else if (k == OPT_ELASTIC_MIN)
+			o->elastic_min = n;
 		else
 			o->stall_s = n;
 		break;
@@ -332,7 +340,10 @@ static int parse_item(const char *item, size_t len, struct opt *o,
 		break;
 	}
 	case K_FLAG:
-		o->verbose = 1;
+		if (k == OPT_ELASTIC)
+			o->elastic = 1;
+		else
+			o->verbose = 1;
 		break;
 	}
 	o->set |= 1u << k;
@@ -394,6 +405,15 @@ int opt_parse(const char *str, struct opt *o, char *err, size_t errlen)
 			break;
 		p = c + 1;
 	}
+	/* A minimum size means nothing without elastic, in the same string
+	 * (a string replaces an #SBATCH one as a whole). */
+	if ((seen & (1u << OPT_ELASTIC_MIN)) && !(seen & (1u << OPT_ELASTIC))) {
+		err_set(err, errlen,
+			"--horovod: elastic-min=%lu without elastic; expected "
+			"--horovod=elastic,elastic-min=N",
+			tmp.elastic_min);
+		return -1;
+	}
 	*o = tmp;
 	return 0;
 }
@@ -447,6 +467,9 @@ void opt_format(const struct opt *o, char *buf, size_t len)
 			break;
 		case OPT_NET:
 			snprintf(v, sizeof(v), "=%s", nets[o->net]);
+			break;
+		case OPT_ELASTIC_MIN:
+			snprintf(v, sizeof(v), "=%lu", o->elastic_min);
 			break;
 		default:
 			break;

@@ -32,6 +32,8 @@ enum opt_key {
 	OPT_GPU_BIND,
 	OPT_CPU_BIND,
 	OPT_NET,
+	OPT_ELASTIC,
+	OPT_ELASTIC_MIN,
 	OPT_VERBOSE,
 	OPT_NKEYS
 };
@@ -69,6 +71,8 @@ struct opt {
 	enum opt_gpu_bind gpu_bind;
 	enum opt_cpu_bind cpu_bind;
 	enum opt_net net;
+	int elastic;		    /* 1: elastic training (elastic.h) */
+	unsigned long elastic_min; /* fewest tasks to go on with, 0 unset */
 	int verbose;
 };
 

@@ -26,7 +26,8 @@ static struct spank_option horovod_option = {
 		 "ckpt-dir=PATH (%u %j %x), ckpt-keep=K, fusion-mb=N, "
 		 "cycle-ms=X, cache=N, timeline=PATH, hierarchical=on|off, "
 		 "stall-s=N, log=LEVEL, gpu-bind=closest|none, "
-		 "cpu-bind=numa|none, net=auto|ib|roce|tcp, verbose. "
+		 "cpu-bind=numa|none, net=auto|ib|roce|tcp, elastic, "
+		 "elastic-min=N, verbose. "
 		 "An srun's own --horovod replaces the one of #SBATCH. "
 		 "See horovod(8), hvd-topo(1).",
 	.has_arg = 2,

@@ -4,9 +4,12 @@
  * The option callback has already refused a bad --horovod (srun exits 1
  * before asking for an allocation).  What remains:
  *
- *   init_post_opt     with srun -v, say what the step will get
- *   local_user_init   the step exists (job and step ids, its nodes): look
- *                     up the first node's NodeAddr for MASTER_ADDR
+ *   init_post_opt     refuse what would defeat --horovod=elastic (srun's
+ *                     options, launcher.c), before the allocation; with
+ *                     srun -v, say what the step will get
+ *   local_user_init   the step exists (job and step ids, its nodes): the
+ *                     real task count for elastic-min; look up the NodeAddr
+ *                     of the node that runs task 0 for MASTER_ADDR
  *
  * A Slurm NodeName need not resolve (the mini-cluster's node1 does not;
  * many sites name nodes differently from their hosts): torch.distributed's
@@ -19,7 +22,9 @@
  */
 #include "args.h"
 #include "context.h"
+#include "core/elastic.h"
 #include "core/layout.h"
+#include "launcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +46,24 @@ int srun_post_opt(spank_t sp, int ac, char **av)
 	(void)av;
 	if (!args.used)
 		return 0;
+	/* Called once per component of a heterogeneous step, with that
+	 * component's options in srun's `opt`. */
+	if (args.opt.elastic) {
+		struct elastic_launch l;
+		char err[ERR_LEN];
+
+		launcher_read("srun", &l);
+		if (elastic_check(&args.opt, &l, err, sizeof(err))) {
+			slurm_error("horovod: %s", err);
+			return -1;
+		}
+		/* The job's own --no-kill is not among srun's options. */
+		if (getenv("SLURM_JOB_ID"))
+			slurm_verbose("horovod: --horovod=elastic inside job %s: "
+				      "it outlives a failed node only if it was "
+				      "allocated with --no-kill as well",
+				      getenv("SLURM_JOB_ID"));
+	}
 	opt_format(&args.opt, buf, sizeof(buf));
 	slurm_verbose("horovod: --horovod=%s (effective: %s)", args.raw,
 		      buf[0] ? buf : "defaults");
@@ -117,7 +140,7 @@ static int node_addr(const char *name, char *out, size_t len)
 int srun_user_init(spank_t sp, int ac, char **av)
 {
 	char node[256], addr[256], val[520];
-	uint32_t job, step;
+	uint32_t job, step, ntasks;
 
 	(void)ac;
 	(void)av;
@@ -125,6 +148,19 @@ int srun_user_init(spank_t sp, int ac, char **av)
 	unsetenv(LAYOUT_ADDR_VAR);
 	if (!args.used)
 		return 0;
+	if (args.opt.elastic && args.opt.elastic_min &&
+	    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) ==
+		    ESPANK_SUCCESS) {
+		struct elastic_launch l;
+		char err[ERR_LEN];
+
+		elastic_launch_init(&l, "srun");
+		l.ntasks = ntasks;
+		if (elastic_check(&args.opt, &l, err, sizeof(err))) {
+			slurm_error("horovod: %s", err);
+			return -1;
+		}
+	}
 	if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
 		return 0;

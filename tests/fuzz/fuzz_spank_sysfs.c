@@ -94,7 +94,8 @@ static void entry(const char *line, size_t len)
 			char ch = line[i++];
 
 			if (c < sizeof(comp) - 1 &&
-			    ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			    ((ch >= 'a' && ch <= 'z') ||
+			     (ch >= 'A' && ch <= 'Z') ||
 			     (ch >= '0' && ch <= '9') || strchr("_.:-", ch)))
 				comp[c++] = ch;
 		}
@@ -117,8 +118,8 @@ static void entry(const char *line, size_t len)
 		return;
 	path[o] = '\0';
 	{
-		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW,
-			      0644);
+		int fd =
+		    open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
 		const char *v = tab ? tab + 1 : "";
 		size_t vl = tab ? len - plen - 1 : 0;
 
@@ -190,8 +191,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cpuset_parse("0-3", &t.all_cpus);
 	sysfs_read(&t, root, 0);
 
-	if (t.nports < 1 || t.nports > TOPO_MAX_PORTS ||
-	    t.nnetifs < 0 || t.nnetifs > TOPO_MAX_NETIFS)
+	if (t.nports < 1 || t.nports > TOPO_MAX_PORTS || t.nnetifs < 0 ||
+	    t.nnetifs > TOPO_MAX_NETIFS)
 		abort();
 	for (int i = 0; i < t.nports; i++) {
 		const struct topo_port *pt = &t.ports[i];
@@ -199,8 +200,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_name(pt->dev, sizeof(pt->dev), 0);
 		check_name(pt->netdev, sizeof(pt->netdev), 1);
 		if (pt->port < 1 || pt->gid_index < -1 || pt->gid_index > 255 ||
-		    (pt->link != TOPO_LINK_UNKNOWN && pt->link != TOPO_LINK_IB &&
-		     pt->link != TOPO_LINK_ETH))
+		    (pt->link != TOPO_LINK_UNKNOWN &&
+		     pt->link != TOPO_LINK_IB && pt->link != TOPO_LINK_ETH))
 			abort();
 		if (pt->gid_index >= 0)
 			check_gid(pt);
@@ -230,9 +231,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	for (int i = 0; i < h.n; i++) {
 		if (strnlen(h.h[i].value, sizeof(h.h[i].value)) ==
-			    sizeof(h.h[i].value) ||
+			sizeof(h.h[i].value) ||
 		    strnlen(h.h[i].why, sizeof(h.h[i].why)) ==
-			    sizeof(h.h[i].why))
+			sizeof(h.h[i].why))
 			abort();
 	}
 	if (h.port >= 0 && (h.port >= t.nports || t.ports[h.port].state != 4))
@@ -241,14 +242,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		 "%d port(s), %d interface(s); NCCL_IB_HCA=%.64s "
 		 "NCCL_IB_GID_INDEX=%.8s NCCL_SOCKET_IFNAME=%.64s",
 		 t.nports, t.nnetifs,
-		 hints_find(&h, "NCCL_IB_HCA") ? hints_find(&h, "NCCL_IB_HCA")->value
-					       : "-",
+		 hints_find(&h, "NCCL_IB_HCA")
+		     ? hints_find(&h, "NCCL_IB_HCA")->value
+		     : "-",
 		 hints_find(&h, "NCCL_IB_GID_INDEX")
-			 ? hints_find(&h, "NCCL_IB_GID_INDEX")->value
-			 : "-",
+		     ? hints_find(&h, "NCCL_IB_GID_INDEX")->value
+		     : "-",
 		 hints_find(&h, "NCCL_SOCKET_IFNAME")
-			 ? hints_find(&h, "NCCL_SOCKET_IFNAME")->value
-			 : "-");
+		     ? hints_find(&h, "NCCL_SOCKET_IFNAME")->value
+		     : "-");
 	return 0;
 }
 

@@ -8,7 +8,9 @@
 #   - ckpt_roots holds for --horovod=ckpt-dir (refused in srun already) and
 #     for a HOROVOD_CHECKPOINT_DIR the user exported (refused in
 #     slurmstepd, before the program starts), absolute or relative to the
-#     job's working directory.
+#     job's working directory;
+#   - KillOnBadExit=1 in slurm.conf refuses --horovod=elastic unless srun
+#     says --kill-on-bad-exit=0.
 hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
@@ -21,7 +23,7 @@ grep -qE '^Cpus_allowed_list:[[:space:]]*0-[1-9]' /proc/self/status ||
 case $(pwd -P) in
 /tmp | /tmp/*) skip_all "the build directory is under /tmp, which the nodes cannot see" ;;
 esac
-plan 12
+plan 14
 T=$HVD_TEST_TIMEOUT
 MC=$top_srcdir/contrib/minicluster/minicluster
 
@@ -98,4 +100,15 @@ out=$(HOROVOD_CHECKPOINT_DIR=ck run_timeout "$T" srun -Q --horovod -n1 \
 	--chdir="$dir/home" bash -c 'echo ran' 2>&1)
 like "$out" "HOROVOD_CHECKPOINT_DIR=ck, that is $dir/home/ck \(exported before srun\) is outside" \
 	"... from one outside it is refused, naming the full path" || diag "$out"
+
+# --- the site ends steps on a task's error: elastic must opt out.  srun
+# reads slurm.conf itself at start, so the line needs no reconfigure.
+echo "KillOnBadExit=1" >>"$dir/slurm.conf"
+out=$(run_timeout "$T" srun -Q -k --horovod=elastic -n1 bash -c 'echo ran' 2>&1)
+like "$out" 'KillOnBadExit=1 in slurm.conf.*give srun --kill-on-bad-exit=0' \
+	"KillOnBadExit=1: srun -k --horovod=elastic refused, saying what to give" ||
+	diag "$out"
+out=$(run_timeout "$T" srun -Q -k --kill-on-bad-exit=0 --horovod=elastic -n1 \
+	bash -c 'echo "ran $HOROVOD_ELASTIC"' 2>&1)
+is "$out" "ran 1" "... and with --kill-on-bad-exit=0 the step runs"
 exit 0

@@ -168,9 +168,9 @@ static void attacks(void)
 	if (chmod(d, 0700))
 		diag("chmod: %s", strerror(errno));
 	ok(victim_make("shared/mine/ckpt", msg, sizeof(msg)) == -1 &&
-		   strstr(msg, "shared/mine/ckpt already exists and belongs "
-			       "to user nobody") &&
-		   strstr(msg, "not to you"),
+	       strstr(msg, "shared/mine/ckpt already exists and belongs "
+			   "to user nobody") &&
+	       strstr(msg, "not to you"),
 	   "a checkpoint directory made by nobody: refused: %s", msg);
 
 	/* 3. A symbolic link planted on the path. */
@@ -180,7 +180,7 @@ static void attacks(void)
 	snprintf(d, sizeof(d), "%s/shared/link", base);
 	prep(nobody, nobody_g, "link %s %s", t, d);
 	ok(victim_make("shared/link/ckpt", msg, sizeof(msg)) == -1 &&
-		   strstr(msg, "shared/link is a symbolic link"),
+	       strstr(msg, "shared/link is a symbolic link"),
 	   "a planted symbolic link: refused: %s", msg);
 	is_int(entries("target"), 0, "... nothing created where it points");
 	ok(as_user(0, 0, do_make, t, msg, sizeof(msg)) == 0,
@@ -193,29 +193,28 @@ static void attacks(void)
 	/* 4. A directory of nobody's that only nobody can write. */
 	prep(nobody, nobody_g, "mkdir %s/shared/nb 0755", base, NULL);
 	ok(victim_make("shared/nb/victim", msg, sizeof(msg)) == -1 &&
-		   strstr(msg, "shared/nb belongs to user nobody"),
+	       strstr(msg, "shared/nb belongs to user nobody"),
 	   "below another user's directory: refused: %s", msg);
 
 	/* 5. Group- and world-writable directories of the victim's own. */
 	prep(victim, victim_g, "mkdir %s/shared/open 0777", base, NULL);
 	ok(victim_make("shared/open", msg, sizeof(msg)) == -1 &&
-		   strstr(msg, "writable by everyone (mode 0777)") &&
-		   strstr(msg, "chmod 700"),
-	   "the victim's own 0777 directory: refused, says chmod 700: %s",
-	   msg);
+	       strstr(msg, "writable by everyone (mode 0777)") &&
+	       strstr(msg, "chmod 700"),
+	   "the victim's own 0777 directory: refused, says chmod 700: %s", msg);
 	prep(victim, victim_g, "mkdir %s/shared/grp 0770", base, NULL);
 	ok(victim_make("shared/grp/x", msg, sizeof(msg)) == -1 &&
-		   strstr(msg, "writable by its group") &&
-		   strstr(msg, "chmod go-w"),
+	       strstr(msg, "writable by its group") &&
+	       strstr(msg, "chmod go-w"),
 	   "below the victim's group-writable directory: refused: %s", msg);
 
 	/* 6. Something that is not a directory. */
 	prep(victim, victim_g, "file %s/shared/file", base, NULL);
 	ok(victim_make("shared/file", msg, sizeof(msg)) == -1 &&
-		   strstr(msg, "not a directory"),
+	       strstr(msg, "not a directory"),
 	   "a file: refused: %s", msg);
 	ok(victim_make("shared/file/x", msg, sizeof(msg)) == -1 &&
-		   strstr(msg, "not a directory"),
+	       strstr(msg, "not a directory"),
 	   "below a file: refused: %s", msg);
 
 	/* Root's own jobs are refused there too: nobody owns hvd-ckpt. */
@@ -250,9 +249,9 @@ static void ordinary(void)
 	if (rc == 0)
 		rc = mode_owner("shared/um/a", &mode, &uid);
 	ok(rc == 0 && mode == 0700, "with umask 0 still 0700 (%o)", mode);
-	ok(as_user(victim, victim_g, do_make, "relative/x", msg,
-		   sizeof(msg)) == -1 &&
-		   strstr(msg, "not an absolute"),
+	ok(as_user(victim, victim_g, do_make, "relative/x", msg, sizeof(msg)) ==
+		   -1 &&
+	       strstr(msg, "not an absolute"),
 	   "a relative path is refused: %s", msg);
 	snprintf(path, sizeof(path), "%s/shared/../x", base);
 	ok(as_user(victim, victim_g, do_make, path, msg, sizeof(msg)) == -1,

@@ -279,6 +279,28 @@ static void roots_env(void)
 	cfg_init(&cfg);
 }
 
+/* --horovod=elastic's variables, and elastic-min against the step. */
+static void elastic_env(void)
+{
+	ok(hints(0, 4, "ckpt-every=5", NULL) == 0 &&
+		   !val("HOROVOD_ELASTIC") && !val("HOROVOD_ELASTIC_MIN_SIZE"),
+	   "not elastic: no elastic variables");
+	ok(hints(0, 4, "elastic", NULL) == 0, "elastic");
+	is_str(val("HOROVOD_ELASTIC"), "1", "... HOROVOD_ELASTIC=1");
+	ok(!val("HOROVOD_ELASTIC_MIN_SIZE"),
+	   "... no HOROVOD_ELASTIC_MIN_SIZE without elastic-min");
+	ok(hints(0, 4, "elastic,elastic-min=2", NULL) == 0, "elastic-min=2");
+	is_str(val("HOROVOD_ELASTIC_MIN_SIZE"), "2",
+	       "... HOROVOD_ELASTIC_MIN_SIZE=2");
+	ok(hints(0, 4, "elastic,elastic-min=4", NULL) == 0,
+	   "elastic-min equal to the step's size");
+	ok(hints(0, 4, "elastic,elastic-min=5", NULL) == -1 &&
+		   strstr(err, "the step has 4 tasks; expected elastic-min at "
+			       "most 4"),
+	   "elastic-min above the step's size refused in slurmstepd: %s",
+	   err);
+}
+
 static void knobs(void)
 {
 	if (load("topologies/mpibind__cts1-pascal__BDW_2xP100_1xmlx5.xml", NULL)) {
@@ -624,6 +646,7 @@ int main(void)
 	slurm_gpus();
 	user_and_force();
 	roots_env();
+	elastic_env();
 	knobs();
 	layouts();
 	free(t);

@@ -2,6 +2,7 @@
  * and a long list of malformed inputs that must each be refused with a
  * message naming the key, the value or the character at fault. */
 #include "core/cfg.h"
+#include "core/elastic.h"
 #include "core/opt.h"
 #include "core/path.h"
 #include "tap.h"
@@ -74,7 +75,7 @@ static void good_keys(void)
 	ok(parse("ckpt-every=10,ckpt-dir=/a/b,ckpt-keep=2,fusion-mb=1,"
 		 "cycle-ms=2.25,cache=0,timeline=/t/x,hierarchical=on,"
 		 "stall-s=0,log=debug,gpu-bind=none,cpu-bind=numa,net=roce,"
-		 "verbose") == 0 &&
+		 "elastic,elastic-min=2,verbose") == 0 &&
 	       o.set == (1u << OPT_NKEYS) - 1,
 	   "all keys at once");
 	{
@@ -214,6 +215,19 @@ static const struct {
 	{ "net=IB", "net=auto|ib|roce|tcp" },
 	{ "net=", "missing value" },
 	{ "verbose=1", "takes no value" },
+	{ "elastic=1", "elastic=1: this key takes no value" },
+	{ "elastic=on", "takes no value" },
+	{ "elastic-min=2", "elastic-min=2 without elastic; expected "
+			   "--horovod=elastic,elastic-min=N" },
+	{ "elastic-min=4,ckpt-every=5", "without elastic" },
+	{ "elastic,elastic-min=0", "elastic-min=0: expected elastic-min=N" },
+	{ "elastic,elastic-min=-1", "elastic-min=-1" },
+	{ "elastic,elastic-min=02", "elastic-min=02" },
+	{ "elastic,elastic-min=1000001", "1 to 1000000" },
+	{ "elastic,elastic-min=", "elastic-min: missing value" },
+	{ "elastic,elastic", "key 'elastic' given more than once" },
+	{ "Elastic", "unknown key 'Elastic'" },
+	{ "elastic_min=2,elastic", "unknown key 'elastic_min'" },
 	{ "verbose=true", "takes no value" },
 	{ "verbose=", "takes no value" },
 	{ "verbose,verbose", "more than once" },
@@ -347,6 +361,9 @@ static void policy(void)
 		{ { "ckpt_roots" }, 1, "expected key=value" },
 		{ { "=x" }, 1, "expected key=value" },
 		{ { "default_verbose=1" }, 1, "unknown key" },
+		{ { "default_elastic=1" }, 1, "not a site default" },
+		{ { "default_elastic_min=2" }, 1,
+		  "elastic training is each step's own choice" },
 		{ { "default_nope=1" }, 1, "unknown key" },
 		{ { "default_ckpt_every=abc" }, 1, "ckpt-every=abc" },
 		{ { "default_ckpt_every=1", "default_ckpt_every=2" }, 2,
@@ -393,9 +410,80 @@ static void policy(void)
 	   "policy values stored; defaults are not 'given' by the user");
 }
 
+/* --horovod=elastic: the option, and what the launch must not do. */
+static void elastic(void)
+{
+	struct elastic_launch l;
+	char fmt[OPT_MAX_LEN];
+
+	ok(parse("elastic") == 0 && o.elastic && !o.elastic_min &&
+		   o.set == 1u << OPT_ELASTIC,
+	   "elastic alone");
+	ok(parse("elastic-min=3,elastic") == 0 && o.elastic &&
+		   o.elastic_min == 3,
+	   "elastic-min=3 with elastic, in any order");
+	opt_format(&o, fmt, sizeof(fmt));
+	is_str(fmt, "elastic,elastic-min=3", "formats back");
+	ok(parse("elastic,elastic-min=1000000") == 0, "elastic-min=1000000");
+
+	parse("elastic,elastic-min=4");
+	elastic_launch_init(&l, "srun");
+	ok(elastic_check(&o, &l, err, sizeof(err)) == 0,
+	   "nothing known about the launch: nothing refused");
+	l.no_kill = 1;
+	l.kill_bad_exit = 1;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == -1 &&
+		   strstr(err, "--kill-on-bad-exit, -K or SLURM_KILL_BAD_EXIT") &&
+		   strstr(err, "--kill-on-bad-exit=0"),
+	   "srun -K refused, naming the option and the way out: %s", err);
+	l.kill_bad_exit = 0;
+	l.kill_bad_exit_conf = 1;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == 0,
+	   "--kill-on-bad-exit=0 beats slurm.conf's KillOnBadExit=1");
+	l.kill_bad_exit = -1;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == -1 &&
+		   strstr(err, "KillOnBadExit=1 in slurm.conf") &&
+		   strstr(err, "srun --kill-on-bad-exit=0"),
+	   "slurm.conf's KillOnBadExit=1 refused when srun gives none: %s",
+	   err);
+	l.kill_bad_exit_conf = 0;
+	l.no_kill = 0;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == -1 &&
+		   strstr(err, "without --no-kill Slurm ends the step") &&
+		   strstr(err, "give srun --no-kill (-k)"),
+	   "srun without --no-kill refused: %s", err);
+	l.no_kill = 1;
+	l.ntasks = 3;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == -1 &&
+		   strstr(err, "elastic-min=4: the step has 3 tasks; expected "
+			       "elastic-min at most 3"),
+	   "elastic-min above srun's task count refused: %s", err);
+	l.ntasks = 4;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == 0,
+	   "elastic-min equal to the task count, -k, no -K: accepted");
+	elastic_launch_init(&l, "sbatch");
+	l.kill_bad_exit_conf = 1;
+	l.no_kill = 0;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == -1 &&
+		   strstr(err, "ends the job") && strstr(err, "give sbatch "
+							   "--no-kill"),
+	   "sbatch without --no-kill refused (KillOnBadExit is srun's): %s",
+	   err);
+	l.no_kill = 1;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == 0,
+	   "sbatch --no-kill accepted");
+	parse("ckpt-every=5");
+	elastic_launch_init(&l, "srun");
+	l.kill_bad_exit = 1;
+	l.no_kill = 0;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == 0,
+	   "not elastic: srun -K and no -k are fine");
+}
+
 int main(void)
 {
 	good_keys();
+	elastic();
 	policy();
 	malformed();
 	paths();

@@ -13,8 +13,9 @@
 slurm_has_horovod || skip_all "srun has no --horovod (plugin not in plugstack.conf)"
 [[ $(id -u) == 0 ]] || skip_all "needs root to act as users nobody and daemon"
 command -v runuser >/dev/null || skip_all "no runuser (util-linux)"
-id nobody >/dev/null 2>&1 && id daemon >/dev/null 2>&1 ||
+if ! id nobody >/dev/null 2>&1 || ! id daemon >/dev/null 2>&1; then
 	skip_all "needs users nobody and daemon"
+fi
 plan 12
 wd=$(slurm_workdir)
 T=$HVD_TEST_TIMEOUT

@@ -53,7 +53,7 @@ refused "SLURM_KILL_BAD_EXIT=1 srun -k: refused" \
 out=$(cd "$wd" && run_timeout "$T" srun -Q -k --kill-on-bad-exit=0 --horovod=elastic \
 	-N1 -n1 bash -c 'echo "ran $HOROVOD_ELASTIC ${HOROVOD_ELASTIC_MIN_SIZE-unset}"' 2>&1)
 is "$out" "ran 1 unset" "srun -k --kill-on-bad-exit=0: runs, HOROVOD_ELASTIC=1"
-out=$(cd "$wd" && SLURM_NO_KILL=set run_timeout "$T" srun -Q --horovod=elastic \
+out=$(cd "$wd" && SLURM_NO_KILL="set" run_timeout "$T" srun -Q --horovod=elastic \
 	-N1 -n1 bash -c 'echo "ran $HOROVOD_ELASTIC"' 2>&1)
 is "$out" "ran 1" "SLURM_NO_KILL=set counts as --no-kill"
 out=$(cd "$wd" && run_timeout "$T" srun -Q --no-k --horovod=elastic,elastic-min=2 \

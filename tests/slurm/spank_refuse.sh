@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2016 # the single-quoted $VARs are for the tasks
 # What the plugin refuses, and that it refuses before any task starts: a
 # bad --horovod (srun, sbatch, salloc), a step without PMIx, a ckpt-dir the
 # user cannot create; and the checkpoint directory it creates (0700).

@@ -19,7 +19,10 @@ ok() { # status description
 	fails=$((fails + 1))
 	return 1
 }
-diag() { sed 's/^/# /' <<<"$*"; }
+diag() { # message... (each line a TAP comment)
+	local line
+	while IFS= read -r line; do echo "# $line"; done <<<"$*"
+}
 echo "1..6"
 
 # includes FILE: the quoted includes of a file, one per line ("config.h",

@@ -52,7 +52,16 @@ static int rm_entry(const char *path, const struct stat *sb, int flag,
 	return 0;
 }
 
-/* The scratch root: made once, emptied before each input. */
+static void cleanup(void)
+{
+	if (root[0]) {
+		nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		rmdir(root);
+	}
+}
+
+/* The scratch root: made once, emptied before each input, removed at exit
+ * (libFuzzer ends with exit() too). */
 static int scratch(void)
 {
 	if (!root[0]) {
@@ -64,16 +73,9 @@ static int scratch(void)
 			root[0] = '\0';
 			return -1;
 		}
+		atexit(cleanup);
 	}
 	return nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void cleanup(void)
-{
-	if (root[0]) {
-		nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-		rmdir(root);
-	}
 }
 
 /* Write one entry: a file (with content) or, for a trailing '/', a dir. */
@@ -265,11 +267,8 @@ static int run_file(FILE *f)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		run_file(stdin);
-		cleanup();
-		return 0;
-	}
+	if (argc < 2)
+		return run_file(stdin);
 	printf("1..%d\n", argc - 1);
 	fflush(stdout);
 	for (int i = 1; i < argc; i++) {
@@ -290,7 +289,6 @@ int main(int argc, char **argv)
 					     : argv[i],
 		       summary);
 	}
-	cleanup();
 	return 0;
 }
 #endif

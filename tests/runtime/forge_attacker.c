@@ -263,6 +263,26 @@ int main(int argc, char **argv)
 	flush();
 	printf("forge_attacker: %ld messages sent (%ld refused)%s\n", sent,
 	       failed, have_key ? ", with the tag key" : "");
+	fflush(stdout);
 	touch("done");
+	{
+		ucp_request_param_t prm;
+		void *r;
+
+		memset(&prm, 0, sizeof(prm));
+		prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+		prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+		r = ucp_ep_close_nbx(ep, &prm);
+		while (r && !UCS_PTR_IS_ERR(r) &&
+		       ucp_request_check_status(r) == UCS_INPROGRESS)
+			ucp_worker_progress(worker);
+		if (r && !UCS_PTR_IS_ERR(r))
+			ucp_request_free(r);
+	}
+	ucp_worker_destroy(worker);
+	ucp_cleanup(ctx);
+	free(peer.addr);
+	free(rec);
+	free(hex);
 	return 0;
 }

@@ -132,7 +132,7 @@ static void *writer_main(void *arg)
 	if (c->overlap) {
 		/* the program computes (reading the buffers) meanwhile, and
 		 * calls hvd_ckpt_fence() before it modifies them */
-		ckpt_test_point(c, "copy", c->w.step);
+		ckpt_inject_point(c, "copy", c->w.step);
 		st = ckpt_stage(c, CKPT_STAGE_HOST);
 		copy_taken(c);
 	}

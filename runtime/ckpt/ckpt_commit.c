@@ -79,7 +79,7 @@ void ckpt_write_local(hvd_ckpt_t *c, struct ckpt_write *w, int staged)
 	w->error[0] = '\0';
 	if (mkdir(w->partial, 0755) != 0 && errno != EEXIST)
 		st = ckpt_errno(errno, "cannot create directory", w->partial);
-	ckpt_test_point(c, "begin", w->step);
+	ckpt_inject_point(c, "begin", w->step);
 	if (st == HVD_OK && c->rank == 0 && c->repl_bytes)
 		st = write_one(c, w, CKPT_REPLICATED_FILE, HVD_CKPT_REPLICATED,
 			       staged ? c->stage_repl : NULL, &w->repl_hash);
@@ -91,7 +91,7 @@ void ckpt_write_local(hvd_ckpt_t *c, struct ckpt_write *w, int staged)
 	if (st == HVD_OK)
 		st = ckpt_fsync_dir(w->partial);
 	if (st == HVD_OK)
-		ckpt_test_point(c, "written", w->step);
+		ckpt_inject_point(c, "written", w->step);
 	w->status = st;
 	if (st != HVD_OK)
 		ckpt_fmt(w->error, sizeof(w->error), "%s", hvd_last_error());
@@ -131,12 +131,12 @@ void ckpt_write_done(struct ckpt_write *w)
 	w->hashes = NULL;
 }
 
-/* Step 4, rank 0: manifest, rename, latest, retention. */
-static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
-			    const int64_t *hashes)
+/* Step 4a: the manifest, durable, in the partial directory. */
+static hvd_status_t write_manifest(hvd_ckpt_t *c, struct ckpt_write *w,
+				   const int64_t *hashes)
 {
 	struct ckpt_manifest m = { 0 };
-	char final[PATH_MAX], name[64], path[PATH_MAX];
+	char path[PATH_MAX];
 	struct ckpt_part part;
 	hvd_status_t st;
 	uint64_t mhash;
@@ -161,9 +161,7 @@ static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
 		m.buffers[i].offset = c->regs[i].offset;
 		m.buffers[i].bytes = c->regs[i].bytes;
 	}
-	st = ckpt_manifest_layout(&m);
-	if (st != HVD_OK)
-		goto err_free;
+	HVD_CHECK_GOTO(ckpt_manifest_layout(&m), st, err_free);
 	if (c->repl_bytes)
 		m.files[fi++].hash = (uint64_t)hashes[0];
 	for (int r = 0; c->rank_bytes && r < c->size; r++)
@@ -183,18 +181,22 @@ static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
 	free(text);
 	if (st == HVD_OK)
 		st = ckpt_fsync_dir(w->partial);
-	if (st != HVD_OK)
-		goto err_free;
-	ckpt_test_point(c, "manifest", w->step);
+err_free:
+	ckpt_manifest_free(&m);
+	return st;
+}
 
-	ckpt_dir_name(name, sizeof(name), w->step, NULL);
+/* Step 4b: the partial directory renamed to its final name, durably. */
+static hvd_status_t rename_into_place(hvd_ckpt_t *c, struct ckpt_write *w,
+				      const char *name)
+{
+	char final[PATH_MAX];
+
 	ckpt_path(c, final, sizeof(final), name);
 	if (rename(w->partial, final) != 0) {
-		if (errno != EEXIST && errno != ENOTEMPTY) {
-			st = ckpt_errno(errno, "cannot rename into place",
-					final);
-			goto err_free;
-		}
+		if (errno != EEXIST && errno != ENOTEMPTY)
+			return ckpt_errno(errno, "cannot rename into place",
+					  final);
 		/* The same step was saved before (a restarted run saving the
 		 * step it resumed from): swap atomically where the file system
 		 * can, and drop the old one. */
@@ -204,20 +206,27 @@ static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
 
 			ckpt_fmt(old, sizeof(old), "%s.partial-replaced", final);
 			if (rename(final, old) != 0 ||
-			    rename(w->partial, final) != 0) {
-				st = ckpt_errno(errno, "cannot replace", final);
-				goto err_free;
-			}
+			    rename(w->partial, final) != 0)
+				return ckpt_errno(errno, "cannot replace",
+						  final);
 		}
 	}
-	st = ckpt_fsync_dir(c->dir);
-	if (st != HVD_OK)
-		goto err_free;
-	ckpt_test_point(c, "renamed", w->step);
-	st = ckpt_write_latest(c->dir, name);
-	if (st != HVD_OK)
-		goto err_free;
-	ckpt_test_point(c, "latest", w->step);
+	return ckpt_fsync_dir(c->dir);
+}
+
+/* Step 4, rank 0: manifest, rename, latest, retention. */
+static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
+			    const int64_t *hashes)
+{
+	char name[64];
+
+	HVD_CHECK(write_manifest(c, w, hashes));
+	ckpt_inject_point(c, "manifest", w->step);
+	ckpt_dir_name(name, sizeof(name), w->step, NULL);
+	HVD_CHECK(rename_into_place(c, w, name));
+	ckpt_inject_point(c, "renamed", w->step);
+	HVD_CHECK(ckpt_write_latest(c->dir, name));
+	ckpt_inject_point(c, "latest", w->step);
 	/* a failed prune is a warning (logged), not a failed checkpoint;
 	 * protect what was just written even when older runs left higher
 	 * steps behind (a fresh start in a used directory).  Async: deleting
@@ -229,10 +238,7 @@ static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
 	else
 		ckpt_prune(c->dir, c->keep, w->step, NULL, NULL);
 	hvd_error_clear();
-	st = HVD_OK;
-err_free:
-	ckpt_manifest_free(&m);
-	return st;
+	return HVD_OK;
 }
 
 /* Step 2's outcome (failed: the lowest rank whose write failed, or -1),

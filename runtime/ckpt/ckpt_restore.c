@@ -29,7 +29,8 @@
 
 enum { VERDICT_OK = 0, VERDICT_SKIP = 1, VERDICT_MISMATCH = 2 };
 
-hvd_status_t ckpt_check_compat(hvd_ckpt_t *c, const struct ckpt_manifest *m)
+static hvd_status_t check_compat(hvd_ckpt_t *c,
+				 const struct ckpt_manifest *m)
 {
 	if (m->nbuffers != c->nregs) {
 		return hvd_error(HVD_ERR_MISMATCH,
@@ -90,7 +91,7 @@ static int check_candidate(hvd_ckpt_t *c, const char *ckdir,
 		hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
 		return VERDICT_SKIP;
 	}
-	st = ckpt_check_compat(c, m);
+	st = check_compat(c, m);
 	if (st != HVD_OK)
 		return VERDICT_MISMATCH;
 	st = ckpt_verify(ckdir, m, c->rank);
@@ -185,29 +186,15 @@ static hvd_status_t finish_restore(hvd_ckpt_t *c, struct ckpt_manifest *m,
 	return HVD_OK;
 }
 
-hvd_status_t hvd_ckpt_restore(hvd_ckpt_t *c, long *step)
+/* Step 1: rank 0 lists the complete checkpoints, newest first, and every
+ * rank gets the list: cand[0] steps in cand[1..]. */
+static hvd_status_t candidates(hvd_ckpt_t *c, int64_t *cand)
 {
-	int64_t cand[1 + MAX_CANDIDATES] = { 0 };
 	struct ckpt_entry *e = NULL;
-	size_t n = 0, skipped = 0;
-	hvd_status_t st;
+	size_t n = 0;
 
-	if (!c || !step)
-		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_restore: %s "
-				 "is NULL", !c ? "ckpt" : "step");
-	*step = 0;
-	st = ckpt_poll_drop(c);
-	if (st == HVD_OK)
-		st = ckpt_freeze(c);
-	if (st != HVD_OK)
-		return st;
-	if (c->in_flight)
-		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_restore: a "
-				 "checkpoint is being written: call "
-				 "hvd_ckpt_wait() first");
 	if (c->rank == 0) {
-		st = ckpt_scan(c->dir, NULL, &e, &n);
-		if (st != HVD_OK)
+		if (ckpt_scan(c->dir, NULL, &e, &n) != HVD_OK)
 			hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
 		for (size_t i = 0; i < n && cand[0] < MAX_CANDIDATES; i++)
 			if (e[i].state == CKPT_COMPLETE)
@@ -218,75 +205,110 @@ hvd_status_t hvd_ckpt_restore(hvd_ckpt_t *c, long *step)
 					CKPT_MANIFEST_NAME);
 		free(e);
 	}
-	st = ckpt_allreduce(c, cand, 1 + MAX_CANDIDATES, HVD_MAX);
-	if (st != HVD_OK)
-		return st;
-	for (int64_t i = 0; i < cand[0]; i++) {
-		struct ckpt_manifest m = { 0 };
-		char name[64], ckdir[PATH_MAX];
-		int64_t v[1];
+	return ckpt_allreduce(c, cand, 1 + MAX_CANDIDATES, HVD_MAX);
+}
 
-		ckpt_dir_name(name, sizeof(name), (long)cand[1 + i], NULL);
-		ckpt_path(c, ckdir, sizeof(ckdir), name);
-		v[0] = check_candidate(c, ckdir, &m);
-		if (v[0] == VERDICT_MISMATCH) {
-			st = hvd_error_prefix(HVD_ERR_MISMATCH, "%s", ckdir);
-			hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
-		}
-		if (ckpt_allreduce(c, v, 1, HVD_MAX) != HVD_OK) {
-			ckpt_manifest_free(&m);
-			return hvd_error_prefix(HVD_ERR_PEER_FAILED, "restore");
-		}
-		if (v[0] == VERDICT_MISMATCH) {
-			ckpt_manifest_free(&m);
-			if (st == HVD_ERR_MISMATCH)
-				return st;
-			return hvd_error(HVD_ERR_MISMATCH,
-					 "checkpoint %s cannot be restored by "
-					 "this run (another rank's message says "
-					 "why)", ckdir);
-		}
-		if (v[0] == VERDICT_SKIP) {
-			if (c->rank == 0)
-				hvd_log(HVD_LOG_WARNING,
-					"checkpoint: %s failed verification on "
-					"at least one rank (see the warnings); "
-					"falling back to the previous one",
-					ckdir);
-			skipped++;
-			ckpt_manifest_free(&m);
-			continue;
-		}
-		st = load_file(c, ckdir, &m, HVD_CKPT_REPLICATED);
-		if (st == HVD_OK)
-			st = load_file(c, ckdir, &m, HVD_CKPT_PER_RANK);
-		v[0] = st != HVD_OK;
-		if (st != HVD_OK)
-			hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
-		if (ckpt_allreduce(c, v, 1, HVD_MAX) != HVD_OK) {
-			ckpt_manifest_free(&m);
-			return hvd_error_prefix(HVD_ERR_PEER_FAILED, "restore");
-		}
-		if (v[0]) {
-			ckpt_manifest_free(&m);
-			if (st != HVD_OK)
-				return st;
-			return hvd_error(HVD_ERR_CORRUPT,
-					 "checkpoint %s changed while it was "
-					 "loaded on another rank: the registered "
-					 "buffers are in an undefined state", ckdir);
-		}
-		st = finish_restore(c, &m, name);
+/* Steps 2-4 for the checkpoint of one step: VERDICT_OK when it is loaded
+ * on every rank, VERDICT_SKIP when it failed verification somewhere (the
+ * buffers are untouched), VERDICT_MISMATCH with *st the error otherwise. */
+static int try_candidate(hvd_ckpt_t *c, long step, hvd_status_t *st)
+{
+	struct ckpt_manifest m = { 0 };
+	char name[64], ckdir[PATH_MAX];
+	int64_t v[1];
+
+	*st = HVD_OK;
+	ckpt_dir_name(name, sizeof(name), step, NULL);
+	ckpt_path(c, ckdir, sizeof(ckdir), name);
+	v[0] = check_candidate(c, ckdir, &m);
+	if (v[0] == VERDICT_MISMATCH) {
+		*st = hvd_error_prefix(HVD_ERR_MISMATCH, "%s", ckdir);
+		hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
+	}
+	if (ckpt_allreduce(c, v, 1, HVD_MAX) != HVD_OK) {
+		*st = hvd_error_prefix(HVD_ERR_PEER_FAILED, "restore");
+		goto err_free;
+	}
+	if (v[0] == VERDICT_MISMATCH) {
+		if (*st != HVD_ERR_MISMATCH)
+			*st = hvd_error(HVD_ERR_MISMATCH,
+					"checkpoint %s cannot be restored by "
+					"this run (another rank's message says "
+					"why)", ckdir);
+		goto err_free;
+	}
+	if (v[0] == VERDICT_SKIP) {
+		if (c->rank == 0)
+			hvd_log(HVD_LOG_WARNING,
+				"checkpoint: %s failed verification on at "
+				"least one rank (see the warnings); falling "
+				"back to the previous one", ckdir);
 		ckpt_manifest_free(&m);
-		if (st != HVD_OK)
+		return VERDICT_SKIP;
+	}
+	*st = load_file(c, ckdir, &m, HVD_CKPT_REPLICATED);
+	if (*st == HVD_OK)
+		*st = load_file(c, ckdir, &m, HVD_CKPT_PER_RANK);
+	v[0] = *st != HVD_OK;
+	if (*st != HVD_OK)
+		hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
+	if (ckpt_allreduce(c, v, 1, HVD_MAX) != HVD_OK) {
+		*st = hvd_error_prefix(HVD_ERR_PEER_FAILED, "restore");
+		goto err_free;
+	}
+	if (v[0]) {
+		if (*st == HVD_OK)
+			*st = hvd_error(HVD_ERR_CORRUPT,
+					"checkpoint %s changed while it was "
+					"loaded on another rank: the registered "
+					"buffers are in an undefined state",
+					ckdir);
+		goto err_free;
+	}
+	*st = finish_restore(c, &m, name);
+	ckpt_manifest_free(&m);
+	if (*st != HVD_OK)
+		return VERDICT_MISMATCH;
+	return VERDICT_OK;
+err_free:
+	ckpt_manifest_free(&m);
+	return VERDICT_MISMATCH;
+}
+
+hvd_status_t hvd_ckpt_restore(hvd_ckpt_t *c, long *step)
+{
+	int64_t cand[1 + MAX_CANDIDATES] = { 0 };
+	size_t skipped = 0;
+	hvd_status_t st;
+
+	if (!c || !step)
+		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_restore: %s "
+				 "is NULL", !c ? "ckpt" : "step");
+	*step = 0;
+	HVD_CHECK(ckpt_poll_drop(c));
+	HVD_CHECK(ckpt_freeze(c));
+	if (c->in_flight)
+		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_restore: a "
+				 "checkpoint is being written: call "
+				 "hvd_ckpt_wait() first");
+	HVD_CHECK(candidates(c, cand));
+	for (int64_t i = 0; i < cand[0]; i++) {
+		switch (try_candidate(c, (long)cand[1 + i], &st)) {
+		case VERDICT_SKIP:
+			skipped++;
+			continue;
+		case VERDICT_MISMATCH:
 			return st;
+		default:
+			break;
+		}
 		*step = (long)cand[1 + i];
 		hvd_error_clear();
 		if (c->rank == 0)
 			hvd_log(skipped ? HVD_LOG_WARNING : HVD_LOG_INFO,
-				"checkpoint: restored %s (step %ld)%s", ckdir,
-				*step, skipped ? " after skipping newer damaged "
-				"ones" : "");
+				"checkpoint: restored %s/step-%08ld (step %ld)%s",
+				c->dir, *step, *step, skipped ? " after skipping "
+				"newer damaged ones" : "");
 		return HVD_OK;
 	}
 	if (c->rank == 0 && skipped == 0)

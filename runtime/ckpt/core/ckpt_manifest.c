@@ -240,6 +240,11 @@ static hvd_status_t next_line(struct cursor *c, const char *key, int ntok)
 	nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
 	if (!nl)
 		return bad(c, "last line not terminated (file truncated?)");
+	/* printable ASCII only: a NUL or control byte would let two spellings
+	 * (one the C string functions see, one on disk) pass for one */
+	for (s = c->p; s < nl; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+			return bad(c, "a byte that is not printable ASCII");
 	c->ntok = 0;
 	s = c->p;
 	while (s <= nl) {
@@ -370,6 +375,13 @@ static hvd_status_t check_layout(struct cursor *c, struct ckpt_manifest *m)
 	if (off[0] != m->replicated_bytes || off[1] != m->per_rank_bytes)
 		return bad(c, "buffer sizes do not add up to replicated_bytes "
 			   "and per_rank_bytes");
+	/* the count first: world_size alone must not size an allocation
+	 * (the checksum is no MAC: a forged manifest passes it), nfiles is
+	 * bounded by the bytes of the file */
+	if ((m->replicated_bytes ? 1u : 0u) +
+		    (m->per_rank_bytes ? (size_t)m->world_size : 0u) !=
+	    m->nfiles)
+		return bad(c, "wrong number of files for world_size and sizes");
 	want.files = NULL;
 	want.nfiles = 0;
 	st = ckpt_manifest_layout(&want);
@@ -422,11 +434,33 @@ static hvd_status_t parse_header(struct cursor *c, struct ckpt_manifest *m)
 	return HVD_OK;
 }
 
+/* Counts are read before anything is checksummed: bound each by the lines
+ * the bytes left could hold before allocating for it, so that a short
+ * file claiming a million entries is refused at once, not after a large
+ * allocation (the shortest lines are "buffer per-rank a 0 0" and "file a
+ * 0 " with 16 hex digits). */
+#define MIN_BUFFER_LINE 22
+#define MIN_FILE_LINE 26
+
+static hvd_status_t fits(struct cursor *c, uint64_t n, const char *what,
+			 size_t min_line)
+{
+	size_t left = (size_t)(c->end - c->p);
+	char msg[128];
+
+	if (n <= left / min_line)
+		return HVD_OK;
+	ckpt_fmt(msg, sizeof(msg), "%llu %s cannot fit in the %zu bytes left",
+		 (unsigned long long)n, what, left);
+	return bad(c, msg);
+}
+
 static hvd_status_t parse_buffers(struct cursor *c, struct ckpt_manifest *m)
 {
 	uint64_t n;
 
 	HVD_CHECK(num(c, "buffers", 1000000, &n));
+	HVD_CHECK(fits(c, n, "buffers", MIN_BUFFER_LINE));
 	if (n) {
 		m->buffers = calloc(n, sizeof(*m->buffers));
 		if (!m->buffers)
@@ -459,6 +493,7 @@ static hvd_status_t parse_files(struct cursor *c, struct ckpt_manifest *m)
 	uint64_t n;
 
 	HVD_CHECK(num(c, "files", 2000000, &n));
+	HVD_CHECK(fits(c, n, "files", MIN_FILE_LINE));
 	if (n) {
 		m->files = calloc(n, sizeof(*m->files));
 		if (!m->files)

@@ -18,6 +18,7 @@
 #include "ckpt/ckpt_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,9 +126,10 @@ static hvd_status_t check_dir(hvd_ckpt_t *c)
 	hvd_status_t st;
 	int64_t v[1];
 
-	st = ckpt_mkdirs(c->dir);
-	if (st == HVD_OK && access(c->dir, W_OK | X_OK) != 0)
-		st = ckpt_errno(errno, "cannot write in", c->dir);
+	st = ckpt_dir_open(&c->dir, c->dir.path, CKPT_OPEN_CREATE);
+	if (st == HVD_OK &&
+	    faccessat(c->dir.fd, ".", W_OK | X_OK, AT_EACCESS) != 0)
+		st = ckpt_errno(errno, "cannot write in", c->dir.path);
 	v[0] = st == HVD_OK ? INT64_MAX : c->rank;
 	if (st != HVD_OK)
 		hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
@@ -139,12 +141,13 @@ static hvd_status_t check_dir(hvd_ckpt_t *c)
 	return hvd_error(HVD_ERR_IO,
 			 "hvd_ckpt_open: rank %lld cannot use the checkpoint "
 			 "directory %s (its message says why)",
-			 (long long)v[0], c->dir);
+			 (long long)v[0], c->dir.path);
 }
 
 static void ckpt_free(hvd_ckpt_t *c)
 {
 	ckpt_inject_release(c);
+	ckpt_dir_close(&c->dir);
 	pthread_cond_destroy(&c->copy_cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c->regs);
@@ -169,12 +172,13 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 	if (!c)
 		return hvd_error(HVD_ERR_NO_MEMORY, "hvd_ckpt_open: out of "
 				 "memory");
+	c->dir.fd = -1;
 	c->last_step = -1;
 	c->restored_step = -1;
 	c->prune_step = -1;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->copy_cv, NULL);
-	HVD_CHECK_GOTO(settings_dir(c->dir, config), st, err_free);
+	HVD_CHECK_GOTO(settings_dir(c->dir.path, config), st, err_free);
 	settings(c, config);
 	HVD_CHECK_GOTO(ckpt_world_init(c), st, err_free);
 	ckpt_inject_setup(c);
@@ -186,7 +190,7 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 		c->signals = 1;
 	}
 	hvd_log(HVD_LOG_INFO, "checkpoint: dir %s, every %ld, keep %d, %s, "
-		"rank %d of %d", c->dir, c->every, c->keep,
+		"rank %d of %d", c->dir.path, c->every, c->keep,
 		c->overlap ? "async, overlapped staging copy"
 			   : c->async ? "async" : "sync", c->rank, c->size);
 	*ckpt = c;
@@ -332,7 +336,7 @@ hvd_status_t hvd_ckpt_close(hvd_ckpt_t *c)
 		return HVD_OK;
 	st = drain(c);
 	if (c->prune_step >= 0)
-		ckpt_prune(c->dir, c->keep, c->prune_step, NULL, NULL);
+		ckpt_prune(&c->dir, c->keep, c->prune_step, NULL, NULL);
 	if (c->signals)
 		ckpt_signals_remove();
 	ckpt_free(c);

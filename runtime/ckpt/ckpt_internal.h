@@ -39,7 +39,7 @@ struct ckpt_reg {
 /* One checkpoint being written (sync: on the stack; async: in flight). */
 struct ckpt_write {
 	long step;
-	char partial[PATH_MAX]; /* DIR/step-N.partial-TAG             */
+	char partial[128];      /* step-N.partial-TAG, in the directory */
 	hvd_status_t status;    /* of this rank's local write         */
 	char error[1024];       /* its message (the writer thread's)  */
 	uint64_t repl_hash;     /* rank 0                             */
@@ -61,7 +61,7 @@ enum ckpt_phase {
 };
 
 struct hvd_ckpt {
-	char dir[PATH_MAX];
+	struct ckpt_dir dir;    /* open from open to close (fd, path)  */
 	long every;
 	int keep;
 	int async;
@@ -144,13 +144,6 @@ void ckpt_inject_point(hvd_ckpt_t *c, const char *point, long step);
  * check that every rank registered the same buffers (names, kinds, sizes,
  * order); async: allocate the staging memory. */
 hvd_status_t ckpt_freeze(hvd_ckpt_t *c);
-
-/* Path of a name in the checkpoint directory. */
-static inline void ckpt_path(const hvd_ckpt_t *c, char *buf, size_t n,
-			     const char *name)
-{
-	ckpt_fmt(buf, n, "%s/%s", c->dir, name);
-}
 
 /* Writing (ckpt_commit.c): start (step, partial name, metadata copy);
  * step 1 of the protocol on this rank (from the staging copy when staged);

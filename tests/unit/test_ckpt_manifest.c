@@ -270,6 +270,12 @@ static void test_retention(void)
 	add(e, &n, 20, CKPT_INCOMPLETE, 0);
 	is_int(ckpt_retention_plan(e, n, 3, -1), 1,
 	       "no complete one: only the partial goes");
+	n = 0;
+	add(e, &n, 30, CKPT_COMPLETE, 0);
+	add(e, &n, 20, CKPT_FOREIGN, 0);
+	add(e, &n, 10, CKPT_FOREIGN, 0);
+	is_int(ckpt_retention_plan(e, n, 1, -1), 0,
+	       "links and other users' directories are never removed");
 }
 
 /* A manifest whose header claims `count` lines of `key` ("buffers" or

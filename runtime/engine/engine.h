@@ -29,8 +29,8 @@
 #ifndef HVD_ENGINE_H
 #define HVD_ENGINE_H
 
-#include "comm/comm.h"
 #include "base/base.h"
+#include "coll/coll.h"
 
 #include <pthread.h>
 #include <stdint.h>

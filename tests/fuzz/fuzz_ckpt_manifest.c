@@ -14,10 +14,10 @@
  * past the checksum to everything it guards.
  *
  * Beyond "no crash", it checks invariants: a refusal is HVD_ERR_CORRUPT
- * with a message starting with "checkpoint manifest"; an accepted manifest
- * is canonical (formatting what was parsed gives back the same bytes, since
- * the parser takes exactly one spelling of every field) and its file list
- * is the one its sizes and world size call for.
+ * with a message starting with "HVD-4002 checkpoint manifest"; an
+ * accepted manifest is canonical (formatting what was parsed gives back the
+ * same bytes, since the parser takes exactly one spelling of every field)
+ * and its file list is the one its sizes and world size call for.
  */
 #include "config.h"
 
@@ -64,7 +64,8 @@ static void parse_one(const uint8_t *data, size_t size)
 		check_accepted(data, size, &m);
 		ckpt_manifest_free(&m);
 	} else if (st != HVD_ERR_CORRUPT ||
-		   strncmp(hvd_last_error(), "checkpoint manifest", 19) != 0) {
+		   strncmp(hvd_last_error(), "HVD-4002 checkpoint manifest",
+			   28) != 0) {
 		abort();
 	}
 }

@@ -548,6 +548,11 @@ int main(void)
 
 	snprintf(root, sizeof(root), "%s/test_ckpt_store.%ld", base,
 		 (long)getpid());
+	/* ours, 0700: test_errors uses it as a checkpoint directory itself
+	 * (made by the checkpointer, in a sticky directory as a root job's
+	 * intermediate directory, it would be 1777: a shared parent) */
+	if (mkdir(root, 0700) != 0)
+		diag("mkdir %s failed", root);
 	setenv("HOROVOD_LOG_LEVEL", "error", 0);
 	test_basic();
 	test_corruption();

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ open */
@@ -89,6 +90,11 @@ static void settings(hvd_ckpt_t *c, const hvd_ckpt_config_t *config)
 	copy_token(c->job, sizeof(c->job), getenv("SLURM_JOB_ID"));
 	if (!c->job[0])
 		ckpt_fmt(c->job, sizeof(c->job), "-");
+	/* the node as Slurm names it (the mini-cluster's nodes share one
+	 * host name), else the host name */
+	copy_token(c->node, sizeof(c->node), getenv("SLURMD_NODENAME"));
+	if (!c->node[0] && gethostname(c->node, sizeof(c->node) - 1) != 0)
+		ckpt_fmt(c->node, sizeof(c->node), "?");
 }
 
 /* Staging copy threads: the cores per local rank, at most 4. */
@@ -119,6 +125,27 @@ static hvd_status_t agree_tag(hvd_ckpt_t *c)
 	return HVD_OK;
 }
 
+/* Rank 0 holds the directory's lock while the checkpointer is open; what
+ * it writes there names it to a second run. */
+static hvd_status_t lock_dir(hvd_ckpt_t *c)
+{
+	char holder[512], when[32], step[80] = "";
+	const char *sid = getenv("SLURM_STEP_ID");
+	time_t now = time(NULL);
+	struct tm tm;
+
+	if (!localtime_r(&now, &tm) ||
+	    !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm))
+		ckpt_fmt(when, sizeof(when), "%lld", (long long)now);
+	if (strcmp(c->job, "-") != 0)
+		ckpt_fmt(step, sizeof(step), ", Slurm job %s%s%s", c->job,
+			 sid ? "." : "", sid ? sid : "");
+	ckpt_fmt(holder, sizeof(holder), "pid %ld on %s%s, %d rank%s, since "
+		 "%s\n", (long)getpid(), c->node, step, c->size,
+		 c->size == 1 ? "" : "s", when);
+	return ckpt_dir_lock(&c->dir, holder, &c->lock_fd);
+}
+
 /* Every rank must be able to write there: say so now, not at the first
  * checkpoint an hour into training. */
 static hvd_status_t check_dir(hvd_ckpt_t *c)
@@ -130,6 +157,8 @@ static hvd_status_t check_dir(hvd_ckpt_t *c)
 	if (st == HVD_OK &&
 	    faccessat(c->dir.fd, ".", W_OK | X_OK, AT_EACCESS) != 0)
 		st = ckpt_errno(errno, "cannot write in", c->dir.path);
+	if (st == HVD_OK && c->rank == 0)
+		st = lock_dir(c);
 	v[0] = st == HVD_OK ? INT64_MAX : c->rank;
 	if (st != HVD_OK)
 		hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
@@ -147,6 +176,8 @@ static hvd_status_t check_dir(hvd_ckpt_t *c)
 static void ckpt_free(hvd_ckpt_t *c)
 {
 	ckpt_inject_release(c);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd); /* releases the lock */
 	ckpt_dir_close(&c->dir);
 	pthread_cond_destroy(&c->copy_cv);
 	pthread_mutex_destroy(&c->mu);
@@ -173,6 +204,7 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 		return hvd_error(HVD_ERR_NO_MEMORY, "hvd_ckpt_open: out of "
 				 "memory");
 	c->dir.fd = -1;
+	c->lock_fd = -1;
 	c->last_step = -1;
 	c->restored_step = -1;
 	c->prune_step = -1;

@@ -71,6 +71,8 @@ struct hvd_ckpt {
 	int signals;            /* SIGTERM/SIGUSR1 handler installed  */
 	char tag[64];           /* partial-directory tag of this run  */
 	char job[64];
+	char node[64];          /* this rank's node, for messages     */
+	int lock_fd;            /* rank 0: the directory's lock, or -1 */
 
 	struct ckpt_reg *regs;
 	size_t nregs;

@@ -420,6 +420,90 @@ hvd_status_t ckpt_fsync_dir(const struct ckpt_dir *d)
 	return HVD_OK;
 }
 
+/* -------------------------------------------------------------- lock */
+
+/* The first line of what the holder wrote, for the message. */
+static void read_holder(int fd, char *buf, size_t n)
+{
+	ssize_t r = pread(fd, buf, n - 1, 0);
+
+	buf[r > 0 ? r : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	for (char *p = buf; *p; p++)
+		if ((unsigned char)*p < ' ' || (unsigned char)*p > '~')
+			*p = '?';
+	if (!buf[0])
+		ckpt_fmt(buf, n, "a run that has not said who it is yet");
+}
+
+hvd_status_t ckpt_dir_lock(const struct ckpt_dir *d, const char *holder,
+			   int *fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	char path[PATH_MAX], who[512];
+	hvd_status_t st;
+	struct stat sb;
+	size_t len = strlen(holder);
+	int lfd, err;
+
+	*fd = -1;
+	join(path, sizeof(path), d, CKPT_LOCK_NAME);
+	lfd = openat(d->fd, CKPT_LOCK_NAME,
+		     O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+		     FILE_MODE);
+	if (lfd < 0)
+		return ckpt_errno(errno, "cannot open the lock file", path);
+	if (fstat(lfd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    sb.st_uid != d->uid) {
+		close(lfd);
+		return hvd_error(HVD_ERR_IO, "checkpoint: %s is not a regular "
+				 "file of uid %u: remove it", path,
+				 (unsigned)d->uid);
+	}
+	if (fcntl(lfd, F_OFD_SETLK, &fl) != 0) {
+		err = errno;
+		if (err == EAGAIN || err == EACCES) {
+			read_holder(lfd, who, sizeof(who));
+			close(lfd);
+			return hvd_error(HVD_ERR_IO,
+					 "checkpoint: %s is in use by another "
+					 "run (%s): two runs writing one "
+					 "checkpoint directory destroy each "
+					 "other's checkpoints; wait for it to "
+					 "end, stop it, or give this run a "
+					 "directory of its own", d->path, who);
+		}
+		/* no locks on this file system: say so, and go on */
+		hvd_log(HVD_LOG_WARNING, "checkpoint: cannot lock %s (%s): "
+			"a second run writing this directory at the same time "
+			"would not be noticed", path, strerror(err));
+	}
+	if (ftruncate(lfd, 0) != 0 ||
+	    pwrite(lfd, holder, len, 0) != (ssize_t)len || fsync(lfd) != 0) {
+		st = ckpt_errno(errno, "cannot write", path);
+		close(lfd);
+		return st;
+	}
+	*fd = lfd;
+	return HVD_OK;
+}
+
+int ckpt_dir_busy(const struct ckpt_dir *d, char *who, size_t n)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	int fd = openat(d->fd, CKPT_LOCK_NAME,
+			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int busy;
+
+	if (fd < 0)
+		return 0;
+	busy = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+	if (busy)
+		read_holder(fd, who, n);
+	close(fd);
+	return busy;
+}
+
 /* ------------------------------------------------------------- files */
 
 static hvd_status_t write_all(int fd, const void *buf, size_t n,

@@ -47,6 +47,20 @@ hvd_status_t ckpt_dir_make(const struct ckpt_dir *d, const char *name,
 			   struct ckpt_dir *sub);
 void ckpt_dir_close(struct ckpt_dir *d);
 
+/* The directory's lock: an fcntl write lock (open file description) on
+ * d/.lock, held while *fd stays open, so that one run at a time writes a
+ * checkpoint directory (two would delete each other's partial writes and
+ * flip `latest` between them).  holder (one line: who, where, since when)
+ * is written into the file for the error a second run gets, which names
+ * it.  Where the file system has no locks (some NFS or Lustre mounts): a
+ * warning, and HVD_OK with *fd open but unlocked. */
+#define CKPT_LOCK_NAME ".lock"
+hvd_status_t ckpt_dir_lock(const struct ckpt_dir *d, const char *holder,
+			   int *fd);
+/* 1 when a run holds d's lock now (who: what it wrote), else 0; creates
+ * nothing (hvd-ckpt, possibly root in a user's directory). */
+int ckpt_dir_busy(const struct ckpt_dir *d, char *who, size_t n);
+
 /* A piece of a file to write: the file is the concatenation of parts. */
 struct ckpt_part {
 	const void *buf;

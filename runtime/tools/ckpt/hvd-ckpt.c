@@ -312,10 +312,17 @@ static int cmd_prune(const struct ckpt_dir *dir, long keep)
 {
 	size_t removed = 0;
 	hvd_status_t st;
+	char who[512];
 
 	if (keep < 1) {
 		fprintf(stderr, "hvd-ckpt: prune: K must be at least 1 (the "
 			"newest complete checkpoint is always kept)\n");
+		return 2;
+	}
+	if (ckpt_dir_busy(dir, who, sizeof(who))) {
+		fprintf(stderr, "hvd-ckpt: prune: %s is in use by a running "
+			"job (%s): its retention is already at work; prune "
+			"when it has ended\n", dir->path, who);
 		return 2;
 	}
 	st = ckpt_prune(dir, (int)keep, -1, NULL, &removed);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -115,13 +116,24 @@ static void settings_copy_threads(hvd_ckpt_t *c)
  * run's leftovers are told apart from this run's write in flight. */
 static hvd_status_t agree_tag(hvd_ckpt_t *c)
 {
-	int64_t v[2];
+	int64_t v[3] = { 0, 0, 0 };
 
-	v[0] = c->rank == 0 ? (int64_t)getpid() : 0;
-	v[1] = c->rank == 0 ? (int64_t)(hvd_now_ns() & 0xffffffffffULL) : 0;
-	HVD_CHECK(ckpt_allreduce(c, v, 2, HVD_SUM));
+	if (c->rank == 0) {
+		uint64_t token = 0;
+
+		v[0] = (int64_t)getpid();
+		v[1] = (int64_t)(hvd_now_ns() & 0xffffffffffULL);
+		/* the directory's token (same_dir_everywhere): random, or
+		 * at least this run's (a short read of getrandom) */
+		if (getrandom(&token, sizeof(token), 0) != sizeof(token))
+			token ^= (uint64_t)hvd_now_ns() ^
+				 (uint64_t)getpid() << 40;
+		v[2] = (int64_t)(token >> 1);
+	}
+	HVD_CHECK(ckpt_allreduce(c, v, 3, HVD_SUM));
 	ckpt_fmt(c->tag, sizeof(c->tag), "%lld-%llx", (long long)v[0],
 		 (unsigned long long)v[1]);
+	c->dir_token = (uint64_t)v[2];
 	return HVD_OK;
 }
 
@@ -141,9 +153,116 @@ static hvd_status_t lock_dir(hvd_ckpt_t *c)
 		ckpt_fmt(step, sizeof(step), ", Slurm job %s%s%s", c->job,
 			 sid ? "." : "", sid ? sid : "");
 	ckpt_fmt(holder, sizeof(holder), "pid %ld on %s%s, %d rank%s, since "
-		 "%s\n", (long)getpid(), c->node, step, c->size,
-		 c->size == 1 ? "" : "s", when);
+		 "%s\ntoken %016llx\n", (long)getpid(), c->node, step,
+		 c->size, c->size == 1 ? "" : "s", when,
+		 (unsigned long long)c->dir_token);
 	return ckpt_dir_lock(&c->dir, holder, &c->lock_fd);
+}
+
+/* Does this rank see rank 0's directory: the token rank 0 wrote into its
+ * lock file? */
+static int sees_rank0_dir(hvd_ckpt_t *c)
+{
+	unsigned long long token;
+	const char *line;
+	char *text;
+	size_t len;
+	int same;
+
+	if (ckpt_read_small(&c->dir, CKPT_LOCK_NAME, 4096, &text, &len) !=
+	    HVD_OK)
+		return 0;
+	line = strstr(text, "\ntoken ");
+	same = line && sscanf(line + 7, "%16llx", &token) == 1 &&
+	       token == c->dir_token;
+	free(text);
+	return same;
+}
+
+/* One record per rank in the gather of same_dir_everywhere. */
+struct dir_view {
+	int32_t other;          /* 1: another directory than rank 0's */
+	char node[60];
+};
+
+/* "node2 (rank 1), node3 (ranks 2, 5)": the ranks with v[r].other. */
+static void other_nodes(const struct dir_view *v, int size, char *buf,
+			size_t n)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (int r = 0; r < size && len + 16 < n; r++) {
+		int first = 1, count = 0;
+
+		if (!v[r].other)
+			continue;
+		for (int q = 0; q < r && first; q++)
+			if (v[q].other && strcmp(v[q].node, v[r].node) == 0)
+				first = 0;
+		if (!first)
+			continue;
+		for (int q = r; q < size; q++)
+			count += v[q].other && strcmp(v[q].node, v[r].node) == 0;
+		len += (size_t)snprintf(buf + len, n - len, "%s%.59s (rank%s",
+					len ? ", " : "", v[r].node,
+					count > 1 ? "s" : "");
+		for (int q = r, k = 0; q < size && len + 16 < n; q++)
+			if (v[q].other && strcmp(v[q].node, v[r].node) == 0)
+				len += (size_t)snprintf(buf + len, n - len,
+							"%s%d", k++ ? ", " : " ",
+							q);
+		len += (size_t)snprintf(buf + len, n - len, ")");
+	}
+	if (len + 16 >= n)
+		ckpt_fmt(buf + n - 5, 5, "...");
+}
+
+/* Only rank 0 writes the manifest and renames: a directory that is not
+ * the same one on every node (a node-local /tmp or /var/tmp behind one
+ * path) would take checkpoints the other nodes can never restore.  Rank
+ * 0's token is in its lock file (written and fsynced before the barrier
+ * of check_dir); every rank reads it back (after the barrier: NFS's
+ * close-to-open consistency gives it the new contents) and the ranks
+ * gather who saw another directory, to name the nodes. */
+static hvd_status_t same_dir_everywhere(hvd_ckpt_t *c)
+{
+	struct dir_view mine = { 0 }, *all;
+	char nodes[512];
+	hvd_status_t st;
+	int others = 0;
+
+	if (c->size <= 1)
+		return HVD_OK;
+	mine.other = c->rank != 0 && !sees_rank0_dir(c);
+	ckpt_fmt(mine.node, sizeof(mine.node), "%s", c->node);
+	all = calloc((size_t)c->size, sizeof(*all));
+	if (!all)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd_ckpt_open: out of "
+				 "memory");
+	st = hvd_allgather(&mine, all, sizeof(mine), HVD_UINT8);
+	if (st != HVD_OK) {
+		free(all);
+		return hvd_error_prefix(st, "checkpoint: agreement between "
+					"ranks failed");
+	}
+	for (int r = 0; r < c->size; r++)
+		others += all[r].other != 0;
+	if (others) {
+		other_nodes(all, c->size, nodes, sizeof(nodes));
+		st = hvd_error(HVD_ERR_IO,
+			       "checkpoint: %s is not the same directory on "
+			       "every node: %s see%s another one than rank 0 on "
+			       "%.59s (a file system of each node's own, such "
+			       "as /tmp or /var/tmp?); only rank 0 commits "
+			       "checkpoints, so the other nodes could never "
+			       "restore them: use a directory on a file system "
+			       "every node shares (/scratch/$USER/..., "
+			       "$HOME/...)", c->dir.path, nodes,
+			       others > 1 ? "" : "s", all[0].node);
+	}
+	free(all);
+	return st;
 }
 
 /* Every rank must be able to write there: say so now, not at the first
@@ -217,6 +336,7 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 	settings_copy_threads(c);
 	HVD_CHECK_GOTO(agree_tag(c), st, err_free);
 	HVD_CHECK_GOTO(check_dir(c), st, err_free);
+	HVD_CHECK_GOTO(same_dir_everywhere(c), st, err_free);
 	if (hvd_env_bool("HOROVOD_CHECKPOINT_SIGNALS", 1)) {
 		HVD_CHECK_GOTO(ckpt_signals_install(), st, err_free);
 		c->signals = 1;

@@ -73,6 +73,7 @@ struct hvd_ckpt {
 	char job[64];
 	char node[64];          /* this rank's node, for messages     */
 	int lock_fd;            /* rank 0: the directory's lock, or -1 */
+	uint64_t dir_token;     /* rank 0's, in the lock file: same dir? */
 
 	struct ckpt_reg *regs;
 	size_t nregs;

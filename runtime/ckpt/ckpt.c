@@ -354,8 +354,9 @@ err_free:
 
 /* ------------------------------------------------------- save and step */
 
-/* This rank's part of the per-step allreduce MAX: its stop flag, and
- * whether its part of the checkpoint in flight is busy or failed. */
+/* This rank's part of the per-step allreduce MAX: its stop signal (0:
+ * none), and whether its part of the checkpoint in flight is busy or
+ * failed. */
 static void poll_values(hvd_ckpt_t *c, int64_t v[3])
 {
 	v[0] = ckpt_signals_pending();
@@ -450,9 +451,11 @@ hvd_status_t hvd_ckpt_step(hvd_ckpt_t *c, long step, int *stop)
 			*stop = 1;
 		if (c->rank == 0)
 			hvd_log(HVD_LOG_WARNING,
-				"checkpoint: stop requested (SIGTERM/SIGUSR1): "
-				"checkpoint of step %ld %s; exit with status %d "
-				"so that a requeued job resumes", step,
+				"checkpoint: stop requested (%s): checkpoint of "
+				"step %ld %s; exit with status %d so that a "
+				"requeued job resumes",
+				v[0] == SIGTERM ? "SIGTERM" : v[0] == SIGUSR1
+				? "SIGUSR1" : "SIGTERM/SIGUSR1", step,
 				st == HVD_OK ? "written" : "FAILED",
 				HVD_CKPT_EXIT_STATUS);
 	} else if (ckpt_poll_pipelined(c)) {

@@ -195,6 +195,8 @@ void ckpt_stage_free(hvd_ckpt_t *c, void *p);
 /* Signals (ckpt_signal.c): installed at the first open, counted. */
 hvd_status_t ckpt_signals_install(void);
 void ckpt_signals_remove(void);
+/* The stop signal that arrived on this rank (SIGTERM over SIGUSR1), 0
+ * when none did. */
 int ckpt_signals_pending(void);
 
 /* GPU: is_device says whether a pointer is device memory; copy moves n

@@ -16,12 +16,13 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/timeline.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>

@@ -18,35 +18,12 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/core/negotiate.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void resp_list_free(struct resp_list *l)
-{
-	for (int i = 0; i < l->n; i++)
-		eng_resp_free(&l->v[i]);
-	free(l->v);
-	memset(l, 0, sizeof(*l));
-}
-
-struct eng_resp *resp_list_push(struct resp_list *l)
-{
-	if (l->n == l->cap) {
-		int cap = l->cap ? l->cap * 2 : 16;
-		struct eng_resp *v = realloc(l->v, (size_t)cap * sizeof(*v));
-
-		if (!v)
-			return NULL;
-		l->v = v;
-		l->cap = cap;
-	}
-	memset(&l->v[l->n], 0, sizeof(l->v[0]));
-	return &l->v[l->n++];
-}
 
 hvd_status_t coord_init(struct coord *c, int size)
 {

@@ -12,7 +12,7 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/core/response_cache.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -12,7 +12,7 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/core/stall.h"
 
 #include <stdio.h>
 #include <stdlib.h>

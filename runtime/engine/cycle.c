@@ -36,88 +36,11 @@ enum {
 	S_NSTATUS
 };
 
-/* ------------------------------------------------------- pending ops */
-
-static int pending_add(struct engine *e, struct hvd_handle *h)
-{
-	if (e->npending == e->cappending) {
-		int cap = e->cappending ? e->cappending * 2 : 256;
-		struct hvd_handle **v =
-		    realloc(e->pending, (size_t)cap * sizeof(*v));
-
-		if (!v)
-			return -1;
-		e->pending = v;
-		e->cappending = cap;
-	}
-	if (namemap_put(&e->pending_names, h->name, h) != HVD_OK)
-		return -1;
-	h->pending_idx = e->npending;
-	e->pending[e->npending++] = h;
-	return 0;
-}
-
-static void pending_remove(struct engine *e, struct hvd_handle *h)
-{
-	int i = h->pending_idx;
-
-	namemap_del(&e->pending_names, h->name);
-	e->pending[i] = e->pending[--e->npending];
-	e->pending[i]->pending_idx = i;
-	if (h->state == OS_HIT) {
-		struct rc_entry *ce = rc_entry_at(&e->cache, h->bit);
-
-		if (ce && ce->pending == h)
-			ce->pending = NULL;
-	}
-}
-
-void cycle_finish(struct engine *e, struct hvd_handle *h, hvd_status_t st,
-		  const char *msg)
-{
-	pending_remove(e, h);
-	engine_complete(h, st, msg);
-}
-
-void cycle_fail_all(struct engine *e, hvd_status_t st, const char *msg)
-{
-	struct hvd_handle *q;
-
-	while (e->npending)
-		cycle_finish(e, e->pending[e->npending - 1], st, msg);
-	e->join_op = NULL;
-	pthread_mutex_lock(&e->lock);
-	e->dead = 1;
-	e->dead_status = st;
-	snprintf(e->dead_message, sizeof(e->dead_message), "%s", msg);
-	q = e->q_head;
-	e->q_head = e->q_tail = NULL;
-	pthread_cond_broadcast(&e->done_cond);
-	pthread_mutex_unlock(&e->lock);
-	while (q) {
-		struct hvd_handle *next = q->next;
-
-		engine_complete(q, st, msg);
-		q = next;
-	}
-}
-
 static int my_set_rank(struct engine *e, int32_t id)
 {
 	struct pset *p = pset_get(&e->psets, id);
 
 	return p ? p->my_rank : -1;
-}
-
-/* Back to the coordinator path (the op's cache bit is gone or invalid). */
-void cycle_uncache(struct engine *e, struct hvd_handle *h)
-{
-	struct rc_entry *ce = rc_entry_at(&e->cache, h->bit);
-
-	if (ce && ce->pending == h)
-		ce->pending = NULL;
-	h->state = OS_SEND;
-	h->bit = -1;
 }
 
 /* ------------------------------------------------------ step 1: drain */
@@ -395,7 +318,7 @@ int cycle_run(struct engine *e)
 	len = S_NSTATUS + 2 * nbits;
 	v = malloc((size_t)len);
 	if (!inv || !v) {
-		cycle_fail_all(e, HVD_ERR_NO_MEMORY, "hvd: out of memory");
+		pending_fail_all(e, HVD_ERR_NO_MEMORY, "hvd: out of memory");
 		stop = 1;
 		goto out;
 	}
@@ -433,7 +356,7 @@ int cycle_run(struct engine *e)
 			goto err_comm;
 	}
 	if (!v[S_SHUTDOWN]) {
-		cycle_fail_all(e, HVD_ERR_SHUTDOWN,
+		pending_fail_all(e, HVD_ERR_SHUTDOWN,
 			       "hvd: the engine shut down (a rank called "
 			       "hvd_finalize) before this operation ran on "
 			       "every rank");
@@ -469,7 +392,7 @@ int cycle_run(struct engine *e)
 				continue;
 			ce = rc_entry_at(&e->cache, b);
 			if (ce && ce->pending)
-				cycle_uncache(e, ce->pending);
+				pending_uncache(e, ce->pending);
 			rc_erase(&e->cache, b);
 		}
 		v[S_UNCACHED] = 0;
@@ -477,7 +400,7 @@ int cycle_run(struct engine *e)
 	/* Common hits, in bit order. */
 	items = malloc(((size_t)nbits + 1) * sizeof(*items));
 	if (!items) {
-		cycle_fail_all(e, HVD_ERR_NO_MEMORY, "hvd: out of memory");
+		pending_fail_all(e, HVD_ERR_NO_MEMORY, "hvd: out of memory");
 		stop = 1;
 		goto out;
 	}
@@ -491,7 +414,7 @@ int cycle_run(struct engine *e)
 		if (!r || eng_resp_copy(r, &ce->resp) != HVD_OK) {
 			if (r)
 				l.n--;
-			cycle_fail_all(e, HVD_ERR_NO_MEMORY,
+			pending_fail_all(e, HVD_ERR_NO_MEMORY,
 				       "hvd: out of memory");
 			stop = 1;
 			goto out;
@@ -508,7 +431,7 @@ int cycle_run(struct engine *e)
 			goto err_comm;
 		ni = realloc(items, ((size_t)l.n + 1) * sizeof(*items));
 		if (!ni) {
-			cycle_fail_all(e, HVD_ERR_NO_MEMORY,
+			pending_fail_all(e, HVD_ERR_NO_MEMORY,
 				       "hvd: out of memory");
 			stop = 1;
 			goto out;
@@ -554,7 +477,7 @@ err_comm : {
 	snprintf(msg, sizeof(msg), "hvd: the engine's negotiation failed: %s",
 		 hvd_last_error());
 	hvd_log(HVD_LOG_ERROR, "%s", msg);
-	cycle_fail_all(e, st, msg);
+	pending_fail_all(e, st, msg);
 	stop = 1;
 }
 out:

@@ -9,6 +9,7 @@
  *   cycle.c           one cycle: cache bit vectors, the coordinator
  *                     exchange
  *   execute.c         execution order, special responses, cache upkeep
+ *   pending.c         this rank's pending ops: add, finish, fail, uncache
  *   fusion.c          execution of a fusion bucket (fused or plain)
  *   pset.c, pset.h    the process-set table and its communicators
  *   timeline.c, .h    Chrome trace writer
@@ -166,13 +167,18 @@ void engine_stop(void);
 
 /* cycle.c: one cycle; returns 0 to go on, 1 when the engine must stop. */
 int cycle_run(struct engine *e);
-/* Fails every pending op (engine thread). */
-void cycle_fail_all(struct engine *e, hvd_status_t st, const char *msg);
+
+/* pending.c: this rank's pending ops (engine thread).  Adds a drained op
+ * (-1 when out of memory). */
+int pending_add(struct engine *e, struct hvd_handle *h);
 /* Completes a pending op and forgets it. */
-void cycle_finish(struct engine *e, struct hvd_handle *h, hvd_status_t st,
-		  const char *msg);
+void pending_finish(struct engine *e, struct hvd_handle *h, hvd_status_t st,
+		    const char *msg);
+/* Fails every pending and queued op, and marks the engine dead (new ops
+ * fail at once with st and msg). */
+void pending_fail_all(struct engine *e, hvd_status_t st, const char *msg);
 /* Sends a pending op back to the coordinator path (its bit is gone). */
-void cycle_uncache(struct engine *e, struct hvd_handle *h);
+void pending_uncache(struct engine *e, struct hvd_handle *h);
 
 /* execute.c: one response of the cycle's list. */
 struct cycle_item {

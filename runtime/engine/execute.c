@@ -35,7 +35,7 @@ static void complete_op(struct engine *e, struct hvd_handle *h, hvd_status_t st,
 		timeline_end(&e->tl, h->name,
 			     hvd_dtype_name((hvd_dtype_t)h->p.dtype),
 			     h->p.count);
-	cycle_finish(e, h, st, msg);
+	pending_finish(e, h, st, msg);
 }
 
 /* Runs a special response; returns 1 when the engine must stop. */
@@ -45,18 +45,18 @@ static int run_special(struct engine *e, const struct eng_resp *r,
 	switch (r->p.kind) {
 	case EK_ERROR:
 		if (h)
-			cycle_finish(e, h, (hvd_status_t)r->status, r->message);
+			pending_finish(e, h, (hvd_status_t)r->status, r->message);
 		return 0;
 	case EK_SHUTDOWN:
 		hvd_log(HVD_LOG_ERROR, "%s", r->message ? r->message : "stall");
-		cycle_fail_all(e, (hvd_status_t)r->status,
+		pending_fail_all(e, (hvd_status_t)r->status,
 			       r->message ? r->message : "hvd: stalled");
 		return 1;
 	case EK_JOIN:
 		e->joined = 0;
 		if (e->join_op) {
 			e->join_op->result_int = r->last_joined;
-			cycle_finish(e, e->join_op, HVD_OK, NULL);
+			pending_finish(e, e->join_op, HVD_OK, NULL);
 			e->join_op = NULL;
 		}
 		return 0;
@@ -70,7 +70,7 @@ static int run_special(struct engine *e, const struct eng_resp *r,
 		pthread_mutex_unlock(&e->lock);
 		if (h) {
 			h->result_int = id;
-			cycle_finish(e, h, st,
+			pending_finish(e, h, st,
 				     st == HVD_OK ? NULL : hvd_last_error());
 		}
 		return 0;
@@ -81,7 +81,7 @@ static int run_special(struct engine *e, const struct eng_resp *r,
 			struct hvd_handle *p = e->pending[i];
 
 			if (!p->internal && p->p.pset == r->p.pset)
-				cycle_finish(
+				pending_finish(
 				    e, p, HVD_ERR_PROCESS_SET,
 				    "hvd: the process set was removed "
 				    "while this operation was pending");
@@ -96,7 +96,7 @@ static int run_special(struct engine *e, const struct eng_resp *r,
 		pset_table_remove(&e->psets, r->p.pset);
 		pthread_mutex_unlock(&e->lock);
 		if (h)
-			cycle_finish(e, h, HVD_OK, NULL);
+			pending_finish(e, h, HVD_OK, NULL);
 		return 0;
 	default:
 		return 0;
@@ -130,7 +130,7 @@ int cycle_execute(struct engine *e, struct resp_list *l,
 	sitems = malloc((size_t)l->n * sizeof(*sitems));
 	sorted.v = malloc((size_t)l->n * sizeof(*sorted.v));
 	if (!perm || !ops || !sitems || !sorted.v) {
-		cycle_fail_all(e, HVD_ERR_NO_MEMORY, "hvd: out of memory");
+		pending_fail_all(e, HVD_ERR_NO_MEMORY, "hvd: out of memory");
 		stop = 1;
 		goto out;
 	}
@@ -163,7 +163,7 @@ int cycle_execute(struct engine *e, struct resp_list *l,
 	st = fusion_plan_build(sorted.v, sorted.n, e->fusion_threshold,
 			       e->fusion_direct, &plan);
 	if (st != HVD_OK) {
-		cycle_fail_all(e, st, hvd_last_error());
+		pending_fail_all(e, st, hvd_last_error());
 		stop = 1;
 		goto out;
 	}
@@ -204,7 +204,7 @@ int cycle_execute(struct engine *e, struct resp_list *l,
 		    (st == HVD_ERR_PEER_FAILED || st == HVD_ERR_TRANSPORT ||
 		     st == HVD_ERR_TIMEOUT)) {
 			/* The communicator is broken: nothing can run. */
-			cycle_fail_all(e, st, msg);
+			pending_fail_all(e, st, msg);
 			stop = 1;
 		}
 	}
@@ -220,13 +220,13 @@ int cycle_execute(struct engine *e, struct resp_list *l,
 		    !e->cache.capacity)
 			continue;
 		if (rc_put(&e->cache, &sorted.v[i], &evicted) < 0) {
-			cycle_fail_all(e, HVD_ERR_NO_MEMORY,
+			pending_fail_all(e, HVD_ERR_NO_MEMORY,
 				       "hvd: out of memory in the cache");
 			stop = 1;
 			break;
 		}
 		if (evicted)
-			cycle_uncache(e, evicted);
+			pending_uncache(e, evicted);
 	}
 	/* Autotune counts the bytes allreduced in the global set. */
 	for (int i = 0; i < sorted.n && e->rank == 0 && e->at.active; i++) {

@@ -1,13 +1,13 @@
 /*
  * fusion.c - tensor fusion and the execution of responses.
  *
- * The plan is fusion_plan.c.  Execution: a bucket of one allreduce runs in the
- * caller's buffers (no copy); a larger bucket is packed into the persistent
- * fusion buffer with the prescale (and the float32->float16 cast when
- * compressing) applied during the copy, reduced by one collective, and unpacked
- * with the postscale (and the 1/size of an average) applied during the copy
- * back. A rank that joined contributes zeros.  Device buckets go to the GPU
- * path (device.h).
+ * The plan is core/fusion_plan.c.  Execution: a bucket of one allreduce
+ * runs in the caller's buffers (no copy); a larger bucket is packed into the
+ * persistent fusion buffer with the prescale (and the float32->float16 cast
+ * when compressing) applied during the copy, reduced by one collective, and
+ * unpacked with the postscale (and the 1/size of an average) applied during
+ * the copy back.  A rank that joined contributes zeros.  Device buckets go
+ * to the GPU path (device.h).
  */
 #include "config.h"
 

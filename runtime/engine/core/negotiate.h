@@ -7,6 +7,7 @@
 #ifndef HVD_ENGINE_CORE_NEGOTIATE_H
 #define HVD_ENGINE_CORE_NEGOTIATE_H
 
+#include "base/list.h"
 #include "engine/core/namemap.h"
 #include "engine/core/request.h"
 
@@ -18,7 +19,7 @@ struct coord_entry {
 	int count;
 	double first_seen; /* coordinator clock */
 	int timeline_started;
-	struct coord_entry *next, *prev; /* first-seen order */
+	struct hvd_list order; /* on coord.entries */
 };
 
 /* Membership lookup for readiness: 1 when world rank r is in set id. */
@@ -28,7 +29,7 @@ typedef int (*coord_set_size_fn)(void *arg, int32_t pset);
 struct coord {
 	int size;
 	struct namemap table;
-	struct coord_entry *first, *last;
+	struct hvd_list entries; /* first-seen order (struct coord_entry) */
 	int nentries;
 	int *joined; /* [size] */
 	int njoined;
@@ -43,6 +44,7 @@ struct coord {
 	void *tl_arg;
 };
 
+/* c stays where it was initialised (the entries' list points into it). */
 hvd_status_t coord_init(struct coord *c, int size);
 void coord_free(struct coord *c);
 /* Takes ownership of req. */
@@ -51,6 +53,11 @@ hvd_status_t coord_add(struct coord *c, int rank, struct eng_req *req,
 /* Moves the ready entries out of the table as responses (first-seen
  * order; groups held until complete), errors included. */
 hvd_status_t coord_collect(struct coord *c, struct resp_list *out);
+
+static inline struct coord_entry *coord_entry_of(const struct hvd_list *node)
+{
+	return hvd_list_entry(node, struct coord_entry, order);
+}
 
 #pragma GCC visibility pop
 

@@ -6,6 +6,7 @@
 #ifndef HVD_ENGINE_CORE_RESPONSE_CACHE_H
 #define HVD_ENGINE_CORE_RESPONSE_CACHE_H
 
+#include "base/list.h"
 #include "engine/core/namemap.h"
 #include "engine/core/request.h"
 
@@ -16,8 +17,8 @@ enum { RC_MISS = 0, RC_HIT, RC_INVALID };
 struct rc_entry {
 	struct eng_resp resp;
 	int bit;
-	struct rc_entry *prev, *next; /* LRU: head is most recent */
-	void *pending;		      /* this rank's op waiting on the bit */
+	struct hvd_list lru; /* on rcache.lru */
+	void *pending;	     /* this rank's op waiting on the bit */
 };
 
 struct rcache {
@@ -26,12 +27,13 @@ struct rcache {
 	struct rc_entry **by_bit;
 	int *free_bits; /* stack, lowest bit on top */
 	int nfree;
-	struct rc_entry *head, *tail;
+	struct hvd_list lru; /* most recently used first */
 	int count;
 	struct namemap names;
 	int warned_evict;
 };
 
+/* c stays where it was initialised (the LRU list points into it). */
 hvd_status_t rc_init(struct rcache *c, int capacity);
 void rc_free(struct rcache *c);
 /* Is (name, p) cached?  set_rank: the caller's rank in p->pset (for the

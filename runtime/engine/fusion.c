@@ -34,36 +34,6 @@ static void *ensure(void **buf, size_t *cap, size_t need)
 	return *buf;
 }
 
-/* dst = src * f (one pass for floating types). */
-static void copy_scaled(void *dst, const void *src, size_t n, hvd_dtype_t dtype,
-			double f)
-{
-	if (f == 1.0) {
-		if (dst != src)
-			memcpy(dst, src, n * hvd_dtype_size(dtype));
-		return;
-	}
-	if (dtype == HVD_FLOAT32) {
-		float *d = dst, s = (float)f;
-		const float *a = src;
-
-		for (size_t i = 0; i < n; i++)
-			d[i] = a[i] * s;
-		return;
-	}
-	if (dtype == HVD_FLOAT64) {
-		double *d = dst;
-		const double *a = src;
-
-		for (size_t i = 0; i < n; i++)
-			d[i] = a[i] * f;
-		return;
-	}
-	if (dst != src)
-		memcpy(dst, src, n * hvd_dtype_size(dtype));
-	reduce_scale(dst, n, dtype, f);
-}
-
 static const void *input_of(const struct hvd_handle *h)
 {
 	if (h->sendbuf == HVD_IN_PLACE || !h->sendbuf)
@@ -158,8 +128,8 @@ static hvd_status_t exec_allreduce(struct engine *e, const struct eng_resp *r,
 		const void *in = input_of(h);
 
 		if (p->prescale != 1.0) {
-			copy_scaled(h->recvbuf, in, h->p.count, dtype,
-				    p->prescale);
+			reduce_scale_copy(h->recvbuf, in, h->p.count, dtype,
+					  p->prescale);
 			in = h->recvbuf;
 		}
 		tl_all(e, r, b, "UCX_ALLREDUCE");
@@ -196,8 +166,8 @@ static hvd_status_t exec_allreduce(struct engine *e, const struct eng_resp *r,
 			for (size_t k = 0; k < n; k++)
 				d[k] = hvd_float_to_half(in[k] * s);
 		} else {
-			copy_scaled(buf + off * es, input_of(h), n, dtype,
-				    p->prescale);
+			reduce_scale_copy(buf + off * es, input_of(h), n, dtype,
+					  p->prescale);
 		}
 		off += n;
 	}
@@ -221,7 +191,8 @@ static hvd_status_t exec_allreduce(struct engine *e, const struct eng_resp *r,
 			for (size_t k = 0; k < n; k++)
 				d[k] = hvd_half_to_float(s[k]) * f;
 		} else if (h) {
-			copy_scaled(h->recvbuf, buf + off * es, n, dtype, post);
+			reduce_scale_copy(h->recvbuf, buf + off * es, n, dtype,
+					  post);
 		}
 		off += n;
 	}
@@ -326,7 +297,8 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 					       "hvd: out of memory");
 				goto out;
 			}
-			copy_scaled(tmp, in, h->p.count, dtype, p->prescale);
+			reduce_scale_copy(tmp, in, h->p.count, dtype,
+					  p->prescale);
 			in = tmp;
 		}
 		act = dev ? "NCCL_REDUCESCATTER" : "UCX_REDUCESCATTER";

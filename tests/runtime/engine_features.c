@@ -329,16 +329,22 @@ static void join(void)
 
 /* -------------------------------------------------------------- groups */
 
-static int cb_count;
+/* Completion order: the callbacks run on the engine thread as each op
+ * completes, one after another in the order the ops ran. */
+static int cb_count, cb_order[8];
+
 static void cb(hvd_handle_t h, hvd_status_t st, void *arg)
 {
+	int n = __atomic_fetch_add(&cb_count, 1, __ATOMIC_RELAXED);
+
 	(void)h;
-	if (st == HVD_OK)
-		__atomic_add_fetch((int *)arg, 1, __ATOMIC_RELAXED);
+	if (st == HVD_OK && n < 8)
+		cb_order[n] = *(const int *)arg;
 }
 
 static void groups(void)
 {
+	static const int id[3] = {0, 1, 2};
 	float a[100], b[100], c[100];
 	hvd_handle_t h[3];
 	hvd_opts_t o;
@@ -347,19 +353,25 @@ static void groups(void)
 	for (int i = 0; i < 100; i++)
 		a[i] = b[i] = c[i] = 0.5f * (float)(i % 7);
 	check(hvd_group_begin(&g) == HVD_OK, "group begin");
+	/* Three ops that cannot fuse, submitted a, b, c with priorities 0,
+	 * 5, 3: one group reaches the engine in one cycle, where they must
+	 * run b, c, a (highest priority first). */
 	hvd_opts_init(&o);
 	o.group = g;
 	o.callback = cb;
-	o.callback_arg = &cb_count;
+	o.callback_arg = (void *)&id[0];
 	good &= hvd_allreduce_async("g.a", HVD_IN_PLACE, a, 100, HVD_FLOAT32,
 				    HVD_AVERAGE, &o, &h[0]) == HVD_OK;
 	o.priority = 5;
 	o.compress_fp16 = 1;
+	o.callback_arg = (void *)&id[1];
 	good &= hvd_allreduce_async("g.b", HVD_IN_PLACE, b, 100, HVD_FLOAT32,
 				    HVD_SUM, &o, &h[1]) == HVD_OK;
+	o.priority = 3;
 	o.compress_fp16 = 0;
 	o.prescale = 2;
 	o.postscale = 0.25;
+	o.callback_arg = (void *)&id[2];
 	good &= hvd_allreduce_async("g.c", HVD_IN_PLACE, c, 100, HVD_FLOAT32,
 				    HVD_SUM, &o, &h[2]) == HVD_OK;
 	check(good && hvd_test(h[0]) == HVD_IN_PROGRESS,
@@ -375,6 +387,11 @@ static void groups(void)
 	}
 	check(good, "average, fp16-compressed sum, pre/postscale: exact");
 	check(cb_count == 3, "callbacks ran (%d)", cb_count);
+	check(cb_count == 3 && cb_order[0] == 1 && cb_order[1] == 2 &&
+		  cb_order[2] == 0,
+	      "priorities: ran g.b (5), g.c (3), g.a (0), not in submission "
+	      "order (ran %c %c %c)",
+	      'a' + cb_order[0], 'a' + cb_order[1], 'a' + cb_order[2]);
 }
 
 /* ------------------------------------------------------------- latency */

@@ -128,6 +128,7 @@ static void stall(void)
 	hvd_handle_t h = NULL;
 	hvd_status_t st = HVD_OK;
 	time_t t0 = time(NULL);
+	char err[1024];
 
 	/* warm the cache so the stalled tensor starts on the cached path */
 	for (int i = 0; i < 2; i++)
@@ -162,12 +163,18 @@ static void stall(void)
 			hvd_wait(h);
 		}
 	}
+	snprintf(err, sizeof(err), "%s", hvd_last_error());
 	check(st == HVD_ERR_STALLED,
 	      "stalled op fails with HVD_ERR_STALLED on "
 	      "every rank (got %s)",
 	      hvd_status_name(st));
-	check(rank != 0 || strstr(hvd_last_error(), "lonely"),
-	      "the error names the stalled tensor");
+	check(strstr(err, "hvd: stalled longer than HOROVOD_STALL_SHUTDOWN_"
+			  "TIME_SECONDS=2, the engine shut down") &&
+		  strstr(err, "ALLREDUCE 'lonely' waited") &&
+		  strstr(err, "for rank 1"),
+	      "every rank's error is the stall shutdown, naming the stalled "
+	      "tensor and the missing rank: %s",
+	      err);
 	check(time(NULL) - t0 < 30, "within the shutdown time (%ld s)",
 	      (long)(time(NULL) - t0));
 	st = hvd_allreduce_async("later", HVD_IN_PLACE, buf, 4, HVD_FLOAT32,

@@ -96,10 +96,10 @@ static int file_is(const char *path, const char *text)
 
 /* Runs fn(arg) as another user, as the attack would be: as nobody when
  * this test runs as root, else as ourselves (the checks are the same). */
-static void as_neighbour(void (*fn)(const char *), const char *arg)
+static int as_neighbour(void (*fn)(const char *), const char *arg)
 {
 	pid_t pid = fork();
-	int status;
+	int status = -1;
 
 	if (pid == 0) {
 		if (geteuid() == 0 &&
@@ -108,7 +108,8 @@ static void as_neighbour(void (*fn)(const char *), const char *arg)
 		fn(arg);
 		_exit(0);
 	}
-	waitpid(pid, &status, 0);
+	return pid > 0 && waitpid(pid, &status, 0) == pid &&
+	       WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 static void plant_link(const char *target)
@@ -146,7 +147,7 @@ static void test_hostile(void)
 	hvd_status_t s;
 
 	if (!mkdtemp(dir)) {
-		skip(9, "cannot make a directory in /var/tmp");
+		skip(8, "cannot make a directory in /var/tmp");
 		return;
 	}
 	chmod(dir, 01777); /* a shared, sticky directory, as /var/tmp */
@@ -173,16 +174,20 @@ static void test_hostile(void)
 	unlink(trap_path);
 
 	put_file(victim, "precious\n");
-	as_neighbour(plant_link, victim);
-	ok(refused("symbolic link") && file_is(victim, "precious\n"),
-	   "a symbolic link planted at the path is refused, its target "
-	   "untouched: %s",
-	   hvd_last_error());
+	if (!as_neighbour(plant_link, victim))
+		skip(1, "cannot make a symbolic link here");
+	else
+		ok(refused("symbolic link") && file_is(victim, "precious\n"),
+		   "a symbolic link planted at the path is refused, its "
+		   "target untouched: %s",
+		   hvd_last_error());
 	unlink(trap_path);
 	unlink(victim);
-	as_neighbour(plant_link, victim);
-	ok(refused("symbolic link") && access(victim, F_OK) != 0,
-	   "a dangling link is refused and creates nothing");
+	if (!as_neighbour(plant_link, victim))
+		skip(1, "cannot make a symbolic link here");
+	else
+		ok(refused("symbolic link") && access(victim, F_OK) != 0,
+		   "a dangling link is refused and creates nothing");
 	unlink(trap_path);
 
 	put_file(victim, "precious\n");
@@ -195,11 +200,15 @@ static void test_hostile(void)
 	unlink(trap_path);
 	unlink(victim);
 
-	as_neighbour(plant_fifo, NULL);
-	alarm(20); /* before the fix, opening a FIFO blocked for ever */
-	ok(refused("not a regular file"),
-	   "a FIFO is refused at once, not waited on: %s", hvd_last_error());
-	alarm(0);
+	if (!as_neighbour(plant_fifo, NULL)) {
+		skip(1, "cannot make a FIFO here");
+	} else {
+		alarm(20); /* before the fix, opening a FIFO blocked for ever */
+		ok(refused("not a regular file"),
+		   "a FIFO is refused at once, not waited on: %s",
+		   hvd_last_error());
+		alarm(0);
+	}
 	unlink(trap_path);
 
 	if (geteuid() == 0) {

@@ -1,13 +1,12 @@
 /*
  * api.c - the public blocking collectives: argument checks, then the
- * world communicator's coll_* (which route device buffers to the GPU
- * path).  Every check that can be made locally is made here, so a bad
+ * collectives' front door on the world communicator (which routes device
+ * buffers to the GPU path).  Every check that can be made locally is made here, so a bad
  * call fails on the caller with a message instead of hanging its peers.
  */
 #include "config.h"
 
-#include "coll/coll_impl.h"
-#include "comm/comm_impl.h"
+#include "coll/coll.h"
 
 #include <stdint.h>
 #include <stdlib.h>

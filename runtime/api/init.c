@@ -1,43 +1,27 @@
 /*
  * init.c - hvd_init / hvd_finalize and the rank queries.
  *
- * Order of hvd_init: PMIx (ranks, HOROVOD_RANK/SIZE check, death events)
- * -> UCX context and worker -> address exchange through PMIx (fence) ->
- * world communicator -> collective tuning -> the engine (weak hook: the
- * engine lives in runtime/engine*.c and may not be linked in).
+ * Order of hvd_init, bottom layer up: PMIx (ranks, HOROVOD_RANK/SIZE
+ * check, death events) -> UCX context and worker -> address exchange
+ * through PMIx (fence) -> the world published (net/world.h) -> the
+ * collectives (tuning, backends) -> world communicator -> the engine.
  * hvd_finalize undoes it in reverse: engine, GPU side, communicators,
  * endpoints (closed while progressing, fenced), PMIx.
  */
 #include "config.h"
 
+#include "coll/coll.h"
+#include "engine/engine.h"
 #include "net/bootstrap.h"
-#include "coll/coll_impl.h"
-#include "comm/comm_impl.h"
-#include "cuda/device.h"
 #include "net/transport.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The engine's hooks (runtime/engine.c); NULL when it is not built in. */
-hvd_status_t engine_start(void) __attribute__((weak, visibility("hidden")));
-void engine_stop(void) __attribute__((weak, visibility("hidden")));
-
-static struct hvd_world world;
-static int world_ready;
+static struct hvd_world *world;
 static int initialized;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-
-const struct hvd_world *hvd_world(void)
-{
-	return world_ready ? &world : NULL;
-}
-
-struct hvd_world *hvd_world_mut(void)
-{
-	return &world;
-}
 
 int hvd_is_initialized(void)
 {
@@ -49,10 +33,8 @@ static void teardown(int fence)
 	comm_world_destroy();
 	transport_finalize(fence);
 	bootstrap_finalize();
-	world_ready = 0;
-	free(world.node_of);
-	free(world.local_rank_of);
-	memset(&world, 0, sizeof(world));
+	world_clear();
+	world = NULL;
 	hvd_log_set_rank(-1);
 }
 
@@ -73,8 +55,8 @@ hvd_status_t hvd_init(void)
 		pthread_mutex_unlock(&init_lock);
 		return HVD_OK;
 	}
-	memset(&world, 0, sizeof(world));
-	st = bootstrap_init(&world, on_peer_failed);
+	world = world_begin();
+	st = bootstrap_init(world, on_peer_failed);
 	if (st != HVD_OK)
 		goto out;
 	st = transport_init(&addr, &addr_len);
@@ -82,19 +64,20 @@ hvd_status_t hvd_init(void)
 		bootstrap_finalize();
 		goto out;
 	}
-	st = bootstrap_exchange(&world, addr, addr_len, &peers);
+	st = bootstrap_exchange(world, addr, addr_len, &peers);
 	if (st == HVD_OK)
-		st = transport_set_peers(&world, peers);
-	bootstrap_peers_free(peers, world.size);
+		st = transport_set_peers(world, peers);
+	bootstrap_peers_free(peers, world->size);
 	if (st != HVD_OK) {
 		transport_finalize(0);
 		bootstrap_finalize();
+		world_clear();
 		goto out;
 	}
-	world_ready = 1;
-	hvd_log_set_rank(world.rank);
-	coll_tuning_load();
-	st = comm_world_create(&world);
+	world_publish();
+	hvd_log_set_rank(world->rank);
+	coll_init();
+	st = comm_world_create(world);
 	if (st != HVD_OK) {
 		teardown(0);
 		goto out;
@@ -102,18 +85,16 @@ hvd_status_t hvd_init(void)
 	hvd_log(HVD_LOG_INFO,
 		"rank %d of %d, node %d of %d (%s), local %d of %d, cross "
 		"%d of %d",
-		world.rank, world.size, world.node_id, world.num_nodes,
-		world.hostname, world.local_rank, world.local_size,
-		world.cross_rank, world.cross_size);
+		world->rank, world->size, world->node_id, world->num_nodes,
+		world->hostname, world->local_rank, world->local_size,
+		world->cross_rank, world->cross_size);
 	__atomic_store_n(&initialized, 1, __ATOMIC_RELEASE);
-	if (engine_start) {
-		st = engine_start();
-		if (st != HVD_OK) {
-			__atomic_store_n(&initialized, 0, __ATOMIC_RELEASE);
-			hvd_error_prefix(st, "hvd_init: starting the engine");
-			teardown(0);
-			goto out;
-		}
+	st = engine_start();
+	if (st != HVD_OK) {
+		__atomic_store_n(&initialized, 0, __ATOMIC_RELEASE);
+		hvd_error_prefix(st, "hvd_init: starting the engine");
+		teardown(0);
+		goto out;
 	}
 out:
 	pthread_mutex_unlock(&init_lock);
@@ -131,13 +112,11 @@ hvd_status_t hvd_finalize(void)
 				 "hvd: hvd_finalize() without a successful "
 				 "hvd_init()");
 	}
-	if (engine_stop)
-		engine_stop();
-	if (cuda_finalize)
-		cuda_finalize();
+	engine_stop();
+	coll_finalize();
 	__atomic_store_n(&initialized, 0, __ATOMIC_RELEASE);
 	/* With a dead peer the fence would never complete. */
-	fence = transport_comm_failed(comm_world()) < 0;
+	fence = comm_failed(comm_world()) < 0;
 	teardown(fence);
 	pthread_mutex_unlock(&init_lock);
 	return HVD_OK;
@@ -145,35 +124,35 @@ hvd_status_t hvd_finalize(void)
 
 int hvd_rank(void)
 {
-	return hvd_is_initialized() ? world.rank : -1;
+	return hvd_is_initialized() ? world->rank : -1;
 }
 
 int hvd_size(void)
 {
-	return hvd_is_initialized() ? world.size : -1;
+	return hvd_is_initialized() ? world->size : -1;
 }
 
 int hvd_local_rank(void)
 {
-	return hvd_is_initialized() ? world.local_rank : -1;
+	return hvd_is_initialized() ? world->local_rank : -1;
 }
 
 int hvd_local_size(void)
 {
-	return hvd_is_initialized() ? world.local_size : -1;
+	return hvd_is_initialized() ? world->local_size : -1;
 }
 
 int hvd_cross_rank(void)
 {
-	return hvd_is_initialized() ? world.cross_rank : -1;
+	return hvd_is_initialized() ? world->cross_rank : -1;
 }
 
 int hvd_cross_size(void)
 {
-	return hvd_is_initialized() ? world.cross_size : -1;
+	return hvd_is_initialized() ? world->cross_size : -1;
 }
 
 int hvd_node_id(void)
 {
-	return hvd_is_initialized() ? world.node_id : -1;
+	return hvd_is_initialized() ? world->node_id : -1;
 }

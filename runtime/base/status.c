@@ -1,9 +1,10 @@
 /*
- * status.c - statuses and error messages, the checking macros' trace, type
- * and op names, Horovod's even split.
+ * status.c - statuses, their stable codes and error messages, the checking
+ * macros' trace, type and op names, Horovod's even split.
  *
  * The last error message is thread-local, so that concurrent callers each
- * see their own; a message is always set before an error status returns.
+ * see their own; a message is always set before an error status returns,
+ * and it starts with the status's code ("HVD-3020 hvd: mismatched ...").
  */
 #include "config.h"
 
@@ -17,38 +18,67 @@
 
 static _Thread_local char last_error[ERRBUF];
 
-static const char *const status_names[] = {
-	[HVD_OK] = "HVD_OK",
-	[HVD_IN_PROGRESS] = "HVD_IN_PROGRESS",
-	[HVD_ERR_NOT_INITIALIZED] = "HVD_ERR_NOT_INITIALIZED",
-	[HVD_ERR_INVALID_ARG] = "HVD_ERR_INVALID_ARG",
-	[HVD_ERR_BAD_TYPE] = "HVD_ERR_BAD_TYPE",
-	[HVD_ERR_BAD_OP] = "HVD_ERR_BAD_OP",
-	[HVD_ERR_BOOTSTRAP] = "HVD_ERR_BOOTSTRAP",
-	[HVD_ERR_TRANSPORT] = "HVD_ERR_TRANSPORT",
-	[HVD_ERR_PEER_FAILED] = "HVD_ERR_PEER_FAILED",
-	[HVD_ERR_TIMEOUT] = "HVD_ERR_TIMEOUT",
-	[HVD_ERR_NO_MEMORY] = "HVD_ERR_NO_MEMORY",
-	[HVD_ERR_MISMATCH] = "HVD_ERR_MISMATCH",
-	[HVD_ERR_STALLED] = "HVD_ERR_STALLED",
-	[HVD_ERR_NOT_MEMBER] = "HVD_ERR_NOT_MEMBER",
-	[HVD_ERR_PROCESS_SET] = "HVD_ERR_PROCESS_SET",
-	[HVD_ERR_SHUTDOWN] = "HVD_ERR_SHUTDOWN",
-	[HVD_ERR_IO] = "HVD_ERR_IO",
-	[HVD_ERR_CORRUPT] = "HVD_ERR_CORRUPT",
-	[HVD_ERR_CUDA] = "HVD_ERR_CUDA",
-	[HVD_ERR_NCCL] = "HVD_ERR_NCCL",
-	[HVD_ERR_UNSUPPORTED] = "HVD_ERR_UNSUPPORTED",
-	[HVD_ERR_DUPLICATE_NAME] = "HVD_ERR_DUPLICATE_NAME",
-	[HVD_ERR_INTERNAL] = "HVD_ERR_INTERNAL",
+/* Names and stable codes (doc/errors.md has the same table, with cause
+ * and fix; tests/unit/errors_doc.sh holds the two together).  Families:
+ * 0xxx not errors, 1xxx bootstrap and launch, 2xxx GPU/NCCL, 3xxx tensors
+ * and negotiation, 4xxx checkpoint, 5xxx transport and peer failure, 9xxx
+ * internal.  Codes never change meaning; new ones are only added. */
+static const struct {
+	const char *name;
+	const char *code;
+} statuses[] = {
+	[HVD_OK] = {"HVD_OK", "HVD-0000"},
+	[HVD_IN_PROGRESS] = {"HVD_IN_PROGRESS", "HVD-0001"},
+	[HVD_ERR_NOT_INITIALIZED] = {"HVD_ERR_NOT_INITIALIZED", "HVD-1002"},
+	[HVD_ERR_INVALID_ARG] = {"HVD_ERR_INVALID_ARG", "HVD-3001"},
+	[HVD_ERR_BAD_TYPE] = {"HVD_ERR_BAD_TYPE", "HVD-3002"},
+	[HVD_ERR_BAD_OP] = {"HVD_ERR_BAD_OP", "HVD-3003"},
+	[HVD_ERR_BOOTSTRAP] = {"HVD_ERR_BOOTSTRAP", "HVD-1001"},
+	[HVD_ERR_TRANSPORT] = {"HVD_ERR_TRANSPORT", "HVD-5001"},
+	[HVD_ERR_PEER_FAILED] = {"HVD_ERR_PEER_FAILED", "HVD-5002"},
+	[HVD_ERR_TIMEOUT] = {"HVD_ERR_TIMEOUT", "HVD-5003"},
+	[HVD_ERR_NO_MEMORY] = {"HVD_ERR_NO_MEMORY", "HVD-9001"},
+	[HVD_ERR_MISMATCH] = {"HVD_ERR_MISMATCH", "HVD-3020"},
+	[HVD_ERR_STALLED] = {"HVD_ERR_STALLED", "HVD-3030"},
+	[HVD_ERR_NOT_MEMBER] = {"HVD_ERR_NOT_MEMBER", "HVD-3040"},
+	[HVD_ERR_PROCESS_SET] = {"HVD_ERR_PROCESS_SET", "HVD-3041"},
+	[HVD_ERR_SHUTDOWN] = {"HVD_ERR_SHUTDOWN", "HVD-3050"},
+	[HVD_ERR_IO] = {"HVD_ERR_IO", "HVD-4001"},
+	[HVD_ERR_CORRUPT] = {"HVD_ERR_CORRUPT", "HVD-4002"},
+	[HVD_ERR_CUDA] = {"HVD_ERR_CUDA", "HVD-2001"},
+	[HVD_ERR_NCCL] = {"HVD_ERR_NCCL", "HVD-2003"},
+	[HVD_ERR_UNSUPPORTED] = {"HVD_ERR_UNSUPPORTED", "HVD-9002"},
+	[HVD_ERR_DUPLICATE_NAME] = {"HVD_ERR_DUPLICATE_NAME", "HVD-3010"},
+	[HVD_ERR_INTERNAL] = {"HVD_ERR_INTERNAL", "HVD-9999"},
 };
+
+#define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
 
 const char *hvd_status_name(hvd_status_t status)
 {
-	if ((unsigned)status < sizeof(status_names) / sizeof(status_names[0]) &&
-	    status_names[status])
-		return status_names[status];
+	if ((unsigned)status < NSTATUS && statuses[status].name)
+		return statuses[status].name;
 	return "HVD_ERR_UNKNOWN";
+}
+
+const char *hvd_status_code(hvd_status_t status)
+{
+	if ((unsigned)status < NSTATUS && statuses[status].code)
+		return statuses[status].code;
+	return "HVD-9000";
+}
+
+/* Length of an "HVD-NNNN " a message starts with, or 0: a message that
+ * comes from another rank (negotiation errors) or from an earlier call
+ * already has its code, which the new status's replaces. */
+static size_t code_len(const char *m)
+{
+	if (strncmp(m, "HVD-", 4) != 0)
+		return 0;
+	for (int i = 4; i < 8; i++)
+		if (m[i] < '0' || m[i] > '9')
+			return 0;
+	return m[8] == ' ' ? 9 : 0;
 }
 
 const char *hvd_last_error(void)
@@ -63,7 +93,11 @@ void hvd_error_clear(void)
 
 hvd_status_t hvd_verror(hvd_status_t status, const char *fmt, va_list ap)
 {
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	char msg[ERRBUF];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	snprintf(last_error, sizeof(last_error), "%s %s",
+		 hvd_status_code(status), msg + code_len(msg));
 	hvd_log(HVD_LOG_DEBUG, "%s: %s", hvd_status_name(status), last_error);
 	return status;
 }
@@ -90,19 +124,15 @@ void hvd_check_trace(hvd_status_t st, const char *call, const char *file,
 hvd_status_t hvd_error_prefix(hvd_status_t status, const char *fmt, ...)
 {
 	char prefix[ERRBUF / 4], old[ERRBUF];
-	size_t n;
 	va_list ap;
 
 	memcpy(old, last_error, sizeof(old));
 	va_start(ap, fmt);
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
-	n = strlen(prefix);
-	memcpy(last_error, prefix, n);
-	last_error[n] = ':';
-	last_error[n + 1] = ' ';
-	memcpy(last_error + n + 2, old, ERRBUF - n - 2);
-	last_error[ERRBUF - 1] = '\0';
+	snprintf(last_error, sizeof(last_error), "%s %s: %s",
+		 hvd_status_code(status), prefix + code_len(prefix),
+		 old + code_len(old));
 	return status;
 }
 

@@ -13,8 +13,7 @@
 #include "config.h"
 
 #include "ckpt/ckpt_internal.h"
-#include "comm/comm.h"
-#include "cuda/device.h"
+#include "coll/coll.h"
 #include "kernels/kernels.h"
 
 #include <stdlib.h>
@@ -25,7 +24,7 @@ static void *stage_alloc(hvd_ckpt_t *c, size_t bytes);
 
 hvd_status_t ckpt_stage_prepare(hvd_ckpt_t *c)
 {
-	c->stage_pinned = c->has_device && cuda_host_alloc;
+	c->stage_pinned = c->has_device && coll_has_device();
 	if (c->repl_bytes && c->rank == 0 && !c->stage_repl) {
 		c->stage_repl = stage_alloc(c, c->repl_bytes);
 		if (!c->stage_repl)
@@ -142,23 +141,17 @@ hvd_status_t ckpt_stage(hvd_ckpt_t *c, enum ckpt_stage_which which)
 
 /* --------------------------------------------------------- GPU hooks */
 
-/* Device buffers go through host memory: the GPU path's hooks (device.h,
- * weak: NULL in a build without CUDA) copy them; staging for them is
- * page-locked when the GPU path can allocate it. */
+/* Device buffers go through host memory: the collectives' front door
+ * copies them through the GPU path (HVD_ERR_UNSUPPORTED in a build
+ * without it); staging for them is page-locked. */
 int ckpt_dev_is_device(const void *ptr)
 {
-	return hvd_device_ptr(ptr);
+	return coll_is_device(ptr);
 }
 
 hvd_status_t ckpt_dev_copy(void *dst, const void *src, size_t n, int to_host)
 {
-	if (to_host && cuda_memcpy_to_host)
-		return cuda_memcpy_to_host(dst, src, n);
-	if (!to_host && cuda_memcpy_to_device)
-		return cuda_memcpy_to_device(dst, src, n);
-	return hvd_error(HVD_ERR_UNSUPPORTED,
-			 "checkpoint: device memory needs libhvd built with "
-			 "CUDA");
+	return to_host ? coll_to_host(dst, src, n) : coll_to_device(dst, src, n);
 }
 
 /* Host staging in huge pages where the kernel gives them (transparent
@@ -170,9 +163,10 @@ static void *stage_alloc(hvd_ckpt_t *c, size_t bytes)
 {
 	void *p = NULL;
 
-	if (c->has_device && cuda_host_alloc &&
-	    cuda_host_alloc(&p, bytes) == HVD_OK)
-		return p;
+	/* Page-locked or nothing: ckpt_stage_free() frees by c->stage_pinned,
+	 * so a plain buffer must never stand in for a page-locked one. */
+	if (c->stage_pinned)
+		return coll_host_alloc(&p, bytes) == HVD_OK ? p : NULL;
 	if (bytes < STAGE_HUGE)
 		return malloc(bytes);
 	if (posix_memalign(&p, STAGE_HUGE, bytes))
@@ -185,8 +179,8 @@ static void *stage_alloc(hvd_ckpt_t *c, size_t bytes)
 
 void ckpt_stage_free(hvd_ckpt_t *c, void *p)
 {
-	if (p && c->stage_pinned && cuda_host_free)
-		cuda_host_free(p);
+	if (p && c->stage_pinned)
+		coll_host_free(p);
 	else
 		free(p);
 }

@@ -15,16 +15,11 @@
 #include "config.h"
 
 #include "coll/coll_impl.h"
-#include "comm/comm_impl.h"
-#include "cuda/device.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define ALLTOALL_WINDOW 8
-
-#pragma weak shm_allgather_slices
-#pragma weak shm_alltoall
 
 /* Every block count c, packed in rank order, to and from every rank. */
 static int equal_blocks(const size_t *sc, const size_t *sd,
@@ -52,26 +47,18 @@ static int even_split(const size_t *counts, const size_t *displs,
 	return 1;
 }
 
-hvd_status_t coll_allgatherv(hvd_comm_t *comm, const void *sendbuf,
+hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 			     size_t sendcount, void *recvbuf,
 			     const size_t *recvcounts, const size_t *displs,
 			     hvd_dtype_t dt)
 {
-	int n = comm->size, r = comm->rank;
+	int n = comm->net.size, r = comm->net.rank;
 	size_t esz = hvd_dtype_size(dt), total = 0, *off, *len;
 	struct coll_place p;
 	struct xfer x;
 	hvd_status_t st = HVD_OK;
 	char *rb = recvbuf;
 
-	if (hvd_device_ptr(recvbuf) && cuda_coll_allgatherv)
-		return cuda_coll_allgatherv(comm, sendbuf, sendcount, recvbuf,
-					    recvcounts, displs, dt);
-	if (comm->broken)
-		return hvd_error(comm->broken,
-				 "hvd: allgather: an earlier collective on "
-				 "this communicator failed (%s)",
-				 hvd_status_name(comm->broken));
 	if (recvcounts[r] != sendcount)
 		return hvd_error(HVD_ERR_MISMATCH,
 				 "hvd: allgatherv: this rank sends %zu "
@@ -97,12 +84,12 @@ hvd_status_t coll_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 	 * total packed in rank order (always so for hvd_allgather), the
 	 * shared-memory allgather of slices does it without transport
 	 * copies. */
-	if (p.shm && p.nodes == 1 && shm_allgather_slices &&
-	    even_split(recvcounts, displs, total, n) && comm_shm(comm)) {
-		st = shm_allgather_slices(comm->shm, recvbuf, total, dt);
+	if (p.shm && p.nodes == 1 &&
+	    even_split(recvcounts, displs, total, n) && coll_shm(comm)) {
+		st = shm_allgather_slices(coll_shm(comm), recvbuf, total, dt);
 		goto out;
 	}
-	xfer_begin(&x, comm);
+	xfer_begin(&x, &comm->net);
 	if (coll_select(coll_tuning(), CK_ALLGATHER, total * esz, total,
 			&p) == ALGO_RING) {
 		ring_allgather(&x, recvbuf, off, len);
@@ -123,26 +110,18 @@ out:
 	return HVD_OK;
 }
 
-hvd_status_t coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
+hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 			    const size_t *sendcounts, const size_t *sdispls,
 			    void *recvbuf, const size_t *recvcounts,
 			    const size_t *rdispls, hvd_dtype_t dt)
 {
-	int n = comm->size, r = comm->rank;
+	int n = comm->net.size, r = comm->net.rank;
 	size_t esz = hvd_dtype_size(dt), *so, *ro, stot = 0, rtot = 0;
 	const char *sb = sendbuf;
 	char *rb = recvbuf, *copy = NULL;
 	struct xfer x;
 	hvd_status_t st = HVD_OK;
 
-	if (hvd_device_ptr(recvbuf) && cuda_coll_alltoallv)
-		return cuda_coll_alltoallv(comm, sendbuf, sendcounts, sdispls,
-					   recvbuf, recvcounts, rdispls, dt);
-	if (comm->broken)
-		return hvd_error(comm->broken,
-				 "hvd: alltoall: an earlier collective on "
-				 "this communicator failed (%s)",
-				 hvd_status_name(comm->broken));
 	so = malloc(2 * (size_t)n * sizeof(size_t));
 	if (!so)
 		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
@@ -164,14 +143,15 @@ hvd_status_t coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 	 * through shared memory instead of n-1 transport messages each way.
 	 * Members that agree on the blocks all take this path; ones that
 	 * disagree on their size get HVD_ERR_MISMATCH from it. */
-	if (n > 1 && shm_alltoall &&
+	if (n > 1 &&
 	    equal_blocks(sendcounts, sdispls, recvcounts, rdispls, n)) {
 		struct coll_place p;
 		size_t block = recvcounts[0] * esz;
 
 		coll_place_of(comm, &p);
-		if (p.shm && p.nodes == 1 && comm_shm(comm)) {
-			st = shm_alltoall(comm->shm, sendbuf, recvbuf, block);
+		if (p.shm && p.nodes == 1 && coll_shm(comm)) {
+			st = shm_alltoall(coll_shm(comm), sendbuf, recvbuf,
+					  block);
 			goto out;
 		}
 	}
@@ -195,7 +175,7 @@ hvd_status_t coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 		memmove(rb + ro[r], sb + so[r], recvcounts[r] * esz);
 	if (n == 1)
 		goto out;
-	xfer_begin(&x, comm);
+	xfer_begin(&x, &comm->net);
 	for (int s = 1; s < n && x.st == HVD_OK; s++) {
 		int to = (r + s) % n, from = (r - s + n) % n;
 

@@ -1,12 +1,14 @@
 /*
- * coll_impl.h - what the collective algorithms share: the tuning table,
- * algorithm selection (pure, unit-tested), and the building blocks one
- * algorithm borrows from another.
+ * coll_impl.h - what the host collective algorithms share: the tuning
+ * table, algorithm selection (pure, unit-tested), placement, the
+ * shared-memory group and hierarchy of a communicator, and the building
+ * blocks one algorithm borrows from another.  Private to coll/.
  */
 #ifndef HVD_COLL_IMPL_H
 #define HVD_COLL_IMPL_H
 
-#include "comm/comm.h"
+#include "coll/shm/shm.h"
+#include "comm/comm_impl.h"
 #include "net/transport.h"
 
 #include <stddef.h>
@@ -80,11 +82,35 @@ void coll_tuning_load(void);
 /* Placement facts of comm. */
 void coll_place_of(hvd_comm_t *comm, struct coll_place *p);
 
-/* Building blocks (UCX only, usable while setting up shm or ids). */
-hvd_status_t coll_allreduce_rd(hvd_comm_t *comm, const void *sendbuf,
-			       void *recvbuf, size_t count, hvd_dtype_t dtype,
-			       hvd_op_t op);
-hvd_status_t coll_barrier_ucx(hvd_comm_t *comm);
+/* The shared-memory group over comm when its members are all on one node
+ * (created on first use, collectively); NULL when unavailable. */
+shm_group_t *coll_shm(hvd_comm_t *comm);
+/* Hierarchy (node and cross communicators, shared memory on the node)
+ * usable on every member; agreed once per communicator. */
+int coll_hier_ready(hvd_comm_t *comm);
+/* coll_init: the shared-memory backend's hooks (coll_topo.c). */
+void coll_topo_init(void);
+
+/* The host algorithms behind the front door (dispatch.c has routed,
+ * answered a broken communicator and the calls with nothing to do). */
+hvd_status_t host_allreduce(hvd_comm_t *comm, const void *sendbuf,
+			    void *recvbuf, size_t count, hvd_dtype_t dtype,
+			    hvd_op_t op);
+hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
+				void *recvbuf, size_t count,
+				hvd_dtype_t dtype, hvd_op_t op);
+hvd_status_t host_broadcast(hvd_comm_t *comm, void *buf, size_t bytes,
+			    int root);
+hvd_status_t host_barrier(hvd_comm_t *comm);
+hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
+			     size_t sendcount, void *recvbuf,
+			     const size_t *recvcounts, const size_t *displs,
+			     hvd_dtype_t dtype);
+hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
+			    const size_t *sendcounts, const size_t *sdispls,
+			    void *recvbuf, const size_t *recvcounts,
+			    const size_t *rdispls, hvd_dtype_t dtype);
+
 /* Allreduce over the transport only (rd or ring by size); op must not be
  * AVERAGE (callers scale). */
 hvd_status_t coll_allreduce_flat(hvd_comm_t *comm, const void *sendbuf,
@@ -105,6 +131,8 @@ hvd_status_t ring_allgather(struct xfer *x, void *buf, const size_t *off,
  * names the failed world rank, prefixes what was running. */
 hvd_status_t coll_fail(hvd_comm_t *comm, hvd_status_t st, const char *fmt,
 		       ...) HVD_PRINTF(3, 4);
+/* The error for a collective on a communicator an earlier failure broke. */
+hvd_status_t coll_broken(hvd_comm_t *comm, const char *what);
 
 static inline const void *coll_src(const void *sendbuf, void *recvbuf)
 {

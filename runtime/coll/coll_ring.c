@@ -23,7 +23,6 @@
 #include "config.h"
 
 #include "coll/coll_impl.h"
-#include "comm/comm_impl.h"
 #include "kernels/kernels.h"
 
 #include <stdlib.h>
@@ -64,7 +63,7 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 				 size_t count, hvd_dtype_t dt, hvd_op_t op)
 {
 	const struct coll_tuning *t = coll_tuning();
-	int n = x->comm->size, r = x->me;
+	int n = x->g->size, r = x->me;
 	int right = mod(r + 1, n), left = mod(r - 1, n);
 	size_t esz = hvd_dtype_size(dt);
 	size_t seg = t->segment / esz ? t->segment / esz : 1;
@@ -163,7 +162,7 @@ hvd_status_t ring_allgather(struct xfer *x, void *buf, const size_t *off,
 			    const size_t *len)
 {
 	const struct coll_tuning *t = coll_tuning();
-	int n = x->comm->size, r = x->me;
+	int n = x->g->size, r = x->me;
 	int right = mod(r + 1, n), left = mod(r - 1, n);
 	size_t seg = t->segment;
 	char *b8 = buf;

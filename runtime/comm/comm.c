@@ -13,14 +13,15 @@
  * Node structure is computed locally from the world's node map, so a
  * communicator knows at once whether it lives on one node (shared-memory
  * path) or spans nodes evenly (hierarchical path).  The sub-communicators
- * and the shared-memory segment are built on first use, at the same
- * collective on every member, since algorithm selection is deterministic.
+ * are built on first use, at the same collective on every member, since
+ * algorithm selection is deterministic; so is what a backend keeps in its
+ * slot (comm/backend.h), which comm.c only hands back at destruction.
  */
 #include "config.h"
 
 #include "comm/comm_impl.h"
-#include "coll/coll_impl.h"
-#include "cuda/device.h"
+#include "net/peers.h"
+#include "net/service.h"
 #include "net/transport.h"
 
 #include <pthread.h>
@@ -28,10 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* shm.c may not be linked in yet: test before use. */
-#pragma weak shm_group_create
-#pragma weak shm_group_destroy
 
 static hvd_comm_t *world_comm;
 static atomic_uint next_ctx = 2;
@@ -49,19 +46,50 @@ hvd_comm_t *comm_world(void)
 
 int comm_rank(const hvd_comm_t *comm)
 {
-	return comm ? comm->rank : -1;
+	return comm ? comm->net.rank : -1;
 }
 
 int comm_size(const hvd_comm_t *comm)
 {
-	return comm ? comm->size : -1;
+	return comm ? comm->net.size : -1;
 }
 
 int comm_world_rank(const hvd_comm_t *comm, int r)
 {
-	if (!comm || r < 0 || r >= comm->size)
+	if (!comm || r < 0 || r >= comm->net.size)
 		return -1;
-	return comm->world_ranks[r];
+	return comm->net.world_ranks[r];
+}
+
+struct net_group *comm_net(hvd_comm_t *comm)
+{
+	return &comm->net;
+}
+
+int comm_failed(const hvd_comm_t *comm)
+{
+	return transport_group_failed(&comm->net);
+}
+
+/* ------------------------------------------------------- backends */
+
+static const struct comm_backend *backends[COMM_MAX_BACKENDS];
+static int nbackends;
+
+int comm_backend_register(const struct comm_backend *b)
+{
+	for (int i = 0; i < nbackends; i++)
+		if (backends[i] == b)
+			return i;
+	if (nbackends == COMM_MAX_BACKENDS)
+		return -1;
+	backends[nbackends] = b;
+	return nbackends++;
+}
+
+struct comm_slot *comm_slot(hvd_comm_t *comm, int id)
+{
+	return &comm->slot[id];
 }
 
 /* Build a communicator with a known context id (no communication). */
@@ -76,18 +104,18 @@ static hvd_status_t comm_new(const int *ranks, int n, uint32_t ctx,
 	per_node = calloc((size_t)w->num_nodes, sizeof(int));
 	if (!c || !per_node)
 		goto err_nomem;
-	c->world_ranks = malloc((size_t)n * sizeof(int));
-	if (!c->world_ranks)
+	c->net.world_ranks = malloc((size_t)n * sizeof(int));
+	if (!c->net.world_ranks)
 		goto err_nomem;
-	memcpy(c->world_ranks, ranks, (size_t)n * sizeof(int));
-	c->size = n;
-	c->rank = -1;
-	c->ctx = ctx;
+	memcpy(c->net.world_ranks, ranks, (size_t)n * sizeof(int));
+	c->net.size = n;
+	c->net.rank = -1;
+	c->net.ctx = ctx;
 	for (int i = 0; i < n; i++) {
 		int node = w->node_of[ranks[i]];
 
 		if (ranks[i] == w->rank) {
-			c->rank = i;
+			c->net.rank = i;
 			c->local_rank = per_node[node];
 		}
 		if (per_node[node]++ == 0)
@@ -99,8 +127,8 @@ static hvd_status_t comm_new(const int *ranks, int n, uint32_t ctx,
 		if (per_node[i] && per_node[i] != c->local_size)
 			c->uniform = 0;
 	free(per_node);
-	if (c->rank < 0) {
-		free(c->world_ranks);
+	if (c->net.rank < 0) {
+		free(c->net.world_ranks);
 		free(c);
 		return hvd_error(HVD_ERR_NOT_MEMBER,
 				 "hvd: this rank (%d) is not in the group "
@@ -112,7 +140,7 @@ static hvd_status_t comm_new(const int *ranks, int n, uint32_t ctx,
 
 err_nomem:
 	if (c)
-		free(c->world_ranks);
+		free(c->net.world_ranks);
 	free(c);
 	free(per_node);
 	return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
@@ -146,7 +174,7 @@ static hvd_status_t agree_ctx(hvd_comm_t *comm, int nids, uint32_t *first)
 	uint32_t mine = atomic_load(&next_ctx), agreed = mine, cur;
 	hvd_status_t st;
 
-	st = coll_allreduce_rd(comm, &mine, &agreed, 1, HVD_INT32, HVD_MAX);
+	st = svc_allreduce(&comm->net, &mine, &agreed, 1, HVD_INT32, HVD_MAX);
 	if (st != HVD_OK)
 		return hvd_error_prefix(st, "agreeing on a context id");
 	cur = atomic_load(&next_ctx);
@@ -231,7 +259,7 @@ hvd_status_t comm_create(const int *world_ranks, int n, hvd_comm_t **out)
 	st = comm_new(world_ranks, n, COMM_CTX_CREATE, &tmp);
 	if (st != HVD_OK)
 		return st;
-	tmp->seq = create_seq(world_ranks, n);
+	tmp->net.seq = create_seq(world_ranks, n);
 	st = agree_ctx(tmp, 1, &ctx);
 	comm_destroy(tmp);
 	if (st != HVD_OK)
@@ -249,76 +277,50 @@ hvd_status_t comm_dup(hvd_comm_t *comm, hvd_comm_t **out)
 	st = agree_ctx(comm, 1, &ctx);
 	if (st != HVD_OK)
 		return st;
-	return comm_new(comm->world_ranks, comm->size, ctx, out);
+	return comm_new(comm->net.world_ranks, comm->net.size, ctx, out);
+}
+
+hvd_status_t comm_split(hvd_comm_t *parent, const int *world_ranks, int n,
+			hvd_comm_t **out)
+{
+	const struct hvd_world *w = hvd_world();
+	hvd_comm_t *child = NULL;
+	hvd_status_t st;
+	int member = 0;
+
+	for (int i = 0; w && i < n; i++)
+		member |= world_ranks[i] == w->rank;
+	if (member)
+		HVD_CHECK(comm_create(world_ranks, n, &child));
+	/* Every member of parent takes part, so that a backend's split
+	 * (collective over the parent) completes; a failure in one leaves
+	 * no half-made child behind. */
+	for (int i = 0; i < nbackends; i++) {
+		if (!backends[i]->on_split)
+			continue;
+		st = backends[i]->on_split(parent, child, i);
+		if (st != HVD_OK) {
+			comm_destroy(child);
+			return hvd_error_prefix(st, "hvd: splitting a "
+						    "communicator (%s)",
+						backends[i]->name);
+		}
+	}
+	*out = child;
+	return HVD_OK;
 }
 
 void comm_destroy(hvd_comm_t *comm)
 {
 	if (!comm)
 		return;
-	if (cuda_comm_release)
-		cuda_comm_release(comm);
-	if (comm->shm && shm_group_destroy)
-		shm_group_destroy(comm->shm);
+	for (int i = nbackends - 1; i >= 0; i--)
+		if (backends[i]->on_destroy)
+			backends[i]->on_destroy(comm, &comm->slot[i]);
 	comm_destroy(comm->node);
 	comm_destroy(comm->cross);
-	free(comm->world_ranks);
+	free(comm->net.world_ranks);
 	free(comm);
-}
-
-/* --------------------------------------------------- shared memory */
-
-static hvd_status_t shm_setup_barrier(void *arg)
-{
-	return coll_barrier_ucx(arg);
-}
-
-shm_group_t *comm_shm(hvd_comm_t *comm)
-{
-	const struct hvd_world *w = hvd_world();
-	char key[200], ns[64];
-	int32_t ok, all_ok = 0;
-	hvd_status_t st;
-	size_t j = 0;
-
-	if (comm->shm_state)
-		return comm->shm_state > 0 ? comm->shm : NULL;
-	comm->shm_state = -1;
-	/* Same answer on every member: these are facts about the comm and
-	 * the environment of the job, not about this rank. */
-	if (!shm_group_create || comm->node_count != 1 || comm->size < 2 ||
-	    !coll_tuning()->shm)
-		return NULL;
-	for (const char *p = w->nspace; *p && j < sizeof(ns) - 1; p++)
-		ns[j++] = (char)((*p >= 'a' && *p <= 'z') ||
-						 (*p >= 'A' && *p <= 'Z') ||
-						 (*p >= '0' && *p <= '9')
-					 ? *p
-					 : '_');
-	ns[j] = '\0';
-	snprintf(key, sizeof(key), "%s-n%d-c%u", ns, w->node_id, comm->ctx);
-	st = shm_group_create(key, comm->rank, comm->size, shm_setup_barrier,
-			      comm, &comm->shm);
-	if (st != HVD_OK) {
-		hvd_log(HVD_LOG_WARNING,
-			"shared memory unavailable (%s); using UCX within "
-			"the node",
-			hvd_last_error());
-		comm->shm = NULL;
-	}
-	/* Everyone or no one: a member without the segment would wait on
-	 * UCX while the others wait in shared memory. */
-	ok = comm->shm != NULL;
-	if (coll_allreduce_rd(comm, &ok, &all_ok, 1, HVD_INT32, HVD_MIN) !=
-		    HVD_OK ||
-	    !all_ok) {
-		if (comm->shm)
-			shm_group_destroy(comm->shm);
-		comm->shm = NULL;
-		return NULL;
-	}
-	comm->shm_state = 1;
-	return comm->shm;
 }
 
 /* ------------------------------------------------------ hierarchy */
@@ -337,8 +339,8 @@ hvd_status_t comm_hier(hvd_comm_t *comm, int *ok)
 	comm->hier_state = -1;
 	if (comm->node_count < 2 || !comm->uniform || comm->local_size < 2)
 		return HVD_OK;
-	node_ranks = malloc((size_t)comm->size * sizeof(int));
-	cross_ranks = malloc((size_t)comm->size * sizeof(int));
+	node_ranks = malloc((size_t)comm->net.size * sizeof(int));
+	cross_ranks = malloc((size_t)comm->net.size * sizeof(int));
 	idx = calloc((size_t)w->num_nodes, sizeof(int));
 	if (!node_ranks || !cross_ranks || !idx) {
 		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
@@ -347,8 +349,8 @@ hvd_status_t comm_hier(hvd_comm_t *comm, int *ok)
 	/* Members in comm order; a member's local index is its position
 	 * among the members on its node.  The cross group of local index i
 	 * holds slice i of every node's reduce-scatter. */
-	for (int i = 0; i < comm->size; i++) {
-		int wr = comm->world_ranks[i], node = w->node_of[wr];
+	for (int i = 0; i < comm->net.size; i++) {
+		int wr = comm->net.world_ranks[i], node = w->node_of[wr];
 		int li = idx[node]++;
 
 		if (node == w->node_id)

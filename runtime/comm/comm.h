@@ -1,5 +1,5 @@
 /*
- * comm.h - communicators and the internal collective interface.
+ * comm/comm.h - communicators.
  *
  * A communicator is an ordered group of world ranks with its own context
  * id, so that traffic of different communicators (the world, the engine's
@@ -10,12 +10,13 @@
  *
  * The public blocking API (hvd_allreduce, ...) runs on the world
  * communicator; the engine runs on its own duplicate; the checkpointer
- * uses the public API.
+ * uses the public API.  The collectives themselves are coll/coll.h.
  */
 #ifndef HVD_COMM_H
 #define HVD_COMM_H
 
-#include "base/base.h"
+#include "net/group.h"
+#include "net/world.h"
 
 #include <stdint.h>
 
@@ -23,27 +24,21 @@
 
 typedef struct hvd_comm hvd_comm_t;
 
-/* Process-wide facts, filled in by hvd_init() from PMIx. */
-struct hvd_world {
-	int rank, size;
-	int local_rank, local_size;
-	int cross_rank, cross_size;
-	int node_id, num_nodes;
-	int *node_of;        /* [size] node id of each world rank          */
-	int *local_rank_of;  /* [size] local rank of each world rank       */
-	char nspace[256];    /* PMIx namespace                             */
-	char hostname[256];  /* PMIx hostname of this rank's node          */
-};
-
-/* NULL before hvd_init(). */
-const struct hvd_world *hvd_world(void);
-
 /* The world communicator (all ranks, rank order); NULL before init. */
 hvd_comm_t *comm_world(void);
+/* init.c: create and destroy the world communicator. */
+hvd_status_t comm_world_create(const struct hvd_world *w);
+void comm_world_destroy(void);
 /* A communicator over the given world ranks (in that order).  Collective
  * over the members only: every member must call it with the same list;
  * non-members must not call it.  Gets a fresh context id. */
 hvd_status_t comm_create(const int *world_ranks, int n, hvd_comm_t **out);
+/* Collective over parent's members: those listed in world_ranks get the
+ * new communicator in *out (comm_create), the others NULL; then every
+ * registered backend derives its state for the child from the parent's
+ * (comm/backend.h: an NCCL communicator by ncclCommSplit). */
+hvd_status_t comm_split(hvd_comm_t *parent, const int *world_ranks, int n,
+			hvd_comm_t **out);
 /* Same group, new context id (collective over the members). */
 hvd_status_t comm_dup(hvd_comm_t *comm, hvd_comm_t **out);
 void comm_destroy(hvd_comm_t *comm);
@@ -51,28 +46,10 @@ int comm_rank(const hvd_comm_t *comm);
 int comm_size(const hvd_comm_t *comm);
 /* World rank of comm rank r. */
 int comm_world_rank(const hvd_comm_t *comm, int r);
-
-/* Collectives on host memory.  sendbuf may equal recvbuf (in place);
- * count 0 is valid.  On a failure every member returns an error (a dead
- * peer is detected within HOROVOD_PEER_TIMEOUT seconds, default 60). */
-hvd_status_t coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
-			    void *recvbuf, size_t count, hvd_dtype_t dtype,
-			    hvd_op_t op);
-hvd_status_t coll_allgatherv(hvd_comm_t *comm, const void *sendbuf,
-			     size_t sendcount, void *recvbuf,
-			     const size_t *recvcounts, const size_t *displs,
-			     hvd_dtype_t dtype);
-hvd_status_t coll_broadcast(hvd_comm_t *comm, void *buf, size_t count,
-			    hvd_dtype_t dtype, int root);
-hvd_status_t coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
-			    const size_t *sendcounts, const size_t *sdispls,
-			    void *recvbuf, const size_t *recvcounts,
-			    const size_t *rdispls, hvd_dtype_t dtype);
-/* Horovod's even split (hvd_reducescatter_count/offset). */
-hvd_status_t coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
-				void *recvbuf, size_t count,
-				hvd_dtype_t dtype, hvd_op_t op);
-hvd_status_t coll_barrier(hvd_comm_t *comm);
+/* The group the transport and the service collectives work on. */
+struct net_group *comm_net(hvd_comm_t *comm);
+/* The first failed world rank among the members, or -1. */
+int comm_failed(const hvd_comm_t *comm);
 
 #pragma GCC visibility pop
 

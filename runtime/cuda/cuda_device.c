@@ -19,7 +19,6 @@
 #include "config.h"
 
 #include "cuda/cuda_internal.h"
-#include "cuda/device.h"
 
 #include <cuda.h>
 #include <pthread.h>

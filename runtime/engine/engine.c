@@ -17,7 +17,7 @@
  */
 #include "config.h"
 
-#include "cuda/device.h"
+#include "coll/coll.h"
 #include "engine/engine.h"
 
 #include <errno.h>
@@ -383,8 +383,7 @@ static hvd_status_t enqueue(const char *name, int kind, const void *sendbuf,
 	if (opts->compress_fp16 && dtype == HVD_FLOAT32 &&
 	    (kind == EK_ALLREDUCE))
 		h->p.flags |= EF_COMPRESS;
-	if (hvd_device_ptr(recvbuf) ||
-	    (sendbuf != HVD_IN_PLACE && hvd_device_ptr(sendbuf)))
+	if (coll_is_device(recvbuf) || coll_is_device(sendbuf))
 		h->p.flags |= EF_DEVICE;
 	h->sendbuf = sendbuf;
 	h->recvbuf = recvbuf;

@@ -37,7 +37,7 @@
 #define HVD_ENGINE_H
 
 #include "base/base.h"
-#include "comm/comm.h"
+#include "coll/coll.h"
 #include "engine/core/autotune.h"
 #include "engine/core/fusion_plan.h"
 #include "engine/core/namemap.h"

@@ -7,11 +7,12 @@
  * when compressing) applied during the copy, reduced by one collective, and
  * unpacked with the postscale (and the 1/size of an average) applied during
  * the copy back.  A rank that joined contributes zeros.  Device buckets go
- * to the GPU path (device.h).
+ * to the GPU path through the front door's coll_fused_allreduce; every
+ * other collective routes by itself (coll/coll.h).
  */
 #include "config.h"
 
-#include "cuda/device.h"
+#include "coll/coll.h"
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 
@@ -61,10 +62,10 @@ static hvd_status_t exec_device_allreduce(struct engine *e,
 					  hvd_comm_t *comm)
 {
 	const struct eng_params *p = &r[b->idx[0]].p;
-	struct cuda_fusion_entry *ent;
+	struct comm_fusion_entry *ent;
 	hvd_status_t st;
 
-	if (!cuda_fused_allreduce)
+	if (!coll_has_device())
 		return hvd_error(HVD_ERR_UNSUPPORTED,
 				 "hvd: allreduce '%s' has device buffers but "
 				 "libhvd was built without the GPU path "
@@ -88,7 +89,7 @@ static hvd_status_t exec_device_allreduce(struct engine *e,
 		ent[i].count = h->p.count;
 	}
 	tl_all(e, r, b, "NCCL_ALLREDUCE");
-	st = cuda_fused_allreduce(comm, ent, b->n, (hvd_dtype_t)p->dtype,
+	st = coll_fused_allreduce(comm, ent, b->n, (hvd_dtype_t)p->dtype,
 				  (hvd_op_t)p->op, p->prescale, p->postscale,
 				  !!(p->flags & EF_COMPRESS));
 	tl_all(e, r, b, NULL);
@@ -218,7 +219,7 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 	hvd_status_t st = HVD_OK;
 	const char *act = NULL;
 
-	if (dev && !cuda_coll_allreduce)
+	if (dev && !coll_has_device())
 		return hvd_error(HVD_ERR_UNSUPPORTED,
 				 "hvd: %s '%s' has device buffers but libhvd "
 				 "was built without the GPU path",
@@ -249,9 +250,8 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 		}
 		act = dev ? "NCCL_ALLGATHER" : "UCX_ALLGATHER";
 		timeline_begin(&e->tl, r->name, act);
-		st = (dev ? cuda_coll_allgatherv
-			  : coll_allgatherv)(ps->comm, h->sendbuf, h->p.count,
-					     h->recvbuf, counts, displs, dtype);
+		st = coll_allgatherv(ps->comm, h->sendbuf, h->p.count,
+				     h->recvbuf, counts, displs, dtype);
 		h->result_count = total;
 		break;
 	}
@@ -260,8 +260,8 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 
 		act = dev ? "NCCL_BCAST" : "UCX_BCAST";
 		timeline_begin(&e->tl, r->name, act);
-		st = (dev ? cuda_coll_broadcast : coll_broadcast)(
-		    ps->comm, h->recvbuf, h->p.count, dtype, root);
+		st = coll_broadcast(ps->comm, h->recvbuf, h->p.count, dtype,
+				    root);
 		h->result_count = h->p.count;
 		break;
 	}
@@ -272,9 +272,8 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 		}
 		act = dev ? "NCCL_ALLTOALL" : "UCX_ALLTOALL";
 		timeline_begin(&e->tl, r->name, act);
-		st = (dev ? cuda_coll_alltoallv : coll_alltoallv)(
-		    ps->comm, h->sendbuf, counts, displs, h->recvbuf, counts,
-		    displs, dtype);
+		st = coll_alltoallv(ps->comm, h->sendbuf, counts, displs,
+				    h->recvbuf, counts, displs, dtype);
 		h->result_count = h->p.count * (size_t)ps->n;
 		break;
 	case EK_REDUCESCATTER: {
@@ -303,8 +302,8 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 		}
 		act = dev ? "NCCL_REDUCESCATTER" : "UCX_REDUCESCATTER";
 		timeline_begin(&e->tl, r->name, act);
-		st = (dev ? cuda_coll_reducescatter : coll_reducescatter)(
-		    ps->comm, in, h->recvbuf, h->p.count, dtype, cop);
+		st = coll_reducescatter(ps->comm, in, h->recvbuf, h->p.count,
+					dtype, cop);
 		if (st == HVD_OK && post != 1.0 && !dev)
 			reduce_scale(h->recvbuf, mine, dtype, post);
 		h->result_count = mine;

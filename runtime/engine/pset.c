@@ -6,13 +6,14 @@
  * Set 0 is the world (the engine's own communicator).  Static sets get ids
  * 1..n in the order of the spec; dynamic sets get the next free id when
  * their add is executed, which happens in the same cycle on every rank, so
- * ids agree without being sent.  A communicator is created only by the
- * members (comm_create is collective over them); non-members keep the
- * membership list so that the coordinator can tell when an op is ready.
+ * ids agree without being sent.  Every rank takes part in making a set's
+ * communicator (comm_split is collective over the engine's: a GPU job's
+ * NCCL communicator is split from the engine's); only members get one,
+ * non-members keep the membership list so that the coordinator can tell
+ * when an op is ready.
  */
 #include "config.h"
 
-#include "cuda/device.h"
 #include "engine/pset.h"
 
 #include <stdlib.h>
@@ -84,22 +85,11 @@ hvd_status_t pset_table_add(struct pset_table *t, int32_t id, const int *ranks,
 			p->my_rank = i;
 	if (id == HVD_PSET_GLOBAL) {
 		p->comm = engine_comm;
-	} else if (p->my_rank >= 0 && engine_comm) {
-		st = comm_create(ranks, n, &p->comm);
+	} else if (engine_comm) {
+		/* Collective over all ranks, which holds here since every
+		 * rank adds every set, in one order. */
+		st = comm_split(engine_comm, ranks, n, &p->comm);
 		if (st != HVD_OK) {
-			free(p->ranks);
-			free(p);
-			return hvd_error_prefix(st, "hvd: process set %d", id);
-		}
-	}
-	/* On a GPU job the set's NCCL communicator comes from ncclCommSplit
-	 * of the engine's: collective over all ranks (non-members pass NULL),
-	 * which holds here since every rank adds every set, in one order. */
-	if (id != HVD_PSET_GLOBAL && engine_comm && cuda_comm_split) {
-		st = cuda_comm_split(engine_comm, p->comm);
-		if (st != HVD_OK) {
-			if (p->comm)
-				comm_destroy(p->comm);
 			free(p->ranks);
 			free(p);
 			return hvd_error_prefix(st, "hvd: process set %d", id);

@@ -6,7 +6,7 @@
 #ifndef HVD_BOOTSTRAP_H
 #define HVD_BOOTSTRAP_H
 
-#include "comm/comm.h"
+#include "net/world.h"
 
 #include <sys/types.h>
 

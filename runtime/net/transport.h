@@ -8,8 +8,8 @@
  * pending is cancelled and released, so an error never leaves UCX writing
  * into a buffer the caller got back.
  *
- * Tags (64 bits): context id (16) | collective sequence (24) | source comm
- * rank (24).  Receives match the whole tag, so communicators never mix;
+ * Tags (64 bits): context id (16) | collective sequence (24) | source group
+ * rank (24).  Receives match the whole tag, so groups never mix;
  * messages between two ranks within one collective rely on UCX's in-order
  * tag matching per endpoint, as MPI over UCX does.
  */
@@ -17,7 +17,9 @@
 #define HVD_TRANSPORT_H
 
 #include "net/bootstrap.h"
-#include "comm/comm.h"
+#include "net/group.h"
+#include "net/peers.h"
+#include "net/world.h"
 
 #include <stdint.h>
 
@@ -43,26 +45,15 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
  * no rank stops progressing while others still flush to it. */
 void transport_finalize(int fence);
 
-/* A peer is gone (world rank, or -1 for "the launcher").  Safe from any
- * thread; the first reason for a rank is kept. */
-void transport_mark_failed(int world_rank, const char *why);
-/* First failed world rank among comm's members (or -1). */
-int transport_comm_failed(const hvd_comm_t *comm);
-const char *transport_fail_reason(int world_rank);
-/* The same after checking the pids of members on this node (for errors
- * reported by the shared-memory layer, to name the world rank). */
-int transport_check_failed(const hvd_comm_t *comm);
-
-/* Seconds without progress before a peer counts as dead
- * (HOROVOD_PEER_TIMEOUT, default 60). */
-double transport_peer_timeout(void);
+/* Failures: net/peers.h (transport_mark_failed, transport_group_failed,
+ * transport_fail_reason, transport_check_failed). */
 
 struct tp_op;
 
 struct xfer {
-	hvd_comm_t *comm;
+	struct net_group *g;
 	uint64_t tag_base;   /* ctx and seq; the source is or'ed in   */
-	int me;              /* comm rank                             */
+	int me;              /* group rank                            */
 	hvd_status_t st;     /* first error                           */
 	struct tp_op *ops;
 	int nops, cap, first_pending;
@@ -70,9 +61,9 @@ struct xfer {
 	double next_check;
 };
 
-/* Starts a collective on comm: takes the next sequence number. */
-void xfer_begin(struct xfer *x, hvd_comm_t *comm);
-/* Post a send/receive to/from comm rank peer.  Returns an index for
+/* Starts a collective on g: takes the next sequence number. */
+void xfer_begin(struct xfer *x, struct net_group *g);
+/* Post a send/receive to/from group rank peer.  Returns an index for
  * xfer_wait, or -1 (x->st says why). */
 int xfer_send(struct xfer *x, int peer, const void *buf, size_t len);
 int xfer_recv(struct xfer *x, int peer, void *buf, size_t len);
@@ -81,7 +72,8 @@ hvd_status_t xfer_wait(struct xfer *x, int idx);
 /* Progress until every posted op is done. */
 hvd_status_t xfer_waitall(struct xfer *x);
 /* Wait for everything (when no error so far), release, return status.
- * On an error, pending ops are cancelled and released. */
+ * On an error, pending ops are cancelled and released; a peer failure or
+ * a mismatch marks the group broken. */
 hvd_status_t xfer_end(struct xfer *x);
 
 /* Send and receive in one step (the common exchange pattern). */

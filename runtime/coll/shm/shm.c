@@ -54,144 +54,12 @@
  */
 #include "config.h"
 
-#include "comm/comm.h"
 #include "coll/shm/shm_impl.h"
 #include "kernels/kernels.h"
 
-#include <errno.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
-
-/* ------------------------------------------------------------ waiting */
-
-static hvd_status_t fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
-    HVD_PRINTF(3, 4);
-
-static hvd_status_t fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(g->failmsg, sizeof(g->failmsg), fmt, ap);
-	va_end(ap);
-	g->failed = st;
-	return hvd_error(st, "%s", g->failmsg);
-}
-
-/* The slow part of a wait: sleep on the flag's futex (the publisher wakes
- * us), waking every 20 ms to check for a dead or silent peer.  flag
- * belongs to member peer. */
-static hvd_status_t wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
-			      int peer)
-{
-	const struct timespec tick = {0, 20 * 1000 * 1000};
-	double t0 = hvd_now(), now;
-	hvd_status_t st = HVD_OK;
-	uint32_t dead;
-	uint64_t v;
-
-	__atomic_add_fetch(&f->sleepers, 1, __ATOMIC_SEQ_CST);
-	for (;;) {
-		v = __atomic_load_n(&f->seq, __ATOMIC_SEQ_CST);
-		if (v >= want)
-			break;
-		futex(futex_word(f), FUTEX_WAIT, (uint32_t)v, &tick);
-		if (__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) >= want)
-			break;
-		now = hvd_now();
-		dead = __atomic_load_n(&g->hdr->dead, __ATOMIC_ACQUIRE);
-		if (dead) {
-			st = fail(g, HVD_ERR_PEER_FAILED,
-				  "shared-memory %s: local rank %u died (seen "
-				  "by another member); the group is unusable",
-				  g->what, dead - 1);
-			break;
-		}
-		if (hvd_pid_dead((pid_t)g->ctl[peer].pid)) {
-			__atomic_store_n(&g->hdr->dead, (uint32_t)peer + 1,
-					 __ATOMIC_RELEASE);
-			st = fail(g, HVD_ERR_PEER_FAILED,
-				  "shared-memory %s: local rank %d (pid %lld) "
-				  "exited in the middle of the collective; the "
-				  "group is unusable",
-				  g->what, peer, (long long)g->ctl[peer].pid);
-			break;
-		}
-		if (now - t0 > g->timeout) {
-			st = fail(g, HVD_ERR_TIMEOUT,
-				  "shared-memory %s: local rank %d (pid %lld) "
-				  "made no progress for %.0f s "
-				  "(HOROVOD_PEER_TIMEOUT); is it stuck or "
-				  "calling collectives in a different order?",
-				  g->what, peer, (long long)g->ctl[peer].pid,
-				  g->timeout);
-			break;
-		}
-	}
-	__atomic_sub_fetch(&f->sleepers, 1, __ATOMIC_SEQ_CST);
-	/* the acquire that orders our reads of the peer's data */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return st;
-}
-
-static inline hvd_status_t wait_ge(shm_group_t *g, struct shm_flag *f,
-				   uint64_t want, int peer)
-{
-	unsigned i;
-
-	if (load_acq(&f->seq) >= want)
-		return HVD_OK;
-	for (i = 0; i < g->spin_now; i++) {
-		cpu_relax();
-		if (load_acq(&f->seq) >= want)
-			return HVD_OK;
-	}
-	/* The peer may be waiting for this very CPU (unbound ranks, a busy
-	 * node): hand it over a few times before going to sleep. */
-	for (i = 0; i < SHM_YIELDS; i++) {
-		sched_yield();
-		if (load_acq(&f->seq) >= want)
-			return HVD_OK;
-	}
-	return wait_slow(g, f, want, peer);
-}
-
-/* Spin longer for bigger steps: a peer that is a few microseconds behind
- * on a 32 KiB step is normal, and putting the waiter to sleep would make
- * it late for the next step (a futex wake-up costs ~10 us).  About 2.5 us
- * of polling per KiB, nothing extra when the node is oversubscribed. */
-static inline void set_budget(shm_group_t *g, size_t bytes)
-{
-	g->spin_now = g->spin + (g->oversub ? 0 : (unsigned)(bytes / 16));
-}
-
-/* Wait until field f of every other member reached want. */
-#define WAIT_ALL(g, f, want)                                                   \
-	do {                                                                   \
-		for (int q_ = 0; q_ < (g)->n; q_++) {                          \
-			hvd_status_t st_;                                      \
-			if (q_ == (g)->rank)                                   \
-				continue;                                      \
-			st_ = wait_ge((g), &(g)->ctl[q_].f, (want), q_);       \
-			if (st_ != HVD_OK)                                     \
-				return st_;                                    \
-		}                                                              \
-	} while (0)
-
-static inline hvd_status_t check(shm_group_t *g, const char *what)
-{
-	g->what = what;
-	if (g->failed)
-		return hvd_error(g->failed, "%s", g->failmsg);
-	return HVD_OK;
-}
 
 /* ------------------------------------------------------ small path */
 
@@ -247,372 +115,6 @@ static hvd_status_t small_exchange(shm_group_t *g, const void *src,
 	return HVD_OK;
 }
 
-/* ---------------------------------------------------- large path */
-
-enum pipe_kind { PIPE_ALLREDUCE, PIPE_REDUCE_SCATTER, PIPE_ALLGATHER };
-
-static inline unsigned char *region(shm_group_t *g, int r, uint64_t b, int p,
-				    size_t rbytes)
-{
-	return g->slots + ((size_t)r * g->nbuf + b) * g->chunk +
-	       (size_t)p * rbytes;
-}
-
-/* Step k of slice p: [*first, *first + *len) in elements. */
-static inline void step_range(size_t count, int n, int p, size_t R, size_t k,
-			      size_t *first, size_t *len)
-{
-	size_t c = hvd_reducescatter_count(count, p, n);
-	size_t o = hvd_reducescatter_offset(count, p, n);
-	size_t a = k * R;
-
-	*first = o + a;
-	*len = a >= c ? 0 : (c - a < R ? c - a : R);
-}
-
-/* Reduce len elements of the own slice for pipeline buffer b: the own
- * input first, then the peers' regions in rank order (only this member
- * reduces this slice, so every member gets the same bits). */
-static void reduce_step(shm_group_t *g, uint64_t b, size_t rbytes,
-			const unsigned char *mine, unsigned char *dst,
-			size_t len, hvd_dtype_t dtype, hvd_op_t op)
-{
-	int first = 1;
-
-	for (int p = 0; p < g->n && len; p++) {
-		const unsigned char *peer;
-
-		if (p == g->rank)
-			continue;
-		peer = region(g, p, b, g->rank, rbytes);
-		if (first)
-			reduce_apply3(dst, mine, peer, len, dtype, op);
-		else
-			reduce_apply(dst, peer, len, dtype, op);
-		first = 0;
-	}
-}
-
-#if defined(__x86_64__)
-/* Four vectors to p: streamed (p 16-byte aligned), aligned or not. */
-static inline __attribute__((always_inline)) void
-store4(float *p, __m128 x0, __m128 x1, __m128 x2, __m128 x3, const int nt,
-       const int aligned)
-{
-	if (nt) {
-		_mm_stream_ps(p, x0);
-		_mm_stream_ps(p + 4, x1);
-		_mm_stream_ps(p + 8, x2);
-		_mm_stream_ps(p + 12, x3);
-	} else if (aligned) {
-		_mm_store_ps(p, x0);
-		_mm_store_ps(p + 4, x1);
-		_mm_store_ps(p + 8, x2);
-		_mm_store_ps(p + 12, x3);
-	} else {
-		_mm_storeu_ps(p, x0);
-		_mm_storeu_ps(p + 4, x1);
-		_mm_storeu_ps(p + 8, x2);
-		_mm_storeu_ps(p + 12, x3);
-	}
-}
-
-/* The loop of sum2_f32 for one combination of store kinds (constants
- * after inlining, so that the loop has no branches). */
-static inline __attribute__((always_inline)) size_t
-sum2_loop(float *dst, float *own, const float *a, const float *b, size_t n,
-	  float scale, const int own_nt, const int dst_nt)
-{
-	const __m128 f = _mm_set1_ps(scale);
-	const int mul = scale != 1.0f;
-	size_t i = 0;
-
-	for (; i + 16 <= n; i += 16) {
-		__m128 x0 = _mm_add_ps(_mm_loadu_ps(a + i),
-				       _mm_loadu_ps(b + i));
-		__m128 x1 = _mm_add_ps(_mm_loadu_ps(a + i + 4),
-				       _mm_loadu_ps(b + i + 4));
-		__m128 x2 = _mm_add_ps(_mm_loadu_ps(a + i + 8),
-				       _mm_loadu_ps(b + i + 8));
-		__m128 x3 = _mm_add_ps(_mm_loadu_ps(a + i + 12),
-				       _mm_loadu_ps(b + i + 12));
-
-		if (mul) {
-			x0 = _mm_mul_ps(x0, f);
-			x1 = _mm_mul_ps(x1, f);
-			x2 = _mm_mul_ps(x2, f);
-			x3 = _mm_mul_ps(x3, f);
-		}
-		store4(own + i, x0, x1, x2, x3, own_nt, 1);
-		store4(dst + i, x0, x1, x2, x3, dst_nt, 0);
-	}
-	return i;
-}
-#endif
-
-/* Two members, float32 sum (the gradients' case): own = dst = (a + b) *
- * scale in one pass, instead of reduce, scale and copy in three.  dst is
- * the output (streamed when nt and aligned), own the member's region that
- * the peer copies the result from (64-byte aligned; streamed when own_nt,
- * see share_mode_begin).  The same float32 operations in the same order as
- * reduce_apply3 followed by reduce_scale: the same bits. */
-static void sum2_f32(float *dst, float *own, const float *a, const float *b,
-		     size_t n, float scale, int nt, int own_nt)
-{
-	size_t i = 0;
-
-#if defined(__x86_64__)
-	const int dst_nt = nt && ((uintptr_t)dst & 15) == 0;
-
-	if (own_nt)
-		i = dst_nt ? sum2_loop(dst, own, a, b, n, scale, 1, 1)
-			   : sum2_loop(dst, own, a, b, n, scale, 1, 0);
-	else
-		i = dst_nt ? sum2_loop(dst, own, a, b, n, scale, 0, 1)
-			   : sum2_loop(dst, own, a, b, n, scale, 0, 0);
-#else
-	(void)nt;
-	(void)own_nt;
-#endif
-	for (; i < n; i++) {
-		own[i] = scale == 1.0f ? a[i] + b[i] : (a[i] + b[i]) * scale;
-		dst[i] = own[i];
-	}
-}
-
-/* ------------------------------------------- how peers' data is written
- *
- * Data a peer reads (the copy-in, the reduced slice, the broadcast root's
- * steps) is either written through the caches, so that the peer takes it
- * from this core's cache, or streamed to memory with non-temporal stores,
- * so that the peer reads it from memory.  The first is faster while the
- * two CPUs share a cache at full speed; the second does not depend on
- * cache-to-cache transfers, which slow down 4-5x when the CPUs are far
- * apart (other sockets, or a virtual machine whose vCPUs the host moves:
- * measured on the 2-core build VM, a 96 MiB average 13 ms through the
- * caches in one phase, 58-82 ms in another, where streaming took 18 ms).
- * So, with HOROVOD_SHM_SHARE=auto (the default), each member keeps the
- * recent bandwidth of its large calls in the mode it uses, tries the other
- * mode at the second large call, then after SHARE_PROBE large calls,
- * twice as many after each probe that did not win (up to SHARE_PROBE_MAX),
- * and at once when two calls in a row run at half the usual bandwidth,
- * and switches when that is 25% faster.  The choice is local (the flags
- * and fences are the same either way): members follow the same sequence
- * of calls, so they probe together. */
-#define SHARE_MIN (1u << 20) /* calls from this size are measured */
-#define SHARE_PROBE 16	   /* calls between probes */
-#define SHARE_PROBE_MAX 512 /* ... after probes that did not win */
-
-static void share_mode_begin(shm_group_t *g, size_t bytes)
-{
-	int c = 0;
-
-	g->share_now = g->share_mode;
-	g->share_t0 = 0;
-	if (g->share_policy >= 0 || bytes < SHARE_MIN)
-		return;
-	/* sizes compare with sizes: classes of 1, 2, 4, ... 128+ MiB */
-	while (c < 7 && bytes >= ((size_t)SHARE_MIN << (c + 1)))
-		c++;
-	g->share_class = c;
-	/* the second large call already tries the other mode */
-	++g->share_calls;
-	if (g->share_probe || g->share_calls == 2 ||
-	    (g->share_next && g->share_calls >= g->share_next))
-		g->share_now = !g->share_mode;
-	g->share_probe = 0;
-	g->share_t0 = hvd_now();
-}
-
-static void share_mode_end(shm_group_t *g, size_t bytes)
-{
-	double dt, bw, *cur;
-
-	if (g->share_t0 == 0)
-		return;
-	dt = hvd_now() - g->share_t0;
-	bw = dt > 0 ? (double)bytes / dt / 1e9 : 0;
-	cur = &g->share_bw[g->share_mode][g->share_class];
-	if (g->share_now != g->share_mode) {
-		/* a probe: each one that does not win makes the next wait
-		 * twice as long (up to SHARE_PROBE_MAX calls), since a probe
-		 * of the worse mode costs a slower call; a change of pace
-		 * (below) still looks again at once */
-		int win = *cur > 0 && bw > 1.25 * *cur;
-
-		if (g->share_interval < SHARE_PROBE)
-			g->share_interval = SHARE_PROBE;
-		if (win)
-			g->share_interval = SHARE_PROBE;
-		else if (*cur > 0 && g->share_interval < SHARE_PROBE_MAX)
-			g->share_interval *= 2;
-		g->share_next = g->share_calls + g->share_interval;
-		g->share_slow = 0;
-		g->share_bw[g->share_now][g->share_class] = bw;
-		if (win) {
-			g->share_mode = g->share_now;
-			if (hvd_log_enabled(HVD_LOG_DEBUG))
-				hvd_log(HVD_LOG_DEBUG,
-					"shared memory: data for peers now "
-					"%s (%.2f GB/s against %.2f)",
-					g->share_mode ? "streamed" : "cached",
-					bw, *cur);
-		}
-		return;
-	}
-	/* two calls in a row at half the usual speed: a change of pace,
-	 * look again at once */
-	g->share_slow = *cur > 0 && bw < 0.5 * *cur ? g->share_slow + 1 : 0;
-	if (g->share_slow >= 2) {
-		g->share_probe = 1;
-		g->share_slow = 0;
-	}
-	*cur = *cur > 0 ? 0.75 * *cur + 0.25 * bw : bw;
-}
-
-static void copy_share(shm_group_t *g, void *dst, const void *src, size_t n)
-{
-	if (g->share_now)
-		hvd_copy_stream(dst, src, n);
-	else
-		hvd_copy(dst, src, n);
-}
-
-/* Publish s in f after data for the peers written in this call's mode:
- * streamed stores are ordered before the flag by a fence. */
-static void publish_shared(shm_group_t *g, struct shm_flag *f, uint64_t s)
-{
-	if (g->share_now)
-		hvd_stream_fence();
-	publish(f, s);
-}
-
-static hvd_status_t pipeline(shm_group_t *g, enum pipe_kind kind,
-			     const unsigned char *send, unsigned char *recv,
-			     size_t count, hvd_dtype_t dtype, hvd_op_t op,
-			     double scale)
-{
-	const int me = g->rank, n = g->n;
-	const size_t es = hvd_dtype_size(dtype);
-	const size_t rbytes = g->chunk / (size_t)n / 64 * 64;
-	const size_t R = rbytes / es;
-	const size_t c0 = hvd_reducescatter_count(count, 0, n);
-	const size_t K = (c0 + R - 1) / R;
-	const uint64_t base = g->step;
-	const int copy_out = kind != PIPE_REDUCE_SCATTER;
-
-	set_budget(g, rbytes);
-	share_mode_begin(g, count * es);
-	const size_t moff = hvd_reducescatter_offset(count, me, n);
-	/* outputs far larger than the caches: stream them (no read for
-	 * ownership of lines that will be evicted anyway); not in place,
-	 * where each output line was read as input a step before and is
-	 * still in the cache */
-	const int nt = count * es >= g->nt_min &&
-		       !(kind == PIPE_ALLREDUCE && send == recv);
-
-	for (size_t k = 0; k <= K; k++) {
-		if (k < K) {
-			uint64_t s = base + k + 1, b = (base + k) % g->nbuf;
-			size_t f, len;
-
-			if (s > (uint64_t)g->nbuf)
-				WAIT_ALL(g, done, s - (uint64_t)g->nbuf);
-			if (kind == PIPE_ALLGATHER) {
-				step_range(count, n, me, R, k, &f, &len);
-				copy_share(g, region(g, me, b, me, rbytes),
-					   recv + f * es, len * es);
-				publish_shared(g, &g->ctl[me].red, s);
-			} else {
-				const unsigned char *mine;
-				unsigned char *dst;
-
-				for (int p = 0; p < n; p++) {
-					if (p == me)
-						continue;
-					step_range(count, n, p, R, k, &f, &len);
-					copy_share(g,
-						   region(g, me, b, p, rbytes),
-						   send + f * es, len * es);
-				}
-				publish_shared(g, &g->ctl[me].in, s);
-				WAIT_ALL(g, in, s);
-				step_range(count, n, me, R, k, &f, &len);
-				mine = send + f * es;
-				/* reduce-scatter: recv is the own slice */
-				dst = kind == PIPE_REDUCE_SCATTER
-					  ? recv + (f - moff) * es
-					  : recv + f * es;
-				if (kind == PIPE_ALLREDUCE && n == 2 &&
-				    dtype == HVD_FLOAT32 && op == HVD_SUM) {
-					sum2_f32((float *)(void *)dst,
-						 (float *)(void *)region(
-						     g, me, b, me, rbytes),
-						 (const float *)(const void *)
-						     mine,
-						 (const float *)(const void *)
-						     region(g, 1 - me, b, me,
-							    rbytes),
-						 len, (float)scale, nt,
-						 g->share_now);
-				} else if (kind == PIPE_ALLREDUCE && nt) {
-					/* reduce into the cached segment,
-					 * stream to the output */
-					unsigned char *own =
-					    region(g, me, b, me, rbytes);
-
-					reduce_step(g, b, rbytes, mine, own,
-						    len, dtype, op);
-					if (scale != 1.0)
-						reduce_scale(own, len, dtype,
-							     scale);
-					hvd_copy_stream(dst, own, len * es);
-				} else {
-					reduce_step(g, b, rbytes, mine, dst,
-						    len, dtype, op);
-					if (scale != 1.0)
-						reduce_scale(dst, len, dtype,
-							     scale);
-					if (kind == PIPE_ALLREDUCE)
-						copy_share(g,
-							   region(g, me, b, me,
-								  rbytes),
-							   dst, len * es);
-				}
-				publish_shared(g, &g->ctl[me].red, s);
-				if (!copy_out)
-					publish(&g->ctl[me].done, s);
-			}
-		}
-		if (k >= 1 && copy_out) {
-			uint64_t s = base + k, b = (base + k - 1) % g->nbuf;
-
-			WAIT_ALL(g, red, s);
-			for (int i = 1; i < n; i++) {
-				/* rotate so members read different peers */
-				int p = (me + i) % n;
-				size_t f, len;
-
-				step_range(count, n, p, R, k - 1, &f, &len);
-				if (nt)
-					hvd_copy_stream(recv + f * es,
-						region(g, p, b, p, rbytes),
-						len * es);
-				else
-					hvd_copy(recv + f * es,
-						 region(g, p, b, p, rbytes),
-						 len * es);
-			}
-			publish(&g->ctl[me].done, s);
-		}
-	}
-	if (nt)
-		hvd_stream_fence();
-	g->step = base + K;
-	share_mode_end(g, count * es);
-	return HVD_OK;
-}
-
 /* ----------------------------------------------------- collectives */
 
 static int in_place(const void *send, const void *recv)
@@ -664,7 +166,7 @@ hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
 		return HVD_OK;
 	}
 	if (bytes > g->small_max)
-		return pipeline(g, PIPE_ALLREDUCE, send, recvbuf, count, dtype,
+		return shm_pipeline(g, PIPE_ALLREDUCE, send, recvbuf, count, dtype,
 				op, scale);
 	st = small_exchange(g, send, bytes, &s);
 	if (st != HVD_OK)
@@ -714,7 +216,7 @@ static hvd_status_t reduce_scatter(shm_group_t *g, const void *send,
 		return HVD_OK;
 	}
 	if (bytes > g->small_max)
-		return pipeline(g, PIPE_REDUCE_SCATTER, send, out, count, dtype,
+		return shm_pipeline(g, PIPE_REDUCE_SCATTER, send, out, count, dtype,
 				op, 1.0);
 	st = small_exchange(g, send, bytes, &s);
 	if (st != HVD_OK || cnt == 0)
@@ -773,7 +275,7 @@ hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,
 	if (st != HVD_OK || count == 0 || g->n == 1)
 		return st;
 	if (bytes > g->small_max)
-		return pipeline(g, PIPE_ALLGATHER, NULL, buf, count, dtype,
+		return shm_pipeline(g, PIPE_ALLGATHER, NULL, buf, count, dtype,
 				HVD_SUM, 1.0);
 	off = hvd_reducescatter_offset(count, g->rank, g->n);
 	cnt = hvd_reducescatter_count(count, g->rank, g->n);
@@ -822,7 +324,7 @@ static hvd_status_t alltoall_pipe(shm_group_t *g, const unsigned char *send,
 	const uint64_t base = g->step;
 
 	set_budget(g, rbytes);
-	share_mode_begin(g, block * (size_t)n);
+	shm_share_begin(g, block * (size_t)n);
 	for (size_t k = 0; k <= K; k++) {
 		if (k < K) {
 			uint64_t s = base + k + 1, b = (base + k) % g->nbuf;
@@ -858,7 +360,7 @@ static hvd_status_t alltoall_pipe(shm_group_t *g, const unsigned char *send,
 		}
 	}
 	g->step = base + K;
-	share_mode_end(g, block * (size_t)n);
+	shm_share_end(g, block * (size_t)n);
 	return HVD_OK;
 }
 
@@ -973,7 +475,7 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 		const int me = g->rank;
 
 		set_budget(g, C);
-		share_mode_begin(g, bytes);
+		shm_share_begin(g, bytes);
 
 		for (size_t k = 0; k <= K; k++) {
 			if (k < K && me == root) {
@@ -1005,7 +507,7 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 			}
 		}
 		g->step = base + K;
-		share_mode_end(g, bytes);
+		shm_share_end(g, bytes);
 	}
 	return HVD_OK;
 }

@@ -1,13 +1,17 @@
 /*
- * shm_impl.h - what shm.c (the collectives) and shm_setup.c (the segment)
- * share: the segment layout, the group, and the flag primitives.  See the
- * comment at the top of shm.c for the design.
+ * shm_impl.h - what the shared-memory files share: the segment layout, the
+ * group, the flag primitives and waiting, how data for peers is written,
+ * and the pipeline.  shm.c (small path, collectives) opens with the
+ * design; shm_setup.c makes the segment, shm_wait.c, shm_share.c and
+ * shm_pipe.c hold the rest.
  */
 #ifndef HVD_SHM_IMPL_H
 #define HVD_SHM_IMPL_H
 
 #include "coll/shm/shm.h"
+#include "kernels/kernels.h"
 
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -132,6 +136,108 @@ static inline void prefetch_w(const void *p)
 	__builtin_prefetch(p, 1, 3);
 #endif
 }
+
+/* ------------------------------------------------------------ waiting */
+
+/* Error exit: records the message, marks the group failed. */
+hvd_status_t shm_fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
+    HVD_PRINTF(3, 4);
+/* The slow part of a wait (shm_wait.c). */
+hvd_status_t shm_wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
+			   int peer);
+
+static inline hvd_status_t wait_ge(shm_group_t *g, struct shm_flag *f,
+				   uint64_t want, int peer)
+{
+	unsigned i;
+
+	if (load_acq(&f->seq) >= want)
+		return HVD_OK;
+	for (i = 0; i < g->spin_now; i++) {
+		cpu_relax();
+		if (load_acq(&f->seq) >= want)
+			return HVD_OK;
+	}
+	/* The peer may be waiting for this very CPU (unbound ranks, a busy
+	 * node): hand it over a few times before going to sleep. */
+	for (i = 0; i < SHM_YIELDS; i++) {
+		sched_yield();
+		if (load_acq(&f->seq) >= want)
+			return HVD_OK;
+	}
+	return shm_wait_slow(g, f, want, peer);
+}
+
+/* Spin longer for bigger steps: a peer that is a few microseconds behind
+ * on a 32 KiB step is normal, and putting the waiter to sleep would make
+ * it late for the next step (a futex wake-up costs ~10 us).  About 2.5 us
+ * of polling per KiB, nothing extra when the node is oversubscribed. */
+static inline void set_budget(shm_group_t *g, size_t bytes)
+{
+	g->spin_now = g->spin + (g->oversub ? 0 : (unsigned)(bytes / 16));
+}
+
+/* Wait until field f of every other member reached want. */
+#define WAIT_ALL(g, f, want)                                                   \
+	do {                                                                   \
+		for (int q_ = 0; q_ < (g)->n; q_++) {                          \
+			hvd_status_t st_;                                      \
+			if (q_ == (g)->rank)                                   \
+				continue;                                      \
+			st_ = wait_ge((g), &(g)->ctl[q_].f, (want), q_);       \
+			if (st_ != HVD_OK)                                     \
+				return st_;                                    \
+		}                                                              \
+	} while (0)
+
+static inline hvd_status_t check(shm_group_t *g, const char *what)
+{
+	g->what = what;
+	if (g->failed)
+		return hvd_error(g->failed, "%s", g->failmsg);
+	return HVD_OK;
+}
+
+/* -------------------------------------------- data for peers, pipeline */
+
+/* Choose, and after the call measure, how this call writes the data its
+ * peers read (shm_share.c). */
+void shm_share_begin(shm_group_t *g, size_t bytes);
+void shm_share_end(shm_group_t *g, size_t bytes);
+
+static inline void copy_share(shm_group_t *g, void *dst, const void *src, size_t n)
+{
+	if (g->share_now)
+		hvd_copy_stream(dst, src, n);
+	else
+		hvd_copy(dst, src, n);
+}
+
+/* Publish s in f after data for the peers written in this call's mode:
+ * streamed stores are ordered before the flag by a fence. */
+static inline void publish_shared(shm_group_t *g, struct shm_flag *f, uint64_t s)
+{
+	if (g->share_now)
+		hvd_stream_fence();
+	publish(f, s);
+}
+
+/* Region p (data for slice p) of member r's pipeline buffer b. */
+static inline unsigned char *region(shm_group_t *g, int r, uint64_t b, int p,
+				    size_t rbytes)
+{
+	return g->slots + ((size_t)r * g->nbuf + b) * g->chunk +
+	       (size_t)p * rbytes;
+}
+
+enum pipe_kind { PIPE_ALLREDUCE, PIPE_REDUCE_SCATTER, PIPE_ALLGATHER };
+
+/* The large-message pipeline (shm_pipe.c): allreduce, reduce-scatter
+ * (recv holds the own slice) or allgather of slices (send unused). */
+hvd_status_t shm_pipeline(shm_group_t *g, enum pipe_kind kind,
+			  const unsigned char *send, unsigned char *recv,
+			  size_t count, hvd_dtype_t dtype, hvd_op_t op,
+			  double scale);
 
 /* Lay the segment out for g->n, g->nbuf, g->chunk, g->small_max at
  * g->base (when set) and compute g->size. */

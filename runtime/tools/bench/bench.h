@@ -36,8 +36,15 @@ struct bench_opts {
 	const char *csv; /* NULL: no CSV file                         */
 	double target_s; /* seconds per measurement when iters == 0   */
 	int median;	 /* time per call: median (1) or mean (0)     */
+	int cuda;	 /* -D cuda: buffers in device memory         */
 	int rank, size;
 };
+
+/* bench_opts.c: the command line (and HVD_BENCH_TIME); *grads is the
+ * --grads SPEC or stays NULL.  Nonzero with a message on a bad one. */
+int bench_parse_args(int argc, char **argv, struct bench_opts *o,
+		     const char **grads);
+extern const char *const bench_coll_names[BENCH_COLL_COUNT];
 
 /* One size of one collective.  count is nccl-tests' count: elements of
  * the whole vector for allreduce and broadcast, per rank for allgather and
@@ -81,10 +88,8 @@ int bench_gloo_supported(const struct bench_case *c);
 int bench_gloo_run(const struct bench_case *c, int iters, double *times);
 void bench_gloo_finalize(void);
 
-/* --grads SPEC: the engine's gradient-set benchmark, linked in when
- * runtime/tools/bench/bench_grads.c is part of hvd-bench. */
-int bench_grads(const struct bench_opts *opts, const char *spec)
-    __attribute__((weak));
+/* --grads SPEC: the engine's gradient-set benchmark (bench_grads.c). */
+int bench_grads(const struct bench_opts *opts, const char *spec);
 
 #ifdef __cplusplus
 }

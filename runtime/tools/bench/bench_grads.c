@@ -303,173 +303,228 @@ err:
 	return -1;
 }
 
-int bench_grads(const struct bench_opts *o, const char *spec)
-{
-	const struct grad *g = resnet50;
-	struct grad *loaded = NULL;
-	int n = (int)NRESNET50, steps, rc = 1, wrong = 0;
-	size_t total = 0;
-	float **buf = NULL, *flat = NULL;
-	hvd_handle_t *h = NULL;
-	double *t_fused = NULL, *t_single = NULL, *t_mpi = NULL, *t_lat = NULL;
-	double *t_pass = NULL;
-	double m_fused, m_single, m_pass, m_mpi = 0;
-	char **names = NULL;
-	const int nlat = 2000;
-	int mpi_up = 0;
+/* One run of the benchmark: the gradient set, its buffers, the timings. */
+struct grads {
+	const struct bench_opts *o;
+	const struct grad *g;
+	struct grad *loaded; /* a --grads FILE's list */
+	int n, steps, nlat, mpi_up;
+	size_t total;
+	float **buf, *flat;
+	char **names;
+	hvd_handle_t *h;
+	double *t_fused, *t_single, *t_mpi, *t_lat, *t_pass;
+};
 
+static int grads_alloc(struct grads *r, const char *spec)
+{
+	const struct bench_opts *o = r->o;
+	size_t steps;
+
+	r->g = resnet50;
+	r->n = (int)NRESNET50;
 	if (strcmp(spec, "resnet50") != 0) {
-		if (load_file(spec, &loaded, &n))
-			return 1;
-		g = loaded;
+		if (load_file(spec, &r->loaded, &r->n))
+			return -1;
+		r->g = r->loaded;
 	}
-	for (int i = 0; i < n; i++)
-		total += g[i].count;
-	steps = o->iters > 0 ? o->iters : 20;
-	buf = calloc((size_t)n, sizeof(*buf));
-	names = calloc((size_t)n, sizeof(*names));
-	h = calloc((size_t)n, sizeof(*h));
-	t_fused = calloc((size_t)steps, sizeof(double));
-	t_single = calloc((size_t)steps, sizeof(double));
-	t_mpi = calloc((size_t)steps, sizeof(double));
-	t_pass = calloc((size_t)steps, sizeof(double));
-	t_lat = calloc((size_t)nlat, sizeof(double));
-	flat = malloc(total * sizeof(float) + 4);
-	if (!buf || !names || !h || !t_fused || !t_single || !t_mpi || !t_lat ||
-	    !t_pass || !flat)
+	for (int i = 0; i < r->n; i++)
+		r->total += r->g[i].count;
+	r->steps = o->iters > 0 ? o->iters : 20;
+	r->nlat = 2000;
+	steps = (size_t)r->steps;
+	r->buf = calloc((size_t)r->n, sizeof(*r->buf));
+	r->names = calloc((size_t)r->n, sizeof(*r->names));
+	r->h = calloc((size_t)r->n, sizeof(*r->h));
+	r->t_fused = calloc(steps, sizeof(double));
+	r->t_single = calloc(steps, sizeof(double));
+	r->t_mpi = calloc(steps, sizeof(double));
+	r->t_pass = calloc(steps, sizeof(double));
+	r->t_lat = calloc((size_t)r->nlat, sizeof(double));
+	r->flat = malloc(r->total * sizeof(float) + 4);
+	if (!r->buf || !r->names || !r->h || !r->t_fused || !r->t_single ||
+	    !r->t_mpi || !r->t_lat || !r->t_pass || !r->flat)
 		goto oom;
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < r->n; i++) {
 		char nm[300];
 
-		buf[i] = malloc(g[i].count * sizeof(float) + 4);
-		snprintf(nm, sizeof(nm), "grad/%s", g[i].name);
-		names[i] = strdup(nm);
-		if (!buf[i] || !names[i])
+		r->buf[i] = malloc(r->g[i].count * sizeof(float) + 4);
+		snprintf(nm, sizeof(nm), "grad/%s", r->g[i].name);
+		r->names[i] = strdup(nm);
+		if (!r->buf[i] || !r->names[i])
 			goto oom;
-		for (size_t k = 0; k < g[i].count; k++)
-			buf[i][k] = (float)(o->rank + 1);
+		for (size_t k = 0; k < r->g[i].count; k++)
+			r->buf[i][k] = (float)(o->rank + 1);
 	}
-	for (size_t k = 0; k < total; k++)
-		flat[k] = 1.0f;
-	if (o->rank == 0)
-		printf("# hvd-bench --grads %s: %d tensors, %zu float32 "
-		       "(%.1f MiB), %d ranks, averaging allreduce, reverse "
-		       "layer order, %d steps after %d warm-up\n",
-		       spec, n, total, (double)total * 4 / (1 << 20), o->size,
-		       steps, o->warmup);
+	for (size_t k = 0; k < r->total; k++)
+		r->flat[k] = 1.0f;
+	return 0;
+oom:
+	fprintf(stderr, "hvd-bench: out of memory for %zu values\n",
+		r->total);
+	return -1;
+}
 
-	/* The engine: every tensor async, as a backward pass enqueues. */
-	for (int s = -o->warmup; s < steps; s++) {
+static void grads_free(struct grads *r)
+{
+#ifdef HVD_HAVE_MPI
+	if (r->mpi_up)
+		bench_mpi_finalize();
+#endif
+	for (int i = 0; r->buf && i < r->n; i++)
+		free(r->buf[i]);
+	for (int i = 0; r->names && i < r->n; i++)
+		free(r->names[i]);
+	if (r->loaded) {
+		for (int i = 0; i < r->n; i++)
+			free((char *)r->loaded[i].name);
+		free(r->loaded);
+	}
+	free(r->buf);
+	free(r->names);
+	free(r->h);
+	free(r->t_fused);
+	free(r->t_single);
+	free(r->t_mpi);
+	free(r->t_pass);
+	free(r->t_lat);
+	free(r->flat);
+}
+
+/* The engine: every tensor async, as a backward pass enqueues; then the
+ * results checked (averages of rank+1 are (size+1)/2 everywhere, step
+ * after step).  The number of wrong tensors, or -1 on a failure. */
+static int time_engine(struct grads *r)
+{
+	const struct bench_opts *o = r->o;
+	int wrong = 0;
+
+	for (int s = -o->warmup; s < r->steps; s++) {
 		double t0;
 
 		hvd_barrier();
 		t0 = now();
-		for (int i = n - 1; i >= 0; i--)
-			if (hvd_allreduce_async(names[i], HVD_IN_PLACE, buf[i],
-						g[i].count, HVD_FLOAT32,
-						HVD_AVERAGE, NULL,
-						&h[i]) != HVD_OK) {
-				fprintf(stderr, "hvd-bench: %s: %s\n", names[i],
-					hvd_last_error());
-				goto out;
+		for (int i = r->n - 1; i >= 0; i--)
+			if (hvd_allreduce_async(r->names[i], HVD_IN_PLACE,
+						r->buf[i], r->g[i].count,
+						HVD_FLOAT32, HVD_AVERAGE, NULL,
+						&r->h[i]) != HVD_OK) {
+				fprintf(stderr, "hvd-bench: %s: %s\n",
+					r->names[i], hvd_last_error());
+				return -1;
 			}
-		for (int i = n - 1; i >= 0; i--)
-			if (hvd_wait(h[i]) != HVD_OK) {
-				fprintf(stderr, "hvd-bench: %s: %s\n", names[i],
-					hvd_last_error());
-				goto out;
+		for (int i = r->n - 1; i >= 0; i--)
+			if (hvd_wait(r->h[i]) != HVD_OK) {
+				fprintf(stderr, "hvd-bench: %s: %s\n",
+					r->names[i], hvd_last_error());
+				return -1;
 			}
 		if (s >= 0)
-			t_fused[s] = slowest(now() - t0);
+			r->t_fused[s] = slowest(now() - t0);
 	}
-	/* Averages of rank+1 are (size+1)/2 everywhere, step after step. */
-	for (int i = 0; i < n; i++)
-		if (g[i].count &&
-		    (buf[i][0] != (float)(o->size + 1) / 2 ||
-		     buf[i][g[i].count - 1] != (float)(o->size + 1) / 2))
+	for (int i = 0; i < r->n; i++)
+		if (r->g[i].count &&
+		    (r->buf[i][0] != (float)(o->size + 1) / 2 ||
+		     r->buf[i][r->g[i].count - 1] != (float)(o->size + 1) / 2))
 			wrong++;
+	return wrong;
+}
 
-	/* One blocking allreduce of the same bytes. */
-	for (int s = -o->warmup; s < steps; s++) {
+/* One blocking allreduce of the same bytes. */
+static int time_single(struct grads *r)
+{
+	for (int s = -r->o->warmup; s < r->steps; s++) {
 		double t0;
 
 		hvd_barrier();
 		t0 = now();
-		if (hvd_allreduce(HVD_IN_PLACE, flat, total, HVD_FLOAT32,
+		if (hvd_allreduce(HVD_IN_PLACE, r->flat, r->total, HVD_FLOAT32,
 				  HVD_AVERAGE) != HVD_OK) {
 			fprintf(stderr, "hvd-bench: allreduce: %s\n",
 				hvd_last_error());
-			goto out;
+			return -1;
 		}
 		if (s >= 0)
-			t_single[s] = slowest(now() - t0);
+			r->t_single[s] = slowest(now() - t0);
 	}
+	return 0;
+}
 
-	/* The floor: every rank reads and writes each of its gradient bytes
-	 * once, all ranks at once, as any allreduce in place must (the set is
-	 * larger than the caches); a multiplication by a factor the compiler
-	 * cannot see is 1, so nothing changes. */
-	for (int s = -o->warmup; s < steps; s++) {
+/* The floor: every rank reads and writes each of its gradient bytes
+ * once, all ranks at once, as any allreduce in place must (the set is
+ * larger than the caches); a multiplication by a factor the compiler
+ * cannot see is 1, so nothing changes. */
+static void time_floor(struct grads *r)
+{
+	for (int s = -r->o->warmup; s < r->steps; s++) {
 		volatile float one = 1.0f;
 		float f = one;
 		double t0;
 
 		hvd_barrier();
 		t0 = now();
-		for (int i = n - 1; i >= 0; i--)
-			for (size_t k = 0; k < g[i].count; k++)
-				buf[i][k] *= f;
+		for (int i = r->n - 1; i >= 0; i--)
+			for (size_t k = 0; k < r->g[i].count; k++)
+				r->buf[i][k] *= f;
 		if (s >= 0)
-			t_pass[s] = slowest(now() - t0);
+			r->t_pass[s] = slowest(now() - t0);
 	}
+}
 
+/* OpenMPI: one MPI_Allreduce per tensor, in place on the gradients, as a
+ * program without Horovod would call it (a shared scratch input would
+ * stay in the cache). */
+static int time_mpi(struct grads *r)
+{
+	const struct bench_opts *o = r->o;
+
+	if (!o->cmp_mpi)
+		return 0;
 #ifdef HVD_HAVE_MPI
-	if (o->cmp_mpi) {
-		if (bench_mpi_init(NULL, NULL, o->rank, o->size))
-			goto out;
-		mpi_up = 1;
-		for (int s = -o->warmup; s < steps; s++) {
-			double t0;
+	if (bench_mpi_init(NULL, NULL, o->rank, o->size))
+		return -1;
+	r->mpi_up = 1;
+	for (int s = -o->warmup; s < r->steps; s++) {
+		double t0;
 
-			MPI_Barrier(MPI_COMM_WORLD);
-			t0 = now();
-			for (int i = n - 1; i >= 0; i--) {
-				struct bench_case c = {
-				    .coll = BENCH_ALLREDUCE,
-				    .dtype = HVD_FLOAT32,
-				    .op = HVD_SUM,
-				    .count = g[i].count,
-				    /* in place on the gradients, as a
-				     * program without Horovod would call
-				     * it (a shared scratch input would
-				     * stay in the cache) */
-				    .send = MPI_IN_PLACE,
-				    .recv = buf[i],
-				    .rank = o->rank,
-				    .size = o->size,
-				};
-				double secs;
+		MPI_Barrier(MPI_COMM_WORLD);
+		t0 = now();
+		for (int i = r->n - 1; i >= 0; i--) {
+			struct bench_case c = {
+			    .coll = BENCH_ALLREDUCE,
+			    .dtype = HVD_FLOAT32,
+			    .op = HVD_SUM,
+			    .count = r->g[i].count,
+			    .send = MPI_IN_PLACE,
+			    .recv = r->buf[i],
+			    .rank = o->rank,
+			    .size = o->size,
+			};
+			double secs;
 
-				if (bench_mpi_run(&c, 1, &secs))
-					goto out;
-			}
-			if (s >= 0) {
-				double t = now() - t0, m = t;
+			if (bench_mpi_run(&c, 1, &secs))
+				return -1;
+		}
+		if (s >= 0) {
+			double t = now() - t0, m = t;
 
-				MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX,
-					      MPI_COMM_WORLD);
-				t_mpi[s] = m;
-			}
+			MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX,
+				      MPI_COMM_WORLD);
+			r->t_mpi[s] = m;
 		}
 	}
 #else
-	if (o->cmp_mpi && o->rank == 0)
+	if (o->rank == 0)
 		fprintf(stderr, "hvd-bench: --compare mpi: not built in "
 				"(configure did not find OpenMPI)\n");
 #endif
+	return 0;
+}
 
-	/* Latency: one 4-byte op on a warm cache, ranks aligned. */
-	for (int i = -50; i < nlat; i++) {
+/* Latency: one 4-byte op on a warm cache, ranks aligned. */
+static int time_latency(struct grads *r)
+{
+	for (int i = -50; i < r->nlat; i++) {
 		float v = 1;
 		hvd_handle_t lh;
 		double t0;
@@ -482,90 +537,83 @@ int bench_grads(const struct bench_opts *o, const char *spec)
 		    hvd_wait(lh) != HVD_OK) {
 			fprintf(stderr, "hvd-bench: latency: %s\n",
 				hvd_last_error());
-			goto out;
+			return -1;
 		}
 		if (i >= 0)
-			t_lat[i] = now() - t0;
+			r->t_lat[i] = now() - t0;
 	}
+	return 0;
+}
 
-	m_fused = median(t_fused, steps);
-	m_single = median(t_single, steps);
-	m_pass = median(t_pass, steps);
+static void report(struct grads *r, int wrong)
+{
+	const struct bench_opts *o = r->o;
+	int steps = r->steps, nlat = r->nlat;
+	double m_fused = median(r->t_fused, steps);
+	double m_single = median(r->t_single, steps);
+	double m_pass = median(r->t_pass, steps);
+	double m_mpi = o->cmp_mpi ? median(r->t_mpi, steps) : 0;
+	double lat_med = median(r->t_lat, nlat), lmax = lat_med;
+
+	hvd_allreduce(&lat_med, &lmax, 1, HVD_FLOAT64, HVD_MAX);
+	if (o->rank != 0)
+		return;
+	printf("%-44s %10s %10s\n", "# what", "median ms", "min ms");
+	printf("%-44s %10.2f %10.2f\n",
+	       "engine: async allreduce of every tensor", m_fused * 1e3,
+	       r->t_fused[0] * 1e3);
+	printf("%-44s %10.2f %10.2f\n", "one hvd_allreduce of the same bytes",
+	       m_single * 1e3, r->t_single[0] * 1e3);
 	if (o->cmp_mpi)
-		m_mpi = median(t_mpi, steps);
-	{
-		double lat_med = median(t_lat, nlat), lmax = lat_med;
+		printf("%-44s %10.2f %10.2f\n",
+		       "one MPI_Allreduce per tensor (OpenMPI)", m_mpi * 1e3,
+		       r->t_mpi[0] * 1e3);
+	printf("%-44s %10.2f %10.2f\n", "floor: read+write every byte, all ranks",
+	       m_pass * 1e3, r->t_pass[0] * 1e3);
+	printf("# fused step / single allreduce: %.2fx (target <= 1.25x)\n",
+	       m_fused / m_single);
+	if (o->cmp_mpi)
+		printf("# MPI per tensor / fused step: %.2fx (target >= 2x)\n",
+		       m_mpi / m_fused);
+	/* the fastest pass: the floor is a bound, and a slower pass only
+	 * measured a noisier moment */
+	printf("# against the fastest floor pass: fused step %.2fx",
+	       m_fused / r->t_pass[0]);
+	if (o->cmp_mpi)
+		printf(", MPI per tensor %.2fx (so the most any allreduce "
+		       "could gain on it here)",
+		       m_mpi / r->t_pass[0]);
+	printf("\n");
+	printf("# 4-byte async allreduce, warm cache: median %.1f us, p10 "
+	       "%.1f us, p90 %.1f us (slowest rank's median %.1f us; target "
+	       "< 50 us)\n",
+	       r->t_lat[nlat / 2] * 1e6, r->t_lat[nlat / 10] * 1e6,
+	       r->t_lat[nlat * 9 / 10] * 1e6, lmax * 1e6);
+	printf("# results: %s\n", wrong ? "WRONG" : "every tensor checked");
+}
 
-		hvd_allreduce(&lat_med, &lmax, 1, HVD_FLOAT64, HVD_MAX);
-		if (o->rank == 0) {
-			printf("%-44s %10s %10s\n", "# what", "median ms",
-			       "min ms");
-			printf("%-44s %10.2f %10.2f\n",
-			       "engine: async allreduce of every tensor",
-			       m_fused * 1e3, t_fused[0] * 1e3);
-			printf("%-44s %10.2f %10.2f\n",
-			       "one hvd_allreduce of the same bytes",
-			       m_single * 1e3, t_single[0] * 1e3);
-			if (o->cmp_mpi)
-				printf("%-44s %10.2f %10.2f\n",
-				       "one MPI_Allreduce per tensor (OpenMPI)",
-				       m_mpi * 1e3, t_mpi[0] * 1e3);
-			printf("%-44s %10.2f %10.2f\n",
-			       "floor: read+write every byte, all ranks",
-			       m_pass * 1e3, t_pass[0] * 1e3);
-			printf("# fused step / single allreduce: %.2fx "
-			       "(target <= 1.25x)\n",
-			       m_fused / m_single);
-			if (o->cmp_mpi)
-				printf("# MPI per tensor / fused step: %.2fx "
-				       "(target >= 2x)\n",
-				       m_mpi / m_fused);
-			/* the fastest pass: the floor is a bound, and a
-			 * slower pass only measured a noisier moment */
-			printf("# against the fastest floor pass: fused step "
-			       "%.2fx",
-			       m_fused / t_pass[0]);
-			if (o->cmp_mpi)
-				printf(", MPI per tensor %.2fx (so the most "
-				       "any allreduce could gain on it here)",
-				       m_mpi / t_pass[0]);
-			printf("\n");
-			printf("# 4-byte async allreduce, warm cache: median "
-			       "%.1f us, p10 %.1f us, p90 %.1f us (slowest "
-			       "rank's median %.1f us; target < 50 us)\n",
-			       t_lat[nlat / 2] * 1e6, t_lat[nlat / 10] * 1e6,
-			       t_lat[nlat * 9 / 10] * 1e6, lmax * 1e6);
-			printf("# results: %s\n",
-			       wrong ? "WRONG" : "every tensor checked");
-		}
-	}
+int bench_grads(const struct bench_opts *o, const char *spec)
+{
+	struct grads r = {.o = o};
+	int wrong = -1, rc = 1;
+
+	if (grads_alloc(&r, spec))
+		goto out;
+	if (o->rank == 0)
+		printf("# hvd-bench --grads %s: %d tensors, %zu float32 "
+		       "(%.1f MiB), %d ranks, averaging allreduce, reverse "
+		       "layer order, %d steps after %d warm-up\n",
+		       spec, r.n, r.total, (double)r.total * 4 / (1 << 20),
+		       o->size, r.steps, o->warmup);
+	wrong = time_engine(&r);
+	if (wrong < 0 || time_single(&r))
+		goto out;
+	time_floor(&r);
+	if (time_mpi(&r) || time_latency(&r))
+		goto out;
+	report(&r, wrong);
 	rc = wrong != 0;
-	goto out;
-oom:
-	fprintf(stderr, "hvd-bench: out of memory for %zu values\n", total);
 out:
-#ifdef HVD_HAVE_MPI
-	if (mpi_up)
-		bench_mpi_finalize();
-#endif
-	(void)mpi_up;
-	for (int i = 0; buf && i < n; i++)
-		free(buf[i]);
-	for (int i = 0; names && i < n; i++)
-		free(names[i]);
-	if (loaded) {
-		for (int i = 0; i < n; i++)
-			free((char *)loaded[i].name);
-		free(loaded);
-	}
-	free(buf);
-	free(names);
-	free(h);
-	free(t_fused);
-	free(t_single);
-	free(t_mpi);
-	free(t_pass);
-	free(t_lat);
-	free(flat);
+	grads_free(&r);
 	return rc;
 }

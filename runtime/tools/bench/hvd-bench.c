@@ -21,7 +21,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 
 #include "tools/bench/bench_cuda.h" /* -D cuda (GPU path) */
 #include <math.h>
@@ -34,71 +33,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const coll_names[BENCH_COLL_COUNT] = {
-    [BENCH_ALLREDUCE] = "allreduce",	     [BENCH_ALLGATHER] = "allgather",
-    [BENCH_BROADCAST] = "broadcast",	     [BENCH_ALLTOALL] = "alltoall",
-    [BENCH_REDUCESCATTER] = "reducescatter",
-};
-
 static double now(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int use_cuda; /* -D cuda */
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: hvd-bench [-o allreduce|allgather|broadcast|alltoall|"
-		"reducescatter]\n"
-		"                 [-b MIN] [-e MAX] [-f FACTOR] [-d TYPE] "
-		"[-r sum|prod|min|max|avg]\n"
-		"                 [-n ITERS] [-w WARMUP] [-c 0|1] "
-		"[--compare mpi,gloo,memcpy] [--csv FILE]\n"
-		"                 [--grads SPEC] [-D host|cuda]\n"
-		"Run under hvdrun, srun --mpi=pmix or mpirun (--compare mpi "
-		"needs mpirun).\n"
-		"Sizes take K/M/G suffixes (binary).  See hvd-bench(1).\n");
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return -1;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		v <<= 10;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		v <<= 20;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		v <<= 30;
-		end++;
-		break;
-	default:
-		break;
-	}
-	if (*end == 'B' || *end == 'b')
-		end++;
-	if (*end)
-		return -1;
-	*out = (size_t)v;
-	return 0;
 }
 
 /* ------------------------------------------------------------- runners */
@@ -133,7 +73,7 @@ static int run_ours(const struct bench_case *c, int iters, double *times)
 		if (st != HVD_OK) {
 			fprintf(stderr,
 				"hvd-bench: %s of %zu elements: %s: %s\n",
-				coll_names[c->coll], c->count,
+				bench_coll_names[c->coll], c->count,
 				hvd_status_name(st), hvd_last_error());
 			return -1;
 		}
@@ -262,7 +202,7 @@ static void print_header(const struct bench_opts *o, FILE *csv)
 {
 	printf("# hvd-bench: %s, %d ranks, %s, %s; time = max over ranks of "
 	       "the %s time per call\n",
-	       coll_names[o->coll], o->size, hvd_dtype_name(o->dtype),
+	       bench_coll_names[o->coll], o->size, hvd_dtype_name(o->dtype),
 	       hvd_op_name(o->op), o->median ? "median" : "mean");
 	printf("#%11s %12s %9s %6s %10s %8s %8s %7s", "size(B)", "count",
 	       "type", "redop", "time_us", "algbw", "busbw", "#wrong");
@@ -357,174 +297,6 @@ static void print_row(const struct bench_opts *o, const struct row *r,
 	}
 }
 
-/* ------------------------------------------------------------ options */
-
-static int parse_compare(struct bench_opts *o, const char *arg)
-{
-	char *copy = strdup(arg), *save = NULL, *tok;
-	int rc = 0;
-
-	if (!copy)
-		return -1;
-	for (tok = strtok_r(copy, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		if (strcmp(tok, "mpi") == 0)
-			o->cmp_mpi = 1;
-		else if (strcmp(tok, "gloo") == 0)
-			o->cmp_gloo = 1;
-		else if (strcmp(tok, "memcpy") == 0)
-			o->cmp_memcpy = 1;
-		else {
-			fprintf(stderr,
-				"hvd-bench: --compare %s: expected a "
-				"comma-separated list of mpi, gloo, memcpy\n",
-				tok);
-			rc = -1;
-		}
-	}
-	free(copy);
-	return rc;
-}
-
-static int parse_args(int argc, char **argv, struct bench_opts *o,
-		      const char **grads)
-{
-	static const struct option longopts[] = {
-	    {"compare", required_argument, NULL, 'C'},
-	    {"csv", required_argument, NULL, 'S'},
-	    {"grads", required_argument, NULL, 'G'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	int c, i;
-	char *end;
-
-	while ((c = getopt_long(argc, argv, "o:b:e:f:d:r:n:w:c:D:h", longopts,
-				NULL)) != -1) {
-		switch (c) {
-		case 'o':
-			for (i = 0; i < BENCH_COLL_COUNT; i++)
-				if (strcmp(optarg, coll_names[i]) == 0)
-					break;
-			if (i == BENCH_COLL_COUNT) {
-				fprintf(stderr,
-					"hvd-bench: -o %s: expected allreduce, "
-					"allgather, broadcast, alltoall or "
-					"reducescatter\n",
-					optarg);
-				return -1;
-			}
-			o->coll = (enum bench_coll)i;
-			break;
-		case 'b':
-		case 'e':
-			if (parse_size(optarg, c == 'b' ? &o->min_bytes
-							: &o->max_bytes)) {
-				fprintf(stderr,
-					"hvd-bench: -%c %s: expected a size in "
-					"bytes with an optional K, M or G "
-					"suffix\n",
-					c, optarg);
-				return -1;
-			}
-			break;
-		case 'f':
-			o->factor = strtod(optarg, &end);
-			if (*end || !(o->factor > 1.0)) {
-				fprintf(stderr,
-					"hvd-bench: -f %s: expected a number "
-					"greater than 1\n",
-					optarg);
-				return -1;
-			}
-			break;
-		case 'd':
-			if (hvd_dtype_parse(optarg, &o->dtype) != HVD_OK) {
-				fprintf(
-				    stderr,
-				    "hvd-bench: -d %s: expected uint8, "
-				    "int8, int32, int64, float16, bfloat16, "
-				    "float32 or float64\n",
-				    optarg);
-				return -1;
-			}
-			break;
-		case 'r':
-			if (hvd_op_parse(optarg, &o->op) != HVD_OK) {
-				fprintf(stderr,
-					"hvd-bench: -r %s: expected sum, prod, "
-					"min, max or avg\n",
-					optarg);
-				return -1;
-			}
-			break;
-		case 'n':
-		case 'w':
-			i = (int)strtol(optarg, &end, 10);
-			if (*end || i < 0) {
-				fprintf(stderr,
-					"hvd-bench: -%c %s: expected a "
-					"non-negative integer\n",
-					c, optarg);
-				return -1;
-			}
-			if (c == 'n')
-				o->iters = i;
-			else
-				o->warmup = i;
-			break;
-		case 'c':
-			if (strcmp(optarg, "0") && strcmp(optarg, "1")) {
-				fprintf(stderr,
-					"hvd-bench: -c %s: expected 0 "
-					"or 1\n",
-					optarg);
-				return -1;
-			}
-			o->check = optarg[0] == '1';
-			break;
-		case 'D': /* GPU path hook: buffers in device memory */
-			if (strcmp(optarg, "host") && strcmp(optarg, "cuda")) {
-				fprintf(stderr,
-					"hvd-bench: -D %s: expected host "
-					"or cuda\n",
-					optarg);
-				return -1;
-			}
-			use_cuda = !strcmp(optarg, "cuda");
-			break;
-		case 'C':
-			if (parse_compare(o, optarg))
-				return -1;
-			break;
-		case 'S':
-			o->csv = optarg;
-			break;
-		case 'G':
-			*grads = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "hvd-bench: unexpected argument '%s'\n",
-			argv[optind]);
-		usage(stderr);
-		return -1;
-	}
-	if (o->min_bytes > o->max_bytes) {
-		fprintf(stderr, "hvd-bench: -b %zu is larger than -e %zu\n",
-			o->min_bytes, o->max_bytes);
-		return -1;
-	}
-	return 0;
-}
-
 /* ---------------------------------------------------------------- main */
 
 static int setup_gloo(const struct bench_opts *o, char *dir, size_t len)
@@ -569,6 +341,215 @@ static void remove_dir(const char *dir)
 	rmdir(dir);
 }
 
+/* The peers asked for with --compare, brought up on every rank. */
+struct peers {
+	int mpi, gloo;
+	char gloo_dir[256];
+};
+
+static int peers_open(struct bench_opts *o, struct peers *p, int *argc,
+		      char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	if (o->cmp_mpi) {
+#ifdef HVD_HAVE_MPI
+		if (bench_mpi_init(argc, argv, o->rank, o->size))
+			return -1;
+		p->mpi = 1;
+#else
+		if (o->rank == 0)
+			fprintf(stderr,
+				"hvd-bench: --compare mpi: not built "
+				"in (configure did not find OpenMPI)\n");
+		return -1;
+#endif
+	}
+	if (o->cmp_gloo) {
+#ifdef HVD_HAVE_GLOO
+		if (setup_gloo(o, p->gloo_dir, sizeof(p->gloo_dir)))
+			return -1;
+		p->gloo = 1;
+#else
+		if (o->rank == 0)
+			fprintf(stderr, "hvd-bench: --compare gloo: not built "
+					"in (configure did not find Gloo)\n");
+		return -1;
+#endif
+	}
+	return 0;
+}
+
+static void peers_close(const struct bench_opts *o, struct peers *p)
+{
+	(void)o;
+#ifdef HVD_HAVE_GLOO
+	if (p->gloo) {
+		bench_gloo_finalize();
+		hvd_barrier();
+		if (o->rank == 0)
+			remove_dir(p->gloo_dir);
+	}
+#endif
+#ifdef HVD_HAVE_MPI
+	if (p->mpi)
+		bench_mpi_finalize();
+#endif
+	(void)p;
+}
+
+/* The buffers every size runs in (and their device mirrors, -D cuda). */
+struct buffers {
+	void *send, *recv;
+	size_t bytes;
+};
+
+static int buffers_alloc(const struct bench_opts *o, struct buffers *b)
+{
+	b->bytes = o->max_bytes + 4096;
+	if (posix_memalign(&b->send, 4096, b->bytes) ||
+	    posix_memalign(&b->recv, 4096, b->bytes)) {
+		fprintf(stderr, "hvd-bench: cannot allocate 2 x %zu bytes\n",
+			b->bytes);
+		return -1;
+	}
+	memset(b->send, 0, b->bytes);
+	memset(b->recv, 0, b->bytes);
+	if (o->cuda &&
+	    bench_cuda_setup(hvd_local_rank(), b->bytes, b->bytes))
+		return -1;
+	return 0;
+}
+
+/* Verifies one result of case c (dc: the same on the device mirrors);
+ * the wrong elements summed over the ranks, or -1 on a failure. */
+static long check_once(const struct bench_opts *o, const struct buffers *b,
+		       const struct bench_case *c,
+		       const struct bench_case *dc)
+{
+	long bad;
+
+	bench_fill_inputs(c);
+	if (o->cuda && bench_cuda_upload(b->send, b->recv))
+		return -1;
+	if (hvd_barrier() != HVD_OK || ours_once(dc) != HVD_OK) {
+		fprintf(stderr, "hvd-bench: %s: %s\n",
+			bench_coll_names[o->coll], hvd_last_error());
+		return -1;
+	}
+	if (o->cuda && bench_cuda_download(b->recv))
+		return -1;
+	bad = bench_count_wrong(c);
+	if (hvd_allreduce(HVD_IN_PLACE, &bad, 1, HVD_INT64, HVD_SUM) !=
+	    HVD_OK)
+		return -1;
+	return bad;
+}
+
+/* One row: the case of count elements (per of them make a byte count),
+ * checked, then timed for libhvd and each peer. */
+static int run_row(const struct bench_opts *o, const struct peers *p,
+		   const struct buffers *b, size_t count, size_t per,
+		   struct row *r)
+{
+	int n = o->size;
+	struct bench_case c = {
+	    .coll = o->coll,
+	    .dtype = o->dtype,
+	    .op = o->op,
+	    .count = count,
+	    .send = b->send,
+	    .recv = b->recv,
+	    .rank = o->rank,
+	    .size = n,
+	};
+	/* -D cuda: the same case on the device mirrors (GPU hook) */
+	struct bench_case dc = c;
+	double factor = o->coll == BENCH_ALLREDUCE ? 2.0 * (n - 1) / n
+			: o->coll == BENCH_BROADCAST ? 1.0
+						     : (double)(n - 1) / n;
+	double t;
+
+	if (o->cuda) {
+		dc.send = bench_cuda_send();
+		dc.recv = bench_cuda_recv();
+	}
+	r->bytes = count * per;
+	r->count = count;
+	if (o->check && (r->wrong = check_once(o, b, &c, &dc)) < 0)
+		return -1;
+	t = measure(run_ours, &dc, o, 0);
+	if (t < 0)
+		return -1;
+	r->time_us = t * 1e6;
+	r->algbw = (double)r->bytes / t / 1e9;
+	r->busbw = r->algbw * factor;
+	if (p->mpi && bench_mpi_supported(&c)) {
+		t = measure(bench_mpi_run, &c, o, 0);
+		if (t < 0)
+			return -1;
+		r->mpi_busbw = (double)r->bytes / t / 1e9 * factor;
+	}
+	if (p->gloo && bench_gloo_supported(&c)) {
+		t = measure(bench_gloo_run, &c, o, 0);
+		if (t < 0)
+			return -1;
+		r->gloo_busbw = (double)r->bytes / t / 1e9 * factor;
+	}
+	if (o->cmp_memcpy) {
+		struct bench_case m = c;
+
+		/* one core copying the same number of bytes */
+		m.dtype = HVD_UINT8;
+		m.count = r->bytes;
+		t = measure(run_memcpy, &m, o, 1);
+		if (t < 0)
+			return -1;
+		r->memcpy_bw = (double)r->bytes / t / 1e9;
+	}
+	return 0;
+}
+
+/* Every size from -b to -e, a row each; 0 when every check passed. */
+static int sweep(const struct bench_opts *o, const struct peers *p,
+		 const struct buffers *b, FILE *csv)
+{
+	size_t es = hvd_dtype_size(o->dtype), bytes, next;
+	size_t per = o->coll == BENCH_ALLREDUCE || o->coll == BENCH_BROADCAST
+			 ? es
+			 : es * (size_t)o->size;
+	double sum_busbw = 0;
+	long wrong_total = 0;
+	int rows = 0;
+
+	if (o->rank == 0)
+		print_header(o, csv);
+	for (bytes = o->min_bytes; bytes <= o->max_bytes; bytes = next) {
+		struct row r = {
+		    .mpi_busbw = -1, .gloo_busbw = -1, .memcpy_bw = -1};
+
+		next = (size_t)((double)bytes * o->factor);
+		if (next <= bytes)
+			next = bytes + 1;
+		if (bytes / per == 0)
+			continue;
+		if (run_row(o, p, b, bytes / per, per, &r))
+			return 1;
+		wrong_total += r.wrong;
+		if (o->rank == 0)
+			print_row(o, &r, csv);
+		sum_busbw += r.busbw;
+		rows++;
+	}
+	if (o->rank == 0) {
+		printf("# Out of bounds values : %ld %s\n", wrong_total,
+		       wrong_total ? "FAILED" : "OK");
+		printf("# Avg bus bandwidth    : %.3f\n",
+		       rows ? sum_busbw / rows : 0.0);
+	}
+	return wrong_total ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct bench_opts o = {
@@ -584,31 +565,15 @@ int main(int argc, char **argv)
 	    .target_s = 0.3,
 	    .median = 1,
 	};
+	struct peers peers = {0};
+	struct buffers bufs = {0};
 	const char *grads = NULL;
-	char gloo_dir[256] = "";
-	int have_mpi = 0, have_gloo = 0, rc = 1, n;
-	size_t es, max_send, max_recv, bytes;
-	void *send = NULL, *recv = NULL;
 	FILE *csv = NULL;
 	hvd_status_t st;
-	double sum_busbw = 0;
-	int rows = 0;
-	long wrong_total = 0;
+	int rc = 1;
 
-	if (parse_args(argc, argv, &o, &grads))
+	if (bench_parse_args(argc, argv, &o, &grads))
 		return 2;
-	if (getenv("HVD_BENCH_TIME")) {
-		const char *m = getenv("HVD_BENCH_TIME");
-
-		if (strcmp(m, "mean") && strcmp(m, "median")) {
-			fprintf(stderr,
-				"hvd-bench: HVD_BENCH_TIME=%s: expected "
-				"mean or median\n",
-				m);
-			return 2;
-		}
-		o.median = strcmp(m, "median") == 0;
-	}
 	st = hvd_init();
 	if (st != HVD_OK) {
 		fprintf(stderr,
@@ -618,56 +583,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	o.rank = hvd_rank();
-	o.size = n = hvd_size();
-
+	o.size = hvd_size();
 	if (grads) {
-		if (!bench_grads) {
-			if (o.rank == 0)
-				fprintf(stderr,
-					"hvd-bench: --grads is not built in\n");
-			goto out;
-		}
 		rc = bench_grads(&o, grads);
 		goto out;
 	}
-
-	if (o.cmp_mpi) {
-#ifdef HVD_HAVE_MPI
-		if (bench_mpi_init(&argc, &argv, o.rank, o.size))
-			goto out;
-		have_mpi = 1;
-#else
-		if (o.rank == 0)
-			fprintf(stderr,
-				"hvd-bench: --compare mpi: not built "
-				"in (configure did not find OpenMPI)\n");
-		goto out;
-#endif
-	}
-	if (o.cmp_gloo) {
-#ifdef HVD_HAVE_GLOO
-		if (setup_gloo(&o, gloo_dir, sizeof(gloo_dir)))
-			goto out;
-		have_gloo = 1;
-#else
-		if (o.rank == 0)
-			fprintf(stderr, "hvd-bench: --compare gloo: not built "
-					"in (configure did not find Gloo)\n");
-		goto out;
-#endif
-	}
-
-	es = hvd_dtype_size(o.dtype);
-	max_send = max_recv = o.max_bytes + 4096;
-	if (posix_memalign(&send, 4096, max_send) ||
-	    posix_memalign(&recv, 4096, max_recv)) {
-		fprintf(stderr, "hvd-bench: cannot allocate 2 x %zu bytes\n",
-			max_send);
-		goto out;
-	}
-	memset(send, 0, max_send);
-	memset(recv, 0, max_recv);
-	if (use_cuda && bench_cuda_setup(hvd_local_rank(), max_send, max_recv))
+	if (peers_open(&o, &peers, &argc, &argv) || buffers_alloc(&o, &bufs))
 		goto out;
 	if (o.rank == 0 && o.csv) {
 		csv = fopen(o.csv, "w");
@@ -677,132 +598,15 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (o.rank == 0)
-		print_header(&o, csv);
-
-	for (bytes = o.min_bytes; bytes <= o.max_bytes;) {
-		struct bench_case c = {
-		    .coll = o.coll,
-		    .dtype = o.dtype,
-		    .op = o.op,
-		    .send = send,
-		    .recv = recv,
-		    .rank = o.rank,
-		    .size = n,
-		};
-		struct row r = {
-		    .mpi_busbw = -1, .gloo_busbw = -1, .memcpy_bw = -1};
-		size_t next,
-		    per = o.coll == BENCH_ALLREDUCE || o.coll == BENCH_BROADCAST
-			      ? es
-			      : es * (size_t)n;
-		double factor = o.coll == BENCH_ALLREDUCE ? 2.0 * (n - 1) / n
-				: o.coll == BENCH_BROADCAST
-				    ? 1.0
-				    : (double)(n - 1) / n;
-		double t;
-		/* -D cuda: the same case on the device mirrors (GPU hook) */
-		struct bench_case dc = c;
-
-		if (use_cuda) {
-			dc.send = bench_cuda_send();
-			dc.recv = bench_cuda_recv();
-		}
-		c.count = dc.count = bytes / per;
-		next = (size_t)((double)bytes * o.factor);
-		if (next <= bytes)
-			next = bytes + 1;
-		if (c.count == 0) {
-			bytes = next;
-			continue;
-		}
-		r.bytes = c.count * per;
-		r.count = c.count;
-		if (o.check) {
-			long bad;
-
-			bench_fill_inputs(&c);
-			if (use_cuda && bench_cuda_upload(send, recv))
-				goto out;
-			if (hvd_barrier() != HVD_OK ||
-			    ours_once(&dc) != HVD_OK) {
-				fprintf(stderr, "hvd-bench: %s: %s\n",
-					coll_names[o.coll], hvd_last_error());
-				goto out;
-			}
-			if (use_cuda && bench_cuda_download(recv))
-				goto out;
-			bad = bench_count_wrong(&c);
-			if (hvd_allreduce(HVD_IN_PLACE, &bad, 1, HVD_INT64,
-					  HVD_SUM) != HVD_OK)
-				goto out;
-			r.wrong = bad;
-			wrong_total += bad;
-		}
-		t = measure(run_ours, &dc, &o, 0);
-		if (t < 0)
-			goto out;
-		r.time_us = t * 1e6;
-		r.algbw = (double)r.bytes / t / 1e9;
-		r.busbw = r.algbw * factor;
-		if (have_mpi && bench_mpi_supported(&c)) {
-			t = measure(bench_mpi_run, &c, &o, 0);
-			if (t < 0)
-				goto out;
-			r.mpi_busbw = (double)r.bytes / t / 1e9 * factor;
-		}
-		if (have_gloo && bench_gloo_supported(&c)) {
-			t = measure(bench_gloo_run, &c, &o, 0);
-			if (t < 0)
-				goto out;
-			r.gloo_busbw = (double)r.bytes / t / 1e9 * factor;
-		}
-		if (o.cmp_memcpy) {
-			struct bench_case m = c;
-
-			/* one core copying the same number of bytes */
-			m.dtype = HVD_UINT8;
-			m.count = r.bytes;
-			t = measure(run_memcpy, &m, &o, 1);
-			if (t < 0)
-				goto out;
-			r.memcpy_bw = (double)r.bytes / t / 1e9;
-		}
-		if (o.rank == 0)
-			print_row(&o, &r, csv);
-		sum_busbw += r.busbw;
-		rows++;
-		bytes = next;
-	}
-	if (o.rank == 0) {
-		printf("# Out of bounds values : %ld %s\n", wrong_total,
-		       wrong_total ? "FAILED" : "OK");
-		printf("# Avg bus bandwidth    : %.3f\n",
-		       rows ? sum_busbw / rows : 0.0);
-	}
-	rc = wrong_total ? 1 : 0;
-
+	rc = sweep(&o, &peers, &bufs, csv);
 out:
 	if (csv)
 		fclose(csv);
-	free(send);
-	free(recv);
-	if (use_cuda)
+	free(bufs.send);
+	free(bufs.recv);
+	if (o.cuda)
 		bench_cuda_teardown();
-#ifdef HVD_HAVE_GLOO
-	if (have_gloo) {
-		bench_gloo_finalize();
-		hvd_barrier();
-		if (o.rank == 0)
-			remove_dir(gloo_dir);
-	}
-#endif
-#ifdef HVD_HAVE_MPI
-	if (have_mpi)
-		bench_mpi_finalize();
-#endif
-	(void)have_mpi;
-	(void)have_gloo;
+	peers_close(&o, &peers);
 	hvd_finalize();
 	return rc;
 }

@@ -526,12 +526,128 @@ static int loop(int sfd, int wake_rd)
 	return 0;
 }
 
+/* The rank table and the state shared with the PMIx server's threads. */
+static int alloc_state(void)
+{
+	ranks = calloc((size_t)opts.np, sizeof(*ranks));
+	shared.connected = calloc((size_t)opts.np, 1);
+	shared.finalized = calloc((size_t)opts.np, 1);
+	if (!ranks || !shared.connected || !shared.finalized) {
+		fprintf(stderr, "hvdrun: out of memory\n");
+		return -1;
+	}
+	for (int r = 0; r < opts.np; r++)
+		ranks[r].fd[0] = ranks[r].fd[1] = -1;
+	pthread_mutex_init(&shared.lock, NULL);
+	shared.np = opts.np;
+	shared.abort_rank = -1;
+	return 0;
+}
+
+/* Signals to a signalfd, before any thread exists so that PMIx's threads
+ * inherit the mask; a pipe that wakes the main loop. */
+static int setup_signals(sigset_t *blocked, int *sfd, int wake[2])
+{
+	struct rlimit rl;
+
+	/* Two pipes per rank plus a PMIx socket: lift the soft limit on
+	 * descriptors as far as allowed. */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	sigaddset(blocked, SIGCHLD);
+	sigaddset(blocked, SIGINT);
+	sigaddset(blocked, SIGTERM);
+	sigaddset(blocked, SIGHUP);
+	sigaddset(blocked, SIGQUIT);
+	sigprocmask(SIG_BLOCK, blocked, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	*sfd = signalfd(-1, blocked, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (*sfd < 0 || pipe2(wake, O_CLOEXEC | O_NONBLOCK)) {
+		fprintf(stderr, "hvdrun: signalfd/pipe: %s\n", strerror(errno));
+		return -1;
+	}
+	shared.wake_fd = wake[1];
+	return 0;
+}
+
+/* hvdrun's own exit status, once every rank is gone: a launch failure,
+ * the timeout (124), a signal (128+N), or the first rank's non-zero
+ * code, which it names. */
+static int exit_status(void)
+{
+	int ret;
+
+	if (failed)
+		return fail_code;
+	if (timed_out)
+		return 124;
+	if (got_signal)
+		return 128 + got_signal;
+	ret = first_nonzero;
+	for (int r = 0; ret && r < opts.np; r++) {
+		int st = ranks[r].status;
+
+		if (WIFEXITED(st) && WEXITSTATUS(st) == ret) {
+			fprintf(stderr,
+				"hvdrun: rank %d (pid %ld) exited with code "
+				"%d\n",
+				r, (long)ranks[r].pid, ret);
+			break;
+		}
+	}
+	return ret;
+}
+
+/* Ranks still alive (an error before the loop ended): do not leave
+ * them; then the PMIx server and its directory go. */
+static int finish(int ret, sigset_t *blocked)
+{
+	if (ranks && nrunning) {
+		signal_ranks(SIGKILL);
+		while (nrunning && waitpid(-1, NULL, 0) > 0)
+			nrunning--;
+	}
+	/* From here on SIGINT/SIGTERM just end hvdrun (there are no ranks
+	 * left to forward them to). */
+	sigdelset(blocked, SIGCHLD);
+	sigprocmask(SIG_UNBLOCK, blocked, NULL);
+	/*
+	 * After ranks died connected (without PMIx_Finalize), PMIx 4.2's
+	 * teardown is unsafe: PMIx_server_finalize has been seen to crash,
+	 * and deregistering to deadlock, while the progress thread cleans
+	 * up their lost connections.  The job is over and everything the
+	 * server holds dies with this process except its directory, so then
+	 * remove that and leave without the PMIx teardown.
+	 */
+	if (server.initialized && !clean_finish()) {
+		remove_tmpdir();
+		fflush(NULL);
+		_exit(ret);
+	}
+	teardown_ret = ret;
+	start_watchdog();
+	hvdrun_pmix_fini(&server);
+	remove_tmpdir();
+	for (int r = 0; ranks && r < opts.np; r++) {
+		for (int s = 0; s < 2; s++) {
+			if (ranks[r].fd[s] >= 0)
+				close(ranks[r].fd[s]);
+			hvdrun_linebuf_free(&ranks[r].lb[s]);
+		}
+	}
+	free(ranks);
+	free(shared.connected);
+	free(shared.finalized);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	char err[512];
 	char *path = NULL;
 	sigset_t blocked;
-	struct rlimit rl;
 	int sfd = -1, wake[2] = {-1, -1}, ret = 1, r;
 
 	switch (hvdrun_parse_args(argc, argv, &opts, err, sizeof(err))) {
@@ -555,44 +671,9 @@ int main(int argc, char **argv)
 			    : "command not found in PATH");
 		return 127;
 	}
-
 	sigemptyset(&blocked);
-	ranks = calloc((size_t)opts.np, sizeof(*ranks));
-	shared.connected = calloc((size_t)opts.np, 1);
-	shared.finalized = calloc((size_t)opts.np, 1);
-	if (!ranks || !shared.connected || !shared.finalized) {
-		fprintf(stderr, "hvdrun: out of memory\n");
-		goto out;
-	}
-	for (r = 0; r < opts.np; r++)
-		ranks[r].fd[0] = ranks[r].fd[1] = -1;
-	pthread_mutex_init(&shared.lock, NULL);
-	shared.np = opts.np;
-	shared.abort_rank = -1;
-
-	/* Two pipes per rank plus a PMIx socket: lift the soft limit on
-	 * descriptors as far as allowed. */
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-
-	/* Before any thread exists, so that PMIx's threads inherit it. */
-	sigaddset(&blocked, SIGCHLD);
-	sigaddset(&blocked, SIGINT);
-	sigaddset(&blocked, SIGTERM);
-	sigaddset(&blocked, SIGHUP);
-	sigaddset(&blocked, SIGQUIT);
-	sigprocmask(SIG_BLOCK, &blocked, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	sfd = signalfd(-1, &blocked, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0 || pipe2(wake, O_CLOEXEC | O_NONBLOCK)) {
-		fprintf(stderr, "hvdrun: signalfd/pipe: %s\n", strerror(errno));
-		goto out;
-	}
-	shared.wake_fd = wake[1];
-
-	if (make_tmpdir())
+	if (alloc_state() || setup_signals(&blocked, &sfd, wake) ||
+	    make_tmpdir())
 		goto out;
 	if (hvdrun_pmix_init(&server, &shared, opts.np, opts.verbose)) {
 		fprintf(stderr,
@@ -612,68 +693,11 @@ int main(int argc, char **argv)
 	}
 	loop(sfd, wake[0]);
 	check_abort();
-
-	if (failed)
-		ret = fail_code;
-	else if (timed_out)
-		ret = 124;
-	else if (got_signal)
-		ret = 128 + got_signal;
-	else
-		ret = first_nonzero;
-	if (ret && !failed && !timed_out && !got_signal) {
-		for (r = 0; r < opts.np; r++) {
-			int st = ranks[r].status;
-
-			if (WIFEXITED(st) && WEXITSTATUS(st) == ret) {
-				fprintf(stderr,
-					"hvdrun: rank %d (pid %ld) "
-					"exited with code %d\n",
-					r, (long)ranks[r].pid, ret);
-				break;
-			}
-		}
-	}
+	ret = exit_status();
 out:
-	/* Ranks still alive here (an error above): do not leave them. */
-	if (ranks && nrunning) {
-		signal_ranks(SIGKILL);
-		while (nrunning && waitpid(-1, NULL, 0) > 0)
-			nrunning--;
-	}
-	/* From here on SIGINT/SIGTERM just end hvdrun (there are no ranks
-	 * left to forward them to). */
-	sigdelset(&blocked, SIGCHLD);
-	sigprocmask(SIG_UNBLOCK, &blocked, NULL);
-	/*
-	 * After ranks died connected (without PMIx_Finalize), PMIx 4.2's
-	 * teardown is unsafe: PMIx_server_finalize has been seen to crash,
-	 * and deregistering to deadlock, while the progress thread cleans
-	 * up their lost connections.  The job is over and everything the
-	 * server holds dies with this process except its directory, so then
-	 * remove that and leave without the PMIx teardown.
-	 */
-	if (server.initialized && !clean_finish()) {
-		remove_tmpdir();
-		fflush(NULL);
-		_exit(ret);
-	}
-	teardown_ret = ret;
-	start_watchdog();
-	hvdrun_pmix_fini(&server);
-	remove_tmpdir();
-	for (r = 0; ranks && r < opts.np; r++) {
-		for (int s = 0; s < 2; s++) {
-			if (ranks[r].fd[s] >= 0)
-				close(ranks[r].fd[s]);
-			hvdrun_linebuf_free(&ranks[r].lb[s]);
-		}
-	}
+	ret = finish(ret, &blocked);
 	if (sfd >= 0)
 		close(sfd);
-	free(ranks);
-	free(shared.connected);
-	free(shared.finalized);
 	free(path);
 	return ret;
 }

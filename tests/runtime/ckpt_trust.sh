@@ -45,7 +45,7 @@ is $? 1 "mode 0770 (group-writable): refused too"
 mkdir -m 777 "$W/lax"
 out=$(CKPT_PROG_SOLO=1 prog "$W/lax/ck")
 is $? 1 "a parent writable by others and not sticky: refused"
-like "$out" "$W/lax, above the checkpoint directory, is writable by group or others \(mode 0777\) and not sticky" \
+like "$out" "$W/lax, above the checkpoint directory, is writable by group or others \(mode 0777\) and not a sticky directory of root's" \
 	"the message names the parent"
 out=$(CKPT_PROG_SOLO=1 prog "$T/mine")
 like "$out" "^restored 0 ok" "below a root-owned sticky directory (as /var/tmp): fine"

@@ -95,9 +95,10 @@ void ckpt_dir_close(struct ckpt_dir *d)
  * directory), each relative to the one above and checked on the descriptor
  * opened (so what is checked is what is used):
  *   - a directory above must belong to root or the user, and may be
- *     writable by group or others only with the sticky bit (as /tmp):
- *     whoever else can rename entries in it could put a checkpoint
- *     directory of their own in place of ours;
+ *     writable by group or others only when it is root's and sticky (as
+ *     /tmp): whoever else can rename entries in it could put a checkpoint
+ *     directory of their own in place of ours (the SPANK plugin's
+ *     spank/core/ckptdir.c checks the same when it creates the directory);
  *   - the checkpoint directory must belong to the user and be writable by
  *     nobody else: whoever can write in it can replace checkpoints (the
  *     checksums are XXH3, no protection against a forger) or read them;
@@ -206,15 +207,16 @@ static hvd_status_t check_dir(const struct stat *sb, const char *path,
 				 "put a directory of their own in place of "
 				 "yours; use a path whose directories belong to "
 				 "you or to root", path, (unsigned)sb->st_uid);
-	if ((mode & OTHERS_WRITE) && !(mode & S_ISVTX))
+	if ((mode & OTHERS_WRITE) && !(sb->st_uid == 0 && (mode & S_ISVTX)))
 		return hvd_error(HVD_ERR_IO,
 				 "checkpoint: %s, above the checkpoint "
 				 "directory, is writable by group or others "
-				 "(mode %04o) and not sticky: they could rename "
-				 "the checkpoint directory and put their own in "
-				 "its place; use a directory whose parents only "
-				 "you and root can change, or ask your admin "
-				 "to chmod +t %s", path, mode, path);
+				 "(mode %04o) and not a sticky directory of "
+				 "root's like /var/tmp: they could rename the "
+				 "checkpoint directory and put their own in its "
+				 "place; use a directory whose parents only you "
+				 "and root can change%s", path, mode,
+				 sb->st_uid == uid ? " (chmod go-w it)" : "");
 	return HVD_OK;
 }
 

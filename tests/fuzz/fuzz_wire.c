@@ -19,7 +19,7 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/core/wire.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -9,7 +9,8 @@
  *	                             (DIR/tagkey, as if it had been read off
  *	                             the wire), then DIR/ready; every rank
  *	                             waits for DIR/go and runs allreduces
- *	                             until DIR/done, one rank now and then
+ *	                             until one of them sees DIR/done (they
+ *	                             agree by an allreduce), one rank now and then
  *	                             late (the others then wait long enough
  *	                             to look at notices)
  *	forge_victim DIR kill        the last rank dies in its 50th
@@ -143,10 +144,22 @@ int main(int argc, char **argv)
 	for (;;) {
 		double t;
 
-		if (kill_mode ? iters >= 1000000
-			      : (iters % 16 == 0 &&
-				 (exists(dir, "done") || now() - t0 > 60)))
+		if (kill_mode && iters >= 1000000)
 			break;
+		if (!kill_mode && iters % 16 == 0) {
+			/* every rank stops at the same iteration: one that
+			 * saw DIR/done alone would leave the others waiting */
+			int32_t seen = exists(dir, "done") || now() - t0 > 60;
+			int32_t any = 0;
+
+			st = hvd_allreduce(&seen, &any, 1, HVD_INT32, HVD_MAX);
+			if (st != HVD_OK) {
+				t_fail = 0;
+				break;
+			}
+			if (any)
+				break;
+		}
 		if (kill_mode && rank == size - 1 && iters == 50) {
 			usleep(100000); /* the others wait inside */
 			kill(getpid(), SIGKILL);

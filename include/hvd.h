@@ -104,6 +104,14 @@ hvd_status_t hvd_op_parse(const char *name, hvd_op_t *op);
 #define HVD_IN_PLACE ((const void *)1)
 
 /* ---------------------------------------------------------------------- */
+/* What this build of libhvd has (for bindings' *_built() probes).         */
+
+/* 1 when built with the GPU path (CUDA + NCCL), else 0. */
+int hvd_cuda_built(void);
+/* NCCL_VERSION_CODE of the NCCL built against, 0 without the GPU path. */
+int hvd_nccl_built(void);
+
+/* ---------------------------------------------------------------------- */
 /* Initialisation and ranks.                                               */
 
 hvd_status_t hvd_init(void);
@@ -170,6 +178,9 @@ int hvd_pset_rank(hvd_pset_t pset);
 int hvd_pset_size(hvd_pset_t pset);
 /* Number of process sets, and their ids (ids must hold n entries). */
 hvd_status_t hvd_pset_list(hvd_pset_t *ids, int max, int *n);
+/* The world ranks of a set, ascending: *n is the set's size, and the first
+ * min(max, *n) of them are written to ranks. */
+hvd_status_t hvd_pset_ranks(hvd_pset_t pset, int *ranks, int max, int *n);
 
 /* ---------------------------------------------------------------------- */
 /* Engine: asynchronous named operations.                                  */

@@ -230,6 +230,10 @@ def main():
               % (args.steps, args.steps - start, time.process_time() - t0,
                  loss0 if loss0 is not None else final, final, acc0, acc))
         print('train.py: weights checksum %s' % checksum(model), flush=True)
+        d = args.ckpt_dir or os.environ.get('HOROVOD_CHECKPOINT_DIR')
+        if ckpt and d:
+            print('train.py: checkpoints in %s (hvd-ckpt list %s)' % (d, d),
+                  flush=True)
     hvd.shutdown()
     return 0
 

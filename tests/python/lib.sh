@@ -29,13 +29,16 @@ py_require() {
 		skip_all "$HVD_PYTHON lacks torch or pytest (Debian: apt-get install python3-torch python3-pytest)"
 	PYTHONPATH=$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}
 	HVD_LIBHVD=$top_builddir/runtime/.libs/libhvd.so.0
+	# the C fast path when it is built (hvd/_lib.py falls back to ctypes)
+	HVD_FAST=$top_builddir/python/.libs/_fast.abi3.so
+	[ -f "$HVD_FAST" ] || HVD_FAST=0
 	# No bytecode in the source tree (read-only under distcheck); one
 	# thread per rank, as on a shared 2-core machine.
 	PYTHONDONTWRITEBYTECODE=1
 	OMP_NUM_THREADS=1
 	# test_psets.py adds and removes sets
 	HOROVOD_DYNAMIC_PROCESS_SETS=1
-	export PYTHONPATH HVD_LIBHVD PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS \
+	export PYTHONPATH HVD_LIBHVD HVD_FAST PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS \
 		HOROVOD_DYNAMIC_PROCESS_SETS
 	# Under the build tree, not /tmp: the mini-cluster's nodes have their
 	# own /tmp.

@@ -12,6 +12,6 @@ command -v mpirun >/dev/null 2>&1 || skip_all "OpenMPI's mpirun not found (Debia
 # shellcheck disable=SC2086 # the file list is words
 py_pytest mpirun-np2 2 mpirun --allow-run-as-root --oversubscribe -np 2 \
 	--mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none \
-	-x PYTHONPATH -x HVD_LIBHVD -x PYTHONDONTWRITEBYTECODE -x OMP_NUM_THREADS \
+	-x PYTHONPATH -x HVD_LIBHVD -x HVD_FAST -x PYTHONDONTWRITEBYTECODE -x OMP_NUM_THREADS \
 	-x HOROVOD_DYNAMIC_PROCESS_SETS -x HVD_TEST_RESULTS -x HVD_TEST_NP \
 	-- $PY_CORE test_mpi.py

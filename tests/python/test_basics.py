@@ -98,3 +98,12 @@ def test_handles_are_ints(hvd):
     assert out.tolist() == [1.0, 1.0]
     assert hvd.synchronize(h) is None  # as Horovod: unknown handle
     assert hvd.poll(h) is True
+
+
+def test_fast_path(hvd):
+    from hvd import _lib
+    want = os.environ.get('HVD_FAST', '')
+    if want == '0':
+        assert _lib.fast is None  # the ctypes path is under test
+    elif want:
+        assert _lib.fast is not None, 'hvd._fast did not load from ' + want

@@ -52,23 +52,76 @@ def op_name(prefix, name, process_set_id):
     return '%s.noname.%d' % (prefix, n)
 
 
+_name_bytes = {}
+
+
+def name_bytes(prefix, name, process_set_id):
+    """op_name() encoded, cached for named ops (a training loop repeats the
+    same names every step)."""
+    if not name:
+        return op_name(prefix, name, process_set_id).encode()
+    key = (prefix, name, process_set_id)
+    b = _name_bytes.get(key)
+    if b is None:
+        if len(_name_bytes) > 100000:
+            _name_bytes.clear()
+        b = _name_bytes[key] = op_name(prefix, name, process_set_id).encode()
+    return b
+
+
+_DEFAULT_OPTS = (0, 1.0, 1.0, 0)
+
+
 def make_opts(process_set_id=0, prescale=1.0, postscale=1.0, group=0):
+    """An operation's hvd_opts_t fields: (pset, prescale, postscale,
+    group)."""
     if not process_set_id and prescale == 1.0 and postscale == 1.0 and \
             not group:
+        return _DEFAULT_OPTS
+    return (process_set_id, prescale, postscale, group)
+
+
+def _c_opts(o):
+    if o == _DEFAULT_OPTS:
         return None
-    o = _lib.Opts()
-    o.pset = process_set_id
-    o.prescale = prescale
-    o.postscale = postscale
-    o.group = group
-    return ctypes.byref(o)
+    c = _lib.Opts()
+    c.pset, c.prescale, c.postscale, c.group = o
+    return ctypes.byref(c)
+
+
+_Handle = _lib.Handle
+_byref = ctypes.byref
+_fast = _lib.fast
+# hvd._fast's operation kinds (ctypes functions are not hashable: by id)
+_KIND = {id(_lib.hvd_allreduce_async): 0, id(_lib.hvd_allgather_async): 1,
+         id(_lib.hvd_broadcast_async): 2, id(_lib.hvd_alltoall_async): 3,
+         id(_lib.hvd_reducescatter_async): 4}
 
 
 def submit(fn, name, *args):
-    """Calls an hvd_*_async function; returns the handle (an int)."""
-    h = _lib.Handle()
-    st = fn(name.encode(), *args, ctypes.byref(h))
-    if st != _lib.OK:
+    """Calls an hvd_*_async function (its arguments but the handle, the
+    options from make_opts()); returns the handle (an int).  name: str, or
+    bytes from name_bytes().  Through hvd._fast when it is built (one C
+    call instead of a ctypes call with eight conversions), else ctypes."""
+    if not isinstance(name, bytes):
+        name = name.encode()
+    if _fast is not None:
+        kind = _KIND[id(fn)]
+        if kind == 2:
+            buf, count, dtype, root, o = args
+            h = _fast.submit(2, name, buf, buf, count, dtype, root, *o)
+        elif kind == 0 or kind == 4:
+            send, recv, count, dtype, op, o = args
+            h = _fast.submit(kind, name, send, recv, count, dtype, op, *o)
+        else:
+            send, recv, count, dtype, o = args
+            h = _fast.submit(kind, name, send, recv, count, dtype, 0, *o)
+        if h < 0:
+            raise _lib.error(-h)
+        return h
+    h = _Handle()
+    st = fn(name, *args[:-1], _c_opts(args[-1]), _byref(h))
+    if st:
         raise _lib.error(st)
     return h.value
 
@@ -95,13 +148,17 @@ class Group:
         return False
 
 
+_hvd_wait = _lib.hvd_wait if _fast is None else _fast.wait
+_hvd_test = _lib.hvd_test if _fast is None else _fast.test
+
+
 def wait_all(handles):
     """Waits for (and releases) every libhvd handle; raises the first
     failure after all of them are done."""
     err = None
     for h in handles:
-        st = _lib.hvd_wait(h)
-        if st != _lib.OK and err is None:
+        st = _hvd_wait(h)
+        if st and err is None:
             err = _lib.error(st)
     if err is not None:
         raise err
@@ -110,7 +167,7 @@ def wait_all(handles):
 def test_all(handles):
     """True when every handle completed (successfully or not)."""
     for h in handles:
-        if _lib.hvd_test(h) == _lib.IN_PROGRESS:
+        if _hvd_test(h) == _lib.IN_PROGRESS:
             return False
     return True
 

@@ -107,3 +107,30 @@ def test_fast_path(hvd):
         assert _lib.fast is None  # the ctypes path is under test
     elif want:
         assert _lib.fast is not None, 'hvd._fast did not load from ' + want
+
+
+def test_compat_never_shadows(hvd, tmp_path):
+    """A Horovod the user installed wins over the compatibility package,
+    wherever it is on sys.path."""
+    import subprocess
+    import sys
+    import hvd as core
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(core.__file__)))
+    fake = tmp_path / 'site'
+    (fake / 'horovod').mkdir(parents=True)
+    (fake / 'horovod' / '__init__.py').write_text('REAL = True\n')
+    code = ('import warnings; warnings.simplefilter("ignore"); '
+            'import horovod; print(getattr(horovod, "REAL", False))')
+    env = dict(os.environ, PYTHONPATH='%s:%s' % (ours, fake))
+    env.pop('HVD_HOROVOD_COMPAT', None)
+    out = subprocess.run([sys.executable, '-c', code], env=env,
+                         capture_output=True, text=True, timeout=60)
+    forced = subprocess.run([sys.executable, '-c', code],
+                            env=dict(env, HVD_HOROVOD_COMPAT='1'),
+                            capture_output=True, text=True, timeout=60)
+    alone = subprocess.run([sys.executable, '-c', code],
+                           env=dict(env, PYTHONPATH=ours),
+                           capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == 'True', out.stderr
+    assert forced.stdout.strip() == 'False', forced.stderr
+    assert alone.stdout.strip() == 'False', alone.stderr

@@ -62,7 +62,12 @@ typedef enum {
 
 /* Name of a status ("HVD_ERR_MISMATCH"). */
 const char *hvd_status_name(hvd_status_t status);
-/* Message for the calling thread's last error ("" when none). */
+/* Its stable code ("HVD-3020"; doc/errors.md gives cause and fix of each):
+ * 1xxx bootstrap and launch, 2xxx GPU/NCCL, 3xxx tensors and negotiation,
+ * 4xxx checkpoint, 5xxx transport and peer failure, 9xxx internal. */
+const char *hvd_status_code(hvd_status_t status);
+/* Message for the calling thread's last error ("" when none).  It starts
+ * with the code of the status it came with: "HVD-3020 hvd: ...". */
 const char *hvd_last_error(void);
 
 /* ---------------------------------------------------------------------- */

@@ -1,83 +1,59 @@
 /*
- * cuda_coll.c - the device.h hooks: host communicators (hvd_comm_t) mapped
- * to GPU communicators (struct cuda_comm), created on first use.
+ * cuda_coll.c - the GPU path's table for the collectives' front door
+ * (cuda/cuda.h): host communicators (hvd_comm_t) mapped to GPU
+ * communicators (struct cuda_comm), created on first use.
  *
  * The first device collective on an hvd_comm_t creates its cuda_comm:
  * every member reaches that call in the same order (comm.h's rule for all
- * collectives), member 0 makes the NCCL unique id and coll_broadcast on
- * the host communicator carries it to the others.  The communicator is
- * bound to the device of the buffer that triggered it; a later buffer on
- * another device is refused (one device per rank, as in Horovod).
- *
- * The host comm layer is referenced weakly so that this file links before
- * (and without) it: with no comm layer, device collectives fail with
- * HVD_ERR_UNSUPPORTED instead of breaking the link.
+ * collectives), member 0 makes the NCCL unique id and the service
+ * broadcast on the host communicator's group carries it to the others.
+ * The communicator is bound to the device of the buffer that triggered
+ * it; a later buffer on another device is refused (one device per rank,
+ * as in Horovod).  The cuda_comm lives in the host communicator's slot
+ * for this backend (comm/backend.h): split from the parent's when a
+ * process set is made, destroyed with the host communicator.
  */
 #include "config.h"
 
-#include "comm.h"
-#include "cuda_internal.h"
-#include "device.h"
+#include "comm/comm.h"
+#include "cuda/cuda.h"
+#include "cuda/cuda_internal.h"
+#include "net/service.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 
-#pragma weak comm_rank
-#pragma weak comm_size
-#pragma weak comm_world_rank
-#pragma weak coll_broadcast
-#pragma weak hvd_world
-
-struct mapping {
-	hvd_comm_t *comm;
-	struct cuda_comm *cc;
-	struct mapping *next;
-};
-
-static struct mapping *mappings;
-static pthread_mutex_t mappings_lock = PTHREAD_MUTEX_INITIALIZER;
+static int slot_id = -1;
 
 static struct cuda_comm *find(hvd_comm_t *comm)
 {
-	struct cuda_comm *cc = NULL;
+	struct comm_slot *s;
 
-	pthread_mutex_lock(&mappings_lock);
-	for (struct mapping *m = mappings; m; m = m->next)
-		if (m->comm == comm) {
-			cc = m->cc;
-			break;
-		}
-	pthread_mutex_unlock(&mappings_lock);
-	return cc;
+	if (slot_id < 0)
+		return NULL;
+	s = comm_slot(comm, slot_id);
+	return s->status > 0 ? s->state : NULL;
 }
 
-static hvd_status_t remember(hvd_comm_t *comm, struct cuda_comm *cc)
+static void remember(hvd_comm_t *comm, struct cuda_comm *cc)
 {
-	struct mapping *m = malloc(sizeof(*m));
+	struct comm_slot *s = comm_slot(comm, slot_id);
 
-	if (!m)
-		return hvd_error(HVD_ERR_NO_MEMORY, "GPU communicator table");
-	m->comm = comm;
-	m->cc = cc;
-	pthread_mutex_lock(&mappings_lock);
-	m->next = mappings;
-	mappings = m;
-	pthread_mutex_unlock(&mappings_lock);
-	return HVD_OK;
+	s->state = cc;
+	s->status = 1;
 }
 
-static hvd_status_t host_bcast(void *ctx, void *buf, size_t bytes, int root)
+static hvd_status_t id_bcast(void *ctx, void *buf, size_t bytes, int root)
 {
-	return coll_broadcast((hvd_comm_t *)ctx, buf, bytes, HVD_UINT8, root);
+	return svc_bcast(comm_net(ctx), buf, bytes, root);
 }
 
 /* Node of each member, from the world's table (NULL: one node). */
 static int *members_nodes(hvd_comm_t *comm, int size)
 {
-	const struct hvd_world *w = hvd_world ? hvd_world() : NULL;
+	const struct hvd_world *w = hvd_world();
 	int *nodes;
 
-	if (!w || !w->node_of || !comm_world_rank)
+	if (!w || !w->node_of)
 		return NULL;
 	nodes = malloc((size_t)size * sizeof(int));
 	if (!nodes)
@@ -90,16 +66,6 @@ static int *members_nodes(hvd_comm_t *comm, int size)
 	return nodes;
 }
 
-static hvd_status_t have_comm_layer(void)
-{
-	if (!comm_rank || !comm_size || !coll_broadcast)
-		return hvd_error(HVD_ERR_UNSUPPORTED,
-				 "device collectives need the host "
-				 "communicator layer (comm.c), which this "
-				 "libhvd lacks");
-	return HVD_OK;
-}
-
 /* The cuda_comm of comm, created (collectively) on first use on the
  * device of buf. */
 static hvd_status_t get(hvd_comm_t *comm, const void *buf, const char *what,
@@ -110,12 +76,10 @@ static hvd_status_t get(hvd_comm_t *comm, const void *buf, const char *what,
 	int dev, *nodes;
 	hvd_status_t st;
 
-	if (!comm)
+	if (!comm || slot_id < 0)
 		return hvd_error(HVD_ERR_NOT_INITIALIZED,
 				 "%s: no communicator (call hvd_init first)",
 				 what);
-	if ((st = have_comm_layer()) != HVD_OK)
-		return st;
 	/* No "no device" shortcut here: cuda_comm_create() still takes part
 	 * in the id broadcast and then fails, so that peers with a GPU are
 	 * not left waiting. */
@@ -137,112 +101,113 @@ static hvd_status_t get(hvd_comm_t *comm, const void *buf, const char *what,
 	boot.size = comm_size(comm);
 	nodes = members_nodes(comm, boot.size);
 	boot.node_of = nodes;
-	boot.bcast = host_bcast;
+	boot.bcast = id_bcast;
 	boot.ctx = comm;
 	st = cuda_comm_create(&boot, &cc);
 	free(nodes);
 	if (st != HVD_OK)
 		return hvd_error_prefix(
 		    st, "%s: creating the NCCL communicator", what);
-	st = remember(comm, cc);
-	if (st != HVD_OK) {
-		cuda_comm_destroy(cc);
-		return st;
-	}
+	remember(comm, cc);
 	*out = cc;
 	return HVD_OK;
 }
 
-hvd_status_t cuda_coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
-				 void *recvbuf, size_t count, hvd_dtype_t dtype,
-				 hvd_op_t op)
+static hvd_status_t dev_allreduce(hvd_comm_t *comm, const void *sendbuf,
+				  void *recvbuf, size_t count,
+				  hvd_dtype_t dtype, hvd_op_t op)
 {
 	struct cuda_comm *cc;
-	hvd_status_t st = get(comm, recvbuf, "allreduce", &cc);
 
-	return st != HVD_OK
-		   ? st
-		   : nccl_allreduce(cc, sendbuf, recvbuf, count, dtype, op);
+	HVD_CHECK(get(comm, recvbuf, "allreduce", &cc));
+	return nccl_allreduce(cc, sendbuf, recvbuf, count, dtype, op);
 }
 
-hvd_status_t cuda_coll_allgatherv(hvd_comm_t *comm, const void *sendbuf,
-				  size_t sendcount, void *recvbuf,
+static hvd_status_t dev_allgatherv(hvd_comm_t *comm, const void *sendbuf,
+				   size_t sendcount, void *recvbuf,
+				   const size_t *recvcounts,
+				   const size_t *displs, hvd_dtype_t dtype)
+{
+	struct cuda_comm *cc;
+
+	HVD_CHECK(get(comm, recvbuf, "allgatherv", &cc));
+	return nccl_allgatherv(cc, sendbuf, sendcount, recvbuf, recvcounts,
+			       displs, dtype);
+}
+
+static hvd_status_t dev_broadcast(hvd_comm_t *comm, void *buf, size_t count,
+				  hvd_dtype_t dtype, int root)
+{
+	struct cuda_comm *cc;
+
+	HVD_CHECK(get(comm, buf, "broadcast", &cc));
+	return nccl_broadcast(cc, buf, count, dtype, root);
+}
+
+static hvd_status_t dev_alltoallv(hvd_comm_t *comm, const void *sendbuf,
+				  const size_t *sendcounts,
+				  const size_t *sdispls, void *recvbuf,
 				  const size_t *recvcounts,
-				  const size_t *displs, hvd_dtype_t dtype)
+				  const size_t *rdispls, hvd_dtype_t dtype)
 {
 	struct cuda_comm *cc;
-	hvd_status_t st = get(comm, recvbuf, "allgatherv", &cc);
 
-	return st != HVD_OK ? st
-			    : nccl_allgatherv(cc, sendbuf, sendcount, recvbuf,
-					      recvcounts, displs, dtype);
+	HVD_CHECK(get(comm, recvbuf, "alltoallv", &cc));
+	return nccl_alltoallv(cc, sendbuf, sendcounts, sdispls, recvbuf,
+			      recvcounts, rdispls, dtype);
 }
 
-hvd_status_t cuda_coll_broadcast(hvd_comm_t *comm, void *buf, size_t count,
-				 hvd_dtype_t dtype, int root)
+static hvd_status_t dev_reducescatter(hvd_comm_t *comm, const void *sendbuf,
+				      void *recvbuf, size_t count,
+				      hvd_dtype_t dtype, hvd_op_t op)
 {
 	struct cuda_comm *cc;
-	hvd_status_t st = get(comm, buf, "broadcast", &cc);
 
-	return st != HVD_OK ? st : nccl_broadcast(cc, buf, count, dtype, root);
+	HVD_CHECK(get(comm, recvbuf, "reducescatter", &cc));
+	return nccl_reducescatter(cc, sendbuf, recvbuf, count, dtype, op);
 }
 
-hvd_status_t cuda_coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
-				 const size_t *sendcounts,
-				 const size_t *sdispls, void *recvbuf,
-				 const size_t *recvcounts,
-				 const size_t *rdispls, hvd_dtype_t dtype)
+static hvd_status_t dev_fused_allreduce(hvd_comm_t *comm,
+					const struct comm_fusion_entry *e,
+					int n, hvd_dtype_t dtype, hvd_op_t op,
+					double prescale, double postscale,
+					int compress_fp16)
 {
-	struct cuda_comm *cc;
-	hvd_status_t st = get(comm, recvbuf, "alltoallv", &cc);
-
-	return st != HVD_OK
-		   ? st
-		   : nccl_alltoallv(cc, sendbuf, sendcounts, sdispls, recvbuf,
-				    recvcounts, rdispls, dtype);
-}
-
-hvd_status_t cuda_coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
-				     void *recvbuf, size_t count,
-				     hvd_dtype_t dtype, hvd_op_t op)
-{
-	struct cuda_comm *cc;
-	hvd_status_t st = get(comm, recvbuf, "reducescatter", &cc);
-
-	return st != HVD_OK
-		   ? st
-		   : nccl_reducescatter(cc, sendbuf, recvbuf, count, dtype, op);
-}
-
-hvd_status_t cuda_fused_allreduce(hvd_comm_t *comm,
-				  const struct cuda_fusion_entry *entries,
-				  int n, hvd_dtype_t dtype, hvd_op_t op,
-				  double prescale, double postscale,
-				  int compress_fp16)
-{
+	struct cuda_fusion_entry *ce;
 	struct cuda_comm *cc;
 	hvd_status_t st;
 
-	if (n <= 0)
-		return HVD_OK;
-	st = get(comm, entries ? entries[0].recvbuf : NULL, "fused allreduce",
-		 &cc);
-	return st != HVD_OK
-		   ? st
-		   : nccl_fused_allreduce(cc, entries, n, dtype, op, prescale,
-					  postscale, compress_fp16);
+	HVD_CHECK(get(comm, e[0].recvbuf, "fused allreduce", &cc));
+	ce = malloc((size_t)n * sizeof(*ce));
+	if (!ce)
+		return hvd_error(HVD_ERR_NO_MEMORY,
+				 "fused allreduce: out of memory for %d "
+				 "entries",
+				 n);
+	for (int i = 0; i < n; i++) {
+		ce[i].sendbuf = e[i].sendbuf;
+		ce[i].recvbuf = e[i].recvbuf;
+		ce[i].count = e[i].count;
+	}
+	st = nccl_fused_allreduce(cc, ce, n, dtype, op, prescale, postscale,
+				  compress_fp16);
+	free(ce);
+	return st;
 }
 
-hvd_status_t cuda_comm_split(hvd_comm_t *parent, hvd_comm_t *child)
+/* Process sets: collective over parent's members.  Only a parent already
+ * on NCCL is split: the decision is the same on every member (its
+ * cuda_comm was made collectively), and a host-only program never starts
+ * NCCL.  ncclCommSplit is cheaper than a new unique id; without it the
+ * child gets its own cuda_comm on first use. */
+static hvd_status_t on_split(hvd_comm_t *parent, hvd_comm_t *child, int slot)
 {
 	struct cuda_comm *pc = find(parent), *cc = NULL;
 	int *nodes = NULL;
 	hvd_status_t st;
 
-	/* Only a parent already on NCCL is split: the decision is the same
-	 * on every member (its cuda_comm was made collectively), and a
-	 * host-only program never starts NCCL. */
-	if (!pc || (st = have_comm_layer()) != HVD_OK)
+	(void)slot;
+	if (!pc)
 		return HVD_OK;
 	if (child)
 		nodes = members_nodes(child, comm_size(child));
@@ -251,45 +216,46 @@ hvd_status_t cuda_comm_split(hvd_comm_t *parent, hvd_comm_t *child)
 	free(nodes);
 	if (st != HVD_OK)
 		return hvd_error_prefix(st, "process set: NCCL split");
-	if (child && cc) {
-		st = remember(child, cc);
-		if (st != HVD_OK)
-			cuda_comm_destroy(cc);
-	}
-	return st;
+	if (child && cc)
+		remember(child, cc);
+	return HVD_OK;
 }
 
-void cuda_comm_release(hvd_comm_t *comm)
+static void on_destroy(hvd_comm_t *comm, struct comm_slot *s)
 {
-	struct mapping **pp, *m = NULL;
-
-	pthread_mutex_lock(&mappings_lock);
-	for (pp = &mappings; *pp; pp = &(*pp)->next)
-		if ((*pp)->comm == comm) {
-			m = *pp;
-			*pp = m->next;
-			break;
-		}
-	pthread_mutex_unlock(&mappings_lock);
-	if (m) {
-		cuda_comm_destroy(m->cc);
-		free(m);
-	}
+	(void)comm;
+	if (s->status > 0 && s->state)
+		cuda_comm_destroy(s->state);
+	s->state = NULL;
+	s->status = 0;
 }
 
-void cuda_finalize(void)
+static const struct comm_backend backend = {
+	.name = "NCCL",
+	.on_split = on_split,
+	.on_destroy = on_destroy,
+};
+
+static const struct comm_device_ops ops = {
+	.name = "CUDA/NCCL",
+	.is_device = cuda_is_device_ptr,
+	.allreduce = dev_allreduce,
+	.allgatherv = dev_allgatherv,
+	.broadcast = dev_broadcast,
+	.alltoallv = dev_alltoallv,
+	.reducescatter = dev_reducescatter,
+	.fused_allreduce = dev_fused_allreduce,
+	.to_host = cuda_memcpy_to_host,
+	.to_device = cuda_memcpy_to_device,
+	.host_alloc = cuda_host_alloc,
+	.host_free = cuda_host_free,
+	/* No finalize: hvd_finalize destroys the host communicators, and
+	 * with them (on_destroy) every cuda_comm. */
+};
+
+const struct comm_device_ops *cuda_device_ops(void)
 {
-	struct mapping *m;
-
-	pthread_mutex_lock(&mappings_lock);
-	m = mappings;
-	mappings = NULL;
-	pthread_mutex_unlock(&mappings_lock);
-	while (m) {
-		struct mapping *next = m->next;
-
-		cuda_comm_destroy(m->cc);
-		free(m);
-		m = next;
-	}
+	if (slot_id < 0)
+		slot_id = comm_backend_register(&backend);
+	return &ops;
 }

@@ -18,8 +18,7 @@
  */
 #include "config.h"
 
-#include "cuda_internal.h"
-#include "device.h"
+#include "cuda/cuda_internal.h"
 
 #include <cuda.h>
 #include <pthread.h>

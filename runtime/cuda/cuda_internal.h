@@ -9,8 +9,10 @@
  *   nccl_comm.c     struct cuda_comm: one NCCL communicator per stream, its
  *                   local/cross split, waiting with async-error polling;
  *   nccl_coll.c     collectives on a struct cuda_comm;
- *   cuda_coll.c     hvd_comm_t -> struct cuda_comm (device.h hooks),
- *                   the device fusion buffer.
+ *   cuda_coll.c     hvd_comm_t -> struct cuda_comm: the GPU path's
+ *                   table for the collectives' front door (cuda/cuda.h,
+ *                   comm/backend.h), the only file that knows the host
+ *                   communicators.
  * A struct cuda_comm is made from a struct cuda_boot (rank, size, node of
  * each rank, and a broadcast over some out-of-band channel), so that tests
  * can drive NCCL without the PMIx/UCX layers and the library drives it over
@@ -19,7 +21,7 @@
 #ifndef HVD_CUDA_INTERNAL_H
 #define HVD_CUDA_INTERNAL_H
 
-#include "hvd_internal.h"
+#include "base/base.h"
 
 #include <cuda_runtime.h>
 /* nccl.h declares ncclGroupStart() without (void). */
@@ -91,6 +93,17 @@ struct cuda_settings {
 				wait for an NCCL init or operation        */
 };
 const struct cuda_settings *cuda_settings(void);
+
+/* 1 when p is device (or managed) memory, 0 for host memory, unregistered
+ * memory, NULL, HVD_IN_PLACE, and always 0 when no GPU is present.  Cheap:
+ * a process without a usable device asks the driver only once. */
+int cuda_is_device_ptr(const void *p);
+/* Plain blocking copies between device and host memory, and page-locked
+ * host buffers for asynchronous ones (the checkpointer's staging). */
+hvd_status_t cuda_memcpy_to_host(void *dst, const void *src, size_t bytes);
+hvd_status_t cuda_memcpy_to_device(void *dst, const void *src, size_t bytes);
+hvd_status_t cuda_host_alloc(void **p, size_t bytes);
+void cuda_host_free(void *p);
 
 /* Number of usable devices; 0 without a driver or GPU.  The first failure
  * is cached, with its message in *why (may be NULL) for skip lines. */
@@ -234,16 +247,13 @@ hvd_status_t nccl_alltoallv(struct cuda_comm *cc, const void *sendbuf,
 hvd_status_t nccl_reducescatter(struct cuda_comm *cc, const void *sendbuf,
 				void *recvbuf, size_t count, hvd_dtype_t dtype,
 				hvd_op_t op);
-/* Fused allreduce through the communicator's fusion buffer (the engine's
- * entry point is cuda_fused_allreduce() in device.h). */
-#ifndef HVD_CUDA_FUSION_ENTRY
-#define HVD_CUDA_FUSION_ENTRY
+/* Fused allreduce through the communicator's fusion buffer (the engine
+ * reaches it through the front door's coll_fused_allreduce). */
 struct cuda_fusion_entry {
 	const void *sendbuf;
 	void *recvbuf;
 	size_t count;
 };
-#endif
 hvd_status_t nccl_fused_allreduce(struct cuda_comm *cc,
 				  const struct cuda_fusion_entry *entries,
 				  int n, hvd_dtype_t dtype, hvd_op_t op,

@@ -11,13 +11,13 @@
  * bandwidth of a device-to-device memcpy.  Misaligned pointers take the
  * scalar path; the result is the same.
  *
- * Arithmetic matches the host reference (reduce_scale in comm.h): float16
+ * Arithmetic matches the host reference (reduce_scale in kernels/kernels.h): float16
  * and bfloat16 scale in float32 with round-to-nearest-even on the way
  * back, integers multiply in double, round toward zero and saturate.
  */
 #include "config.h"
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -23,7 +23,7 @@
  */
 #include "config.h"
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 #include <stdlib.h>
 

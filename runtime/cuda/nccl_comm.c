@@ -25,7 +25,7 @@
  */
 #include "config.h"
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 #include <sched.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
 
 #include "cuda/cuda_internal.h"
 /* (weak declarations: cuda_device.o is linked for cuda_device_count) */
-#include "device.h"
+#include "cuda/cuda_internal.h"
 #include "tap.h"
 
 #include <cuda.h>

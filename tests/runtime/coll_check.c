@@ -739,10 +739,11 @@ static void expect_status(hvd_status_t got, hvd_status_t want,
 	if (got != want)
 		bad("%s: got %s, expected %s (%s)", what, hvd_status_name(got),
 		    hvd_status_name(want), hvd_last_error());
-	else if (want != HVD_OK && strncmp(hvd_last_error(), "hvd: ", 5) &&
-		 !strstr(hvd_last_error(), "hvd: "))
-		bad("%s: message \"%s\" does not say hvd:", what,
-		    hvd_last_error());
+	else if (want != HVD_OK &&
+		 (strncmp(hvd_last_error(), hvd_status_code(want), 8) ||
+		  !strstr(hvd_last_error(), "hvd: ")))
+		bad("%s: message \"%s\" does not start with %s and say hvd:",
+		    what, hvd_last_error(), hvd_status_code(want));
 }
 
 static void test_errors(void)

@@ -2,7 +2,7 @@
  * test_bootstrap_layout.c - node ids, local and cross ranks from the
  * peers' node keys (bootstrap_layout, the pure part of bootstrap.c).
  */
-#include "bootstrap.h"
+#include "net/bootstrap.h"
 #include "tap.h"
 
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include "ckpt_manifest.h"
+#include "ckpt/core/ckpt_manifest.h"
 #include "tap.h"
 
 #include <stdlib.h>

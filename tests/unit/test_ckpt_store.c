@@ -7,7 +7,7 @@
  */
 #include "config.h"
 
-#include "ckpt_internal.h"
+#include "ckpt/ckpt_internal.h"
 #include "tap.h"
 
 #include <fcntl.h>

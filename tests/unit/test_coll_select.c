@@ -1,8 +1,8 @@
 /*
  * test_coll_select.c - the collective tuning table and algorithm
- * selection (runtime/coll_select.c), driven by a fake environment.
+ * selection (runtime/coll/coll_select.c), driven by a fake environment.
  */
-#include "coll_impl.h"
+#include "coll/coll_impl.h"
 #include "tap.h"
 
 #include <string.h>

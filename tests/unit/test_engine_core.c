@@ -5,7 +5,7 @@
  * process-set mismatch), fusion plan, process-set spec parsing, stall
  * report, timeline file format, autotune sweep.
  */
-#include "engine.h"
+#include "engine/engine.h"
 #include "hvd.h"
 #include "tap.h"
 
@@ -16,8 +16,10 @@
 
 /* pset.c links against the communicator layer; the parser and the table
  * without communicators never call it. */
-hvd_status_t comm_create(const int *world_ranks, int n, hvd_comm_t **out)
+hvd_status_t comm_split(hvd_comm_t *parent, const int *world_ranks, int n,
+			hvd_comm_t **out)
 {
+	(void)parent;
 	(void)world_ranks;
 	(void)n;
 	*out = NULL;

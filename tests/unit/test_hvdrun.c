@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hvdrun.h"
+#include "tools/hvdrun/hvdrun.h"
 #include "tap.h"
 
 static enum hvdrun_parse parse(const char *line, struct hvdrun_opts *o,

@@ -9,8 +9,8 @@
  */
 #include "config.h"
 
-#include "comm.h"
-#include "reduce_impl.h"
+#include "kernels/kernels.h"
+#include "kernels/reduce_impl.h"
 #include "tap.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * test_shm.c - shared-memory collectives (runtime/shm.c) with real
+ * test_shm.c - shared-memory collectives (runtime/coll/shm/shm.c) with real
  * processes: the test forks N members that create one group (barrier
  * through an anonymous shared page), run every collective for every type
  * and op, in place and not, over counts that hit the edge cases (0, 1,
@@ -15,8 +15,9 @@
  */
 #include "config.h"
 
-#include "comm.h"
-#include "shm.h"
+#include "comm/comm.h"
+#include "coll/shm/shm.h"
+#include "kernels/kernels.h"
 #include "tap.h"
 
 #include <errno.h>

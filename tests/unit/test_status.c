@@ -1,7 +1,88 @@
-/* Statuses, type and op names, size parsing and the reducescatter split. */
+/* Statuses and their codes (against doc/errors.md), messages, type and op
+ * names, size parsing and the reducescatter split. */
 #include "hvd.h"
-#include "hvd_internal.h"
+#include "base/base.h"
 #include "tap.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Every status has a code of its family, different from every other's,
+ * and doc/errors.md's table lists exactly these codes with these names. */
+static void check_codes(void)
+{
+	char path[4096], line[4096];
+	const char *top = getenv("top_srcdir");
+	int found[HVD_ERR_INTERNAL + 1] = {0}, extra = 0, rows = 0;
+	FILE *f;
+
+	for (int i = 0; i <= HVD_ERR_INTERNAL; i++) {
+		const char *c = hvd_status_code((hvd_status_t)i);
+		int dup = 0;
+
+		for (int j = 0; j < i; j++)
+			dup |= !strcmp(c, hvd_status_code((hvd_status_t)j));
+		if (strlen(c) != 8 || strncmp(c, "HVD-", 4) || dup) {
+			ok(0, "%s has a code of its own: %s",
+			   hvd_status_name((hvd_status_t)i), c);
+			return;
+		}
+	}
+	ok(1, "every status has a code of its own (HVD-NNNN)");
+	is_str(hvd_status_code(HVD_ERR_BOOTSTRAP), "HVD-1001",
+	       "bootstrap failure: HVD-1001 (the family of launch errors)");
+	is_str(hvd_status_code(HVD_ERR_NCCL), "HVD-2003", "NCCL: HVD-2003");
+	is_str(hvd_status_code(HVD_ERR_MISMATCH), "HVD-3020",
+	       "mismatched tensors: HVD-3020");
+	ok(hvd_status_code(HVD_ERR_CORRUPT)[4] == '4' &&
+		   hvd_status_code(HVD_ERR_IO)[4] == '4',
+	   "checkpoint errors are 4xxx");
+	ok(hvd_status_code(HVD_ERR_PEER_FAILED)[4] == '5' &&
+		   hvd_status_code(HVD_ERR_TRANSPORT)[4] == '5',
+	   "transport and peer failures are 5xxx");
+	is_str(hvd_status_code((hvd_status_t)9999), "HVD-9000",
+	       "an unknown status has the unknown code");
+
+	snprintf(path, sizeof(path), "%s/doc/errors.md", top ? top : "..");
+	f = fopen(path, "r");
+	if (!f) {
+		ok(0, "doc/errors.md readable (%s)", path);
+		return;
+	}
+	/* rows: | N | `HVD-NNNN` | `HVD_ERR_X` | ... */
+	while (fgets(line, sizeof(line), f)) {
+		char code[16], name[64];
+		int num;
+
+		if (sscanf(line, "| %d | `%15[^`]` | `%63[^`]` |", &num, code,
+			   name) != 3)
+			continue;
+		rows++;
+		if (num < 0 || num > HVD_ERR_INTERNAL ||
+		    strcmp(code, hvd_status_code((hvd_status_t)num)) ||
+		    strcmp(name, hvd_status_name((hvd_status_t)num))) {
+			diag("doc/errors.md: %d %s %s; the library: %s %s", num,
+			     code, name,
+			     hvd_status_code((hvd_status_t)num),
+			     hvd_status_name((hvd_status_t)num));
+			extra++;
+			continue;
+		}
+		found[num]++;
+	}
+	fclose(f);
+	for (int i = 0; i <= HVD_ERR_INTERNAL; i++)
+		if (found[i] != 1) {
+			diag("doc/errors.md lists %s %d times",
+			     hvd_status_name((hvd_status_t)i), found[i]);
+			extra++;
+		}
+	ok(rows > 0 && !extra,
+	   "doc/errors.md's table and the library have the same codes and "
+	   "names (%d rows)",
+	   rows);
+}
 
 int main(void)
 {
@@ -27,6 +108,16 @@ int main(void)
 	       "unknown type is refused");
 	ok(strstr(hvd_last_error(), "float128") != NULL,
 	   "message names the bad type: %s", hvd_last_error());
+	ok(!strncmp(hvd_last_error(), "HVD-3002 ", 9),
+	   "the message starts with its status's code: %s", hvd_last_error());
+	hvd_error(HVD_ERR_MISMATCH, "HVD-3020 hvd: from another rank");
+	is_str(hvd_last_error(), "HVD-3020 hvd: from another rank",
+	       "a message that has its code keeps one");
+	hvd_error_prefix(HVD_ERR_PEER_FAILED, "allreduce of %d", 4);
+	is_str(hvd_last_error(),
+	       "HVD-5002 allreduce of 4: hvd: from another rank",
+	       "context goes after the code, which is the new status's");
+	check_codes();
 
 	for (int i = 0; i < HVD_OP_COUNT; i++)
 		ok(hvd_op_parse(hvd_op_name((hvd_op_t)i), &op) == HVD_OK &&

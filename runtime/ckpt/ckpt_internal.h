@@ -1,0 +1,182 @@
+/*
+ * ckpt_internal.h - the checkpointer object shared by ckpt.c (open, save,
+ * step), ckpt_async.c (the checkpoint in flight), ckpt_commit.c,
+ * ckpt_stage.c, ckpt_restore.c and ckpt_signal.c.
+ *
+ * Agreement between ranks goes through the public blocking collectives
+ * (hvd_allreduce on small int64 buffers).  When libhvd is not initialised
+ * the checkpointer runs as a world of one (a plain program, hvd-ckpt's
+ * tests), and refuses to when HOROVOD_SIZE says there are more ranks.
+ */
+#ifndef HVD_CKPT_INTERNAL_H
+#define HVD_CKPT_INTERNAL_H
+
+#include "ckpt/core/ckpt_store.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+
+#pragma GCC visibility push(hidden)
+
+struct ckpt_reg {
+	char name[CKPT_NAME_MAX + 1];
+	void *buf;
+	size_t bytes;
+	hvd_ckpt_kind_t kind;
+	uint64_t offset;        /* within its file                    */
+	int device;             /* GPU memory: staged through host    */
+};
+
+/* One checkpoint being written (sync: on the stack; async: in flight). */
+struct ckpt_write {
+	long step;
+	char partial[PATH_MAX]; /* DIR/step-N.partial-TAG             */
+	hvd_status_t status;    /* of this rank's local write         */
+	char error[1024];       /* its message (the writer thread's)  */
+	uint64_t repl_hash;     /* rank 0                             */
+	uint64_t rank_hash;
+	unsigned char *meta;    /* copy taken when the write started  */
+	size_t meta_len;
+	double started;         /* hvd_now() at start                 */
+	double blocked;         /* seconds the caller was held        */
+	int64_t *hashes;        /* agreed: every file's checksum      */
+	hvd_status_t pub_status; /* rank 0's step 4 (message: error)  */
+};
+
+/* Where the checkpoint in flight is (async; the same on every rank, since
+ * every change follows an agreement). */
+enum ckpt_phase {
+	CKPT_IDLE = 0,
+	CKPT_WRITING,           /* writer threads: copy (overlap), write */
+	CKPT_PUBLISHING,        /* all written: rank 0's thread commits  */
+};
+
+struct hvd_ckpt {
+	char dir[PATH_MAX];
+	long every;
+	int keep;
+	int async;
+	int overlap;            /* async: the writer stages host buffers */
+	int rank, size;
+	char tag[64];           /* partial-directory tag of this run  */
+	char job[64];
+
+	struct ckpt_reg *regs;
+	size_t nregs;
+	uint64_t repl_bytes, rank_bytes;
+	int frozen;             /* registry fixed by the first write  */
+	int has_device;
+
+	unsigned char *meta;    /* set_meta                           */
+	size_t meta_len;
+	unsigned char *loaded_meta;
+	size_t loaded_meta_len;
+	int have_loaded_meta;
+
+	long last_step;         /* last committed or restored; -1     */
+	long restored_step;     /* protected from retention; -1       */
+	long prune_step;        /* async: retention to run, or -1     */
+
+	/* staging (async, device buffers) */
+	unsigned char *stage_repl, *stage_rank;
+	int stage_pinned;
+	int copy_threads;       /* staging memcpy split between them  */
+	/* the checkpoint in flight (async) */
+	int in_flight;          /* enum ckpt_phase                      */
+	int thread_started;     /* in flight without a thread: failed  */
+	pthread_t thread;       /* the writer, then rank 0's publisher */
+	struct ckpt_write w;
+	int thread_done;        /* __atomic: the thread's work is done */
+	int thread_tid;         /* __atomic: its tid once it lowered its
+				   priority (0: it did not)           */
+	int thread_nice0;       /* the program's nice value it started at */
+	int copy_done;          /* under mu: staging copy taken (fence) */
+	pthread_cond_t copy_cv;
+	pthread_mutex_t mu;     /* meta, copy_done                     */
+	/* the per-step allreduce, pipelined (ckpt.c) */
+	hvd_handle_t poll_h;
+	int poll_posted;
+	int64_t poll_v[3];
+
+	/* test knobs (HVD_CKPT_TEST_CRASH, HVD_CKPT_TEST_DELAY_MS) */
+	char crash_point[32];
+	long crash_step;
+	int crash_rank;
+	long delay_ms;
+	double last_blocked;    /* seconds step/save held the caller  */
+};
+
+/* Collectives of the checkpointer: no-ops in a world of one. */
+hvd_status_t ckpt_allreduce(hvd_ckpt_t *c, int64_t *v, size_t n, hvd_op_t op);
+/* Drop the per-step allreduce still in flight (every collective entry
+ * point but hvd_ckpt_step: what it says may no longer hold after it). */
+hvd_status_t ckpt_poll_drop(hvd_ckpt_t *c);
+/* Test hook: sleep and/or SIGKILL this process at a named point. */
+void ckpt_test_point(hvd_ckpt_t *c, const char *point, long step);
+/* Freeze the registry at the first save/restore and check that every rank
+ * registered the same buffers (names, kinds, sizes, order). */
+hvd_status_t ckpt_freeze(hvd_ckpt_t *c);
+/* Compare the registry with a manifest; HVD_ERR_MISMATCH says how. */
+hvd_status_t ckpt_check_compat(hvd_ckpt_t *c, const struct ckpt_manifest *m);
+/* Path of a checkpoint directory. */
+void ckpt_path(hvd_ckpt_t *c, char *buf, size_t n, const char *name);
+
+/* Writing (ckpt_commit.c): start (step, partial name, metadata copy);
+ * step 1 of the protocol on this rank (from the staging copy when staged);
+ * steps 2-5 on every rank, at once (ckpt_commit) or in three parts that
+ * async mode spreads over steps: ckpt_agreed (step 2's outcome, failed =
+ * the lowest rank that failed or -1, known on every rank; then step 3),
+ * ckpt_publish (step 4 on rank 0, any thread) and
+ * ckpt_committed (step 5's outcome: rank 0's status, on every rank).
+ * ckpt_write_done frees what a write holds. */
+hvd_status_t ckpt_write_begin(hvd_ckpt_t *c, struct ckpt_write *w,
+			      long step);
+void ckpt_write_local(hvd_ckpt_t *c, struct ckpt_write *w, int staged);
+hvd_status_t ckpt_commit(hvd_ckpt_t *c, struct ckpt_write *w);
+hvd_status_t ckpt_agreed(hvd_ckpt_t *c, struct ckpt_write *w,
+			 int64_t failed);
+void ckpt_publish(hvd_ckpt_t *c, struct ckpt_write *w);
+hvd_status_t ckpt_committed(hvd_ckpt_t *c, struct ckpt_write *w,
+			    int64_t status0);
+void ckpt_write_done(struct ckpt_write *w);
+
+/* Async mode (ckpt_async.c): start the checkpoint of step (after a flush:
+ * nothing in flight); the two values this rank puts in the per-step
+ * allreduce MAX (busy: its part still runs; fail: how it failed), and the
+ * next phase once no rank is busy (fail: the MAX); flush everything now
+ * (collective, like the others). */
+hvd_status_t ckpt_async_start(hvd_ckpt_t *c, long step);
+void ckpt_async_poll(hvd_ckpt_t *c, int64_t *busy, int64_t *fail);
+/* At each step: a background write still running half-way to the next
+ * due checkpoint gets its priority back (HVD_CKPT_WRITER_NICE). */
+void ckpt_async_catch_up(hvd_ckpt_t *c, long step);
+hvd_status_t ckpt_async_advance(hvd_ckpt_t *c, int64_t fail);
+hvd_status_t ckpt_async_flush(hvd_ckpt_t *c);
+
+/* Staging (ckpt_stage.c): allocate and touch once; copy the registered
+ * buffers in (which: those in device memory, in host memory, or all);
+ * free. */
+enum ckpt_stage_which {
+	CKPT_STAGE_ALL,
+	CKPT_STAGE_DEVICE,
+	CKPT_STAGE_HOST,
+};
+hvd_status_t ckpt_stage_prepare(hvd_ckpt_t *c);
+hvd_status_t ckpt_stage(hvd_ckpt_t *c, enum ckpt_stage_which which);
+void ckpt_stage_free(hvd_ckpt_t *c, void *p);
+
+/* Signals (ckpt_signal.c): installed at the first open, counted. */
+hvd_status_t ckpt_signals_install(void);
+void ckpt_signals_remove(void);
+int ckpt_signals_pending(void);
+
+/* GPU: is_device says whether a pointer is device memory; copy moves n
+ * bytes between device and host (to_host = 1: dst is host).  Both go to
+ * the GPU path's hooks (device.h) and fail cleanly without it. */
+int ckpt_dev_is_device(const void *ptr);
+hvd_status_t ckpt_dev_copy(void *dst, const void *src, size_t n, int to_host);
+
+#pragma GCC visibility pop
+
+#endif /* HVD_CKPT_INTERNAL_H */

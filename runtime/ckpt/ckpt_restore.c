@@ -1,0 +1,300 @@
+/*
+ * ckpt_restore.c - all ranks agree on the newest checkpoint that is
+ * complete and verifies on every rank, and load it.
+ *
+ *   1. rank 0 scans DIR and shares the steps of the complete checkpoints
+ *      (manifest parses), newest first;
+ *   2. for each candidate, every rank checks what it will read (manifest,
+ *      registry compatibility, size and checksum of replicated.bin and of
+ *      its own rank file); allreduce MAX of a verdict: 0 good, 1 damaged
+ *      somewhere (skip, warn naming the file, try the previous one),
+ *      2 incompatible (a clear error: other checkpoints would be too);
+ *   3. the chosen one is read into the registered buffers, the checksums
+ *      checked again while reading (allreduce: every rank loaded it);
+ *   4. rank 0 repairs a stale `latest` and removes partial directories
+ *      left by crashes (never the restored checkpoint).
+ * Verification reads the data twice (once to verify, once to load) so that
+ * the registered buffers are only overwritten by a checkpoint known to be
+ * good on every rank; the second read is usually from the page cache.
+ */
+#include "config.h"
+
+#include "ckpt/ckpt_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CANDIDATES 64
+
+enum { VERDICT_OK = 0, VERDICT_SKIP = 1, VERDICT_MISMATCH = 2 };
+
+hvd_status_t ckpt_check_compat(hvd_ckpt_t *c, const struct ckpt_manifest *m)
+{
+	if (m->nbuffers != c->nregs) {
+		return hvd_error(HVD_ERR_MISMATCH,
+				 "checkpoint step %ld holds %zu buffers, this "
+				 "program registered %zu: register the same "
+				 "buffers as the run that wrote it, or move the "
+				 "checkpoint directory away to start afresh",
+				 m->step, m->nbuffers, c->nregs);
+	}
+	for (size_t i = 0; i < c->nregs; i++) {
+		const struct ckpt_buffer *b = &m->buffers[i];
+		const struct ckpt_reg *r = &c->regs[i];
+
+		if (strcmp(b->name, r->name) != 0 || b->kind != r->kind ||
+		    b->bytes != r->bytes)
+			return hvd_error(HVD_ERR_MISMATCH,
+					 "checkpoint step %ld: buffer %zu is "
+					 "\"%s\" (%s, %llu bytes), this program "
+					 "registered \"%s\" (%s, %zu bytes): "
+					 "register the same buffers, in the same "
+					 "order, as the run that wrote it",
+					 m->step, i, b->name,
+					 b->kind == HVD_CKPT_PER_RANK
+						 ? "per-rank" : "replicated",
+					 (unsigned long long)b->bytes, r->name,
+					 r->kind == HVD_CKPT_PER_RANK
+						 ? "per-rank" : "replicated",
+					 r->bytes);
+	}
+	if (c->rank_bytes && m->world_size != c->size) {
+		const char *first = "";
+
+		for (size_t i = 0; i < c->nregs; i++)
+			if (c->regs[i].kind == HVD_CKPT_PER_RANK) {
+				first = c->regs[i].name;
+				break;
+			}
+		return hvd_error(HVD_ERR_MISMATCH,
+				 "checkpoint step %ld was written by %d ranks, "
+				 "this run has %d: its per-rank state (\"%s\", "
+				 "...) can only be restored on %d ranks "
+				 "(resharding is not supported yet; replicated "
+				 "buffers restore on any number of ranks)",
+				 m->step, m->world_size, c->size, first,
+				 m->world_size);
+	}
+	return HVD_OK;
+}
+
+/* Step 2 on this rank: what it would read is intact and compatible. */
+static int check_candidate(hvd_ckpt_t *c, const char *ckdir,
+			   struct ckpt_manifest *m)
+{
+	hvd_status_t st;
+
+	st = ckpt_read_manifest(ckdir, m);
+	if (st != HVD_OK) {
+		hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
+		return VERDICT_SKIP;
+	}
+	st = ckpt_check_compat(c, m);
+	if (st != HVD_OK)
+		return VERDICT_MISMATCH;
+	st = ckpt_verify(ckdir, m, c->rank);
+	if (st != HVD_OK) {
+		hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
+		return VERDICT_SKIP;
+	}
+	return VERDICT_OK;
+}
+
+static hvd_status_t load_file(hvd_ckpt_t *c, const char *ckdir,
+			      const struct ckpt_manifest *m,
+			      hvd_ckpt_kind_t kind)
+{
+	char name[CKPT_FILE_NAME_MAX];
+	const struct ckpt_file *f;
+	struct ckpt_dst *d;
+	unsigned char *stage = NULL;
+	size_t n = 0;
+	hvd_status_t st;
+
+	if (kind == HVD_CKPT_REPLICATED)
+		ckpt_fmt(name, sizeof(name), "%s", CKPT_REPLICATED_FILE);
+	else
+		ckpt_rank_file(name, sizeof(name), c->rank);
+	f = ckpt_manifest_file(m, name);
+	if (!f)
+		return HVD_OK;
+	d = calloc(c->nregs, sizeof(*d));
+	if (!d)
+		return hvd_error(HVD_ERR_NO_MEMORY, "checkpoint: out of memory");
+	if (c->has_device) {
+		/* device buffers are read through host memory */
+		stage = malloc(f->size);
+		if (!stage) {
+			free(d);
+			return hvd_error(HVD_ERR_NO_MEMORY,
+					 "checkpoint: out of memory");
+		}
+		d[n].buf = stage;
+		d[n++].bytes = f->size;
+	} else {
+		for (size_t i = 0; i < c->nregs; i++) {
+			if (c->regs[i].kind != kind)
+				continue;
+			d[n].buf = c->regs[i].buf;
+			d[n++].bytes = c->regs[i].bytes;
+		}
+	}
+	st = ckpt_verify_file(ckdir, f, d, n);
+	for (size_t i = 0; st == HVD_OK && stage && i < c->nregs; i++) {
+		const struct ckpt_reg *r = &c->regs[i];
+
+		if (r->kind != kind)
+			continue;
+		if (r->device)
+			st = ckpt_dev_copy(r->buf, stage + r->offset, r->bytes,
+					   0);
+		else
+			memcpy(r->buf, stage + r->offset, r->bytes);
+	}
+	free(stage);
+	free(d);
+	return st;
+}
+
+static hvd_status_t finish_restore(hvd_ckpt_t *c, struct ckpt_manifest *m,
+				   const char *name)
+{
+	char latest[256];
+
+	free(c->loaded_meta);
+	c->loaded_meta = m->meta;
+	c->loaded_meta_len = m->meta_len;
+	c->have_loaded_meta = 1;
+	m->meta = NULL;
+	c->last_step = m->step;
+	c->restored_step = m->step;
+	if (c->rank != 0)
+		return HVD_OK;
+	if (ckpt_read_latest(c->dir, latest, sizeof(latest)) != HVD_OK ||
+	    strcmp(latest, name) != 0) {
+		hvd_log(HVD_LOG_WARNING,
+			"checkpoint: %s/%s named \"%s\", the newest good "
+			"checkpoint is %s: repairing it (a crash between commit "
+			"and pointer update, or a damaged checkpoint)",
+			c->dir, CKPT_LATEST_NAME, latest, name);
+		if (ckpt_write_latest(c->dir, name) != HVD_OK)
+			hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
+	}
+	ckpt_prune(c->dir, c->keep, c->restored_step, NULL, NULL);
+	return HVD_OK;
+}
+
+hvd_status_t hvd_ckpt_restore(hvd_ckpt_t *c, long *step)
+{
+	int64_t cand[1 + MAX_CANDIDATES] = { 0 };
+	struct ckpt_entry *e = NULL;
+	size_t n = 0, skipped = 0;
+	hvd_status_t st;
+
+	if (!c || !step)
+		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_restore: %s "
+				 "is NULL", !c ? "ckpt" : "step");
+	*step = 0;
+	st = ckpt_poll_drop(c);
+	if (st == HVD_OK)
+		st = ckpt_freeze(c);
+	if (st != HVD_OK)
+		return st;
+	if (c->in_flight)
+		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_restore: a "
+				 "checkpoint is being written: call "
+				 "hvd_ckpt_wait() first");
+	if (c->rank == 0) {
+		st = ckpt_scan(c->dir, NULL, &e, &n);
+		if (st != HVD_OK)
+			hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
+		for (size_t i = 0; i < n && cand[0] < MAX_CANDIDATES; i++)
+			if (e[i].state == CKPT_COMPLETE)
+				cand[1 + cand[0]++] = e[i].step;
+			else if (e[i].state == CKPT_INCOMPLETE)
+				hvd_log(HVD_LOG_WARNING, "checkpoint: skipping "
+					"%s/%s: no valid %s", c->dir, e[i].name,
+					CKPT_MANIFEST_NAME);
+		free(e);
+	}
+	st = ckpt_allreduce(c, cand, 1 + MAX_CANDIDATES, HVD_MAX);
+	if (st != HVD_OK)
+		return st;
+	for (int64_t i = 0; i < cand[0]; i++) {
+		struct ckpt_manifest m = { 0 };
+		char name[64], ckdir[PATH_MAX];
+		int64_t v[1];
+
+		ckpt_dir_name(name, sizeof(name), (long)cand[1 + i], NULL);
+		ckpt_path(c, ckdir, sizeof(ckdir), name);
+		v[0] = check_candidate(c, ckdir, &m);
+		if (v[0] == VERDICT_MISMATCH) {
+			st = hvd_error_prefix(HVD_ERR_MISMATCH, "%s", ckdir);
+			hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
+		}
+		if (ckpt_allreduce(c, v, 1, HVD_MAX) != HVD_OK) {
+			ckpt_manifest_free(&m);
+			return hvd_error_prefix(HVD_ERR_PEER_FAILED, "restore");
+		}
+		if (v[0] == VERDICT_MISMATCH) {
+			ckpt_manifest_free(&m);
+			if (st == HVD_ERR_MISMATCH)
+				return st;
+			return hvd_error(HVD_ERR_MISMATCH,
+					 "checkpoint %s cannot be restored by "
+					 "this run (another rank's message says "
+					 "why)", ckdir);
+		}
+		if (v[0] == VERDICT_SKIP) {
+			if (c->rank == 0)
+				hvd_log(HVD_LOG_WARNING,
+					"checkpoint: %s failed verification on "
+					"at least one rank (see the warnings); "
+					"falling back to the previous one",
+					ckdir);
+			skipped++;
+			ckpt_manifest_free(&m);
+			continue;
+		}
+		st = load_file(c, ckdir, &m, HVD_CKPT_REPLICATED);
+		if (st == HVD_OK)
+			st = load_file(c, ckdir, &m, HVD_CKPT_PER_RANK);
+		v[0] = st != HVD_OK;
+		if (st != HVD_OK)
+			hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
+		if (ckpt_allreduce(c, v, 1, HVD_MAX) != HVD_OK) {
+			ckpt_manifest_free(&m);
+			return hvd_error_prefix(HVD_ERR_PEER_FAILED, "restore");
+		}
+		if (v[0]) {
+			ckpt_manifest_free(&m);
+			if (st != HVD_OK)
+				return st;
+			return hvd_error(HVD_ERR_CORRUPT,
+					 "checkpoint %s changed while it was "
+					 "loaded on another rank: the registered "
+					 "buffers are in an undefined state", ckdir);
+		}
+		st = finish_restore(c, &m, name);
+		ckpt_manifest_free(&m);
+		if (st != HVD_OK)
+			return st;
+		*step = (long)cand[1 + i];
+		hvd_error_clear();
+		if (c->rank == 0)
+			hvd_log(skipped ? HVD_LOG_WARNING : HVD_LOG_INFO,
+				"checkpoint: restored %s (step %ld)%s", ckdir,
+				*step, skipped ? " after skipping newer damaged "
+				"ones" : "");
+		return HVD_OK;
+	}
+	if (c->rank == 0 && skipped == 0)
+		ckpt_prune(c->dir, c->keep, -1, NULL, NULL);
+	if (cand[0] == 0)
+		return hvd_error(HVD_OK, "checkpoint: no checkpoint in %s: "
+				 "starting from step 0", c->dir);
+	return hvd_error(HVD_OK, "checkpoint: none of the %lld checkpoints "
+			 "in %s verifies on every rank (see the warnings): "
+			 "starting from step 0", (long long)cand[0], c->dir);
+}

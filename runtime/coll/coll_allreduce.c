@@ -1,0 +1,228 @@
+/*
+ * coll_allreduce.c - allreduce and reducescatter on host memory: the
+ * algorithm coll_select() picks, recursive doubling for small messages
+ * (the service allreduce, net/service.h), the ring for large ones
+ * (coll_ring.c), shared memory within a node and the hierarchical
+ * composition across nodes.
+ *
+ * AVERAGE is reduced as SUM everywhere (the reduction kernels' contract),
+ * so every algorithm sees four ops, and divided once: inside the shared-
+ * memory pipeline step by step while the data is in the cache, by the
+ * hierarchical allreduce on its slice before the allgather, by the others
+ * in a pass at the end.
+ *
+ * Hierarchical allreduce (all members spread evenly over several nodes):
+ *   1. shm_reduce_scatter within the node: local rank i holds slice i of
+ *      the node's sum;
+ *   2. allreduce of slice i over UCX among the ranks with local rank i
+ *      (one rank per node, "cross" communicator), all slices at once;
+ *   3. shm_allgather_slices within the node.
+ * Inter-node traffic is 1/local_size of the flat ring's per rank, and the
+ * node-local steps never copy through the transport.
+ */
+#include "config.h"
+
+#include "coll/coll_impl.h"
+#include "kernels/kernels.h"
+#include "net/service.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static hvd_status_t ring_allreduce(hvd_comm_t *comm, const void *src,
+				   void *dst, size_t count, hvd_dtype_t dt,
+				   hvd_op_t op)
+{
+	int n = comm->net.size;
+	size_t esz = hvd_dtype_size(dt), *off, *len;
+	struct xfer x;
+
+	off = malloc(2 * (size_t)n * sizeof(size_t));
+	if (!off)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	len = off + n;
+	for (int b = 0; b < n; b++) {
+		off[b] = hvd_reducescatter_offset(count, b, n) * esz;
+		len[b] = hvd_reducescatter_count(count, b, n) * esz;
+	}
+	xfer_begin(&x, &comm->net);
+	if (ring_reduce_scatter(&x, src, dst, count, dt, op) == HVD_OK)
+		ring_allgather(&x, dst, off, len);
+	free(off);
+	return xfer_end(&x);
+}
+
+hvd_status_t coll_allreduce_flat(hvd_comm_t *comm, const void *sendbuf,
+				 void *recvbuf, size_t count, hvd_dtype_t dt,
+				 hvd_op_t op)
+{
+	const struct coll_tuning *t = coll_tuning();
+	const void *src = coll_src(sendbuf, recvbuf);
+	size_t bytes = count * hvd_dtype_size(dt);
+	enum coll_algo a = t->algo[CK_ALLREDUCE];
+
+	if (a != ALGO_RD && a != ALGO_RING)
+		a = bytes <= t->allreduce_small_max ||
+				    count < (size_t)comm->net.size
+			    ? ALGO_RD
+			    : ALGO_RING;
+	if (a == ALGO_RD || comm->net.size == 1)
+		return svc_allreduce(&comm->net, src, recvbuf, count, dt, op);
+	return ring_allreduce(comm, src, recvbuf, count, dt, op);
+}
+
+/* ------------------------------------------------------ hierarchy */
+
+static hvd_status_t hier_allreduce(hvd_comm_t *comm, const void *src,
+				   void *dst, size_t count, hvd_dtype_t dt,
+				   hvd_op_t op, double scale)
+{
+	shm_group_t *shm = coll_shm(comm->node);
+	int lr = comm->node->net.rank, ls = comm->node->net.size, f;
+	size_t esz = hvd_dtype_size(dt);
+	size_t off = hvd_reducescatter_offset(count, lr, ls);
+	size_t cnt = hvd_reducescatter_count(count, lr, ls);
+	hvd_status_t st, st2;
+	char *slice = (char *)dst + off * esz;
+
+	st = shm_reduce_scatter(shm, src, dst, count, dt, op);
+	if (st != HVD_OK)
+		return hvd_error_prefix(st, "hierarchical allreduce, "
+					    "intra-node reduce-scatter");
+	st = coll_allreduce_flat(comm->cross, slice, slice, cnt, dt, op);
+	if (st == HVD_OK && scale != 1.0)
+		reduce_scale(slice, cnt, dt, scale);
+	/* Even after a cross-node failure the node-mates are waiting in
+	 * the allgather: take part so that they are not left hanging. */
+	st2 = shm_allgather_slices(shm, dst, count, dt);
+	if (st != HVD_OK)
+		return hvd_error_prefix(st, "hierarchical allreduce, "
+					    "inter-node step");
+	if (st2 != HVD_OK)
+		return hvd_error_prefix(st2, "hierarchical allreduce, "
+					     "intra-node allgather");
+	/* A node-mate may have failed its inter-node step while ours
+	 * succeeded: do not return its garbage slice as a result. */
+	f = transport_group_failed(&comm->net);
+	if (f >= 0)
+		return hvd_error(HVD_ERR_PEER_FAILED,
+				 "hvd: rank %d failed: %s", f,
+				 transport_fail_reason(f));
+	return HVD_OK;
+}
+
+hvd_status_t host_allreduce(hvd_comm_t *comm, const void *sendbuf,
+			    void *recvbuf, size_t count, hvd_dtype_t dt,
+			    hvd_op_t op)
+{
+	const void *src = coll_src(sendbuf, recvbuf);
+	hvd_op_t rop = op == HVD_AVERAGE ? HVD_SUM : op;
+	size_t esz = hvd_dtype_size(dt);
+	struct coll_place p;
+	hvd_status_t st;
+	enum coll_algo a;
+	double scale;
+
+	coll_place_of(comm, &p);
+	a = coll_select(coll_tuning(), CK_ALLREDUCE, count * esz, count, &p);
+	if (a == ALGO_SHM && !coll_shm(comm))
+		a = ALGO_AUTO;
+	if (a == ALGO_HIER && !coll_hier_ready(comm))
+		a = ALGO_AUTO;
+	if (hvd_log_enabled(HVD_LOG_TRACE))
+		hvd_log(HVD_LOG_TRACE, "allreduce ctx %u: %zu x %s: %s",
+			comm->net.ctx, count, hvd_dtype_name(dt),
+			coll_algo_name(a));
+	scale = op == HVD_AVERAGE ? 1.0 / comm->net.size : 1.0;
+	switch (a) {
+	case ALGO_SHM:
+		st = shm_allreduce(coll_shm(comm), src, recvbuf, count, dt,
+				   rop, scale);
+		scale = 1.0; /* done */
+		break;
+	case ALGO_HIER:
+		st = hier_allreduce(comm, src, recvbuf, count, dt, rop, scale);
+		scale = 1.0;
+		break;
+	case ALGO_RING:
+		st = ring_allreduce(comm, src, recvbuf, count, dt, rop);
+		break;
+	case ALGO_RD:
+		st = svc_allreduce(&comm->net, src, recvbuf, count, dt, rop);
+		break;
+	default:
+		st = coll_allreduce_flat(comm, src, recvbuf, count, dt, rop);
+		break;
+	}
+	if (st != HVD_OK)
+		return coll_fail(comm, st, "allreduce of %zu x %s", count,
+				 hvd_dtype_name(dt));
+	if (scale != 1.0)
+		reduce_scale(recvbuf, count, dt, scale);
+	return HVD_OK;
+}
+
+hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
+				void *recvbuf, size_t count, hvd_dtype_t dt,
+				hvd_op_t op)
+{
+	hvd_op_t rop = op == HVD_AVERAGE ? HVD_SUM : op;
+	size_t esz = hvd_dtype_size(dt);
+	int n = comm->net.size, r = comm->net.rank;
+	size_t mine = hvd_reducescatter_count(count, r, n);
+	size_t moff = hvd_reducescatter_offset(count, r, n);
+	int in_place = sendbuf == HVD_IN_PLACE || sendbuf == recvbuf;
+	const void *src = in_place ? recvbuf : sendbuf;
+	struct coll_place p;
+	struct xfer x;
+	hvd_status_t st;
+	enum coll_algo a;
+	char *full;
+	int slice_only;
+
+	coll_place_of(comm, &p);
+	a = coll_select(coll_tuning(), CK_REDUCESCATTER, count * esz, count,
+			&p);
+	if (a == ALGO_SHM && !coll_shm(comm))
+		a = count * esz <= coll_tuning()->reducescatter_small_max
+			    ? ALGO_RD
+			    : ALGO_RING;
+	/* In place, recvbuf holds the whole input and is scratch too.  Out
+	 * of place on one node there is no scratch: ranks reduce their slice
+	 * straight from the segment into recvbuf. */
+	slice_only = a == ALGO_SHM && !in_place;
+	full = in_place ? recvbuf : slice_only ? NULL : malloc(count * esz);
+	if (!full && !slice_only)
+		return hvd_error(HVD_ERR_NO_MEMORY,
+				 "hvd: out of memory (%zu bytes)",
+				 count * esz);
+	switch (a) {
+	case ALGO_SHM:
+		st = slice_only ? shm_reduce_scatter_slice(coll_shm(comm),
+							    sendbuf, recvbuf,
+							    count, dt, rop)
+				: shm_reduce_scatter(coll_shm(comm), src, full,
+						     count, dt, rop);
+		break;
+	case ALGO_RD:
+		st = svc_allreduce(&comm->net, src, full, count, dt, rop);
+		break;
+	default:
+		xfer_begin(&x, &comm->net);
+		ring_reduce_scatter(&x, src, full, count, dt, rop);
+		st = xfer_end(&x);
+		break;
+	}
+	if (st == HVD_OK) {
+		if (full)
+			memmove(recvbuf, full + moff * esz, mine * esz);
+		if (op == HVD_AVERAGE)
+			reduce_scale(recvbuf, mine, dt, 1.0 / n);
+	}
+	if (full != recvbuf)
+		free(full);
+	if (st != HVD_OK)
+		return coll_fail(comm, st, "reducescatter of %zu x %s", count,
+				 hvd_dtype_name(dt));
+	return HVD_OK;
+}

@@ -1,0 +1,86 @@
+/*
+ * coll_common.c - what every host algorithm shares: the tuning table (the
+ * environment, read once at hvd_init) and the error exits.
+ */
+#include "config.h"
+
+#include "coll/coll_impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct coll_tuning tuning;
+static int tuning_loaded;
+
+static const char *env_lookup(const char *name)
+{
+	return getenv(name);
+}
+
+static void env_warn(const char *msg)
+{
+	hvd_log(HVD_LOG_WARNING, "%s", msg);
+}
+
+void coll_tuning_load(void)
+{
+	coll_tuning_parse(&tuning, env_lookup, env_warn);
+	tuning_loaded = 1;
+	hvd_log(HVD_LOG_INFO,
+		"collectives: allreduce %s (rd <= %zu B), bcast %s "
+		"(binomial <= %zu B), allgather %s (direct <= %zu B), "
+		"segment %zu B x %d, shm %s, hierarchical %s",
+		coll_algo_name(tuning.algo[CK_ALLREDUCE]),
+		tuning.allreduce_small_max,
+		coll_algo_name(tuning.algo[CK_BROADCAST]),
+		tuning.bcast_small_max,
+		coll_algo_name(tuning.algo[CK_ALLGATHER]),
+		tuning.allgather_small_max, tuning.segment, tuning.window,
+		tuning.shm ? "on" : "off",
+		tuning.hier < 0 ? "auto" : tuning.hier ? "on" : "off");
+}
+
+const struct coll_tuning *coll_tuning(void)
+{
+	if (!tuning_loaded)
+		coll_tuning_load();
+	return &tuning;
+}
+
+hvd_status_t coll_fail(hvd_comm_t *comm, hvd_status_t st, const char *fmt,
+		       ...)
+{
+	char what[160];
+	va_list ap;
+	int f;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (st != HVD_ERR_PEER_FAILED)
+		return hvd_error_prefix(st, "%s", what);
+	comm->net.broken = st;
+	/* The shared-memory layer names group members: name the world
+	 * rank when we can tell which one is gone. */
+	f = transport_check_failed(&comm->net);
+	if (f >= 0 && !strstr(hvd_last_error(), "hvd: rank "))
+		hvd_error_prefix(st, "hvd: rank %d failed", f);
+	return hvd_error_prefix(st, "%s", what);
+}
+
+hvd_status_t coll_broken(hvd_comm_t *comm, const char *what)
+{
+	int f = transport_group_failed(&comm->net);
+
+	if (f >= 0)
+		return hvd_error(comm->net.broken, "hvd: %s: rank %d failed "
+					       "earlier (%s); the job cannot "
+					       "continue",
+				 what, f, transport_fail_reason(f));
+	return hvd_error(comm->net.broken,
+			 "hvd: %s: an earlier collective on this "
+			 "communicator failed (%s)",
+			 what, hvd_status_name(comm->net.broken));
+}

@@ -1,0 +1,195 @@
+/*
+ * coll_gather.c - allgather(v) and alltoall(v).
+ *
+ * Allgatherv: "direct" for small totals (every rank posts its n-1
+ * receives and sends its block to everyone at once: one round of
+ * latency), the segmented ring (coll_ring.c) for large ones, where every
+ * byte crosses each link once.
+ *
+ * Alltoallv: pairwise exchange, step s sends to r+s and receives from r-s,
+ * at most ALLTOALL_WINDOW steps in flight so that a large exchange does
+ * not flood one receiver; equal blocks within one node go through shared
+ * memory (shm_alltoall: one exchange for small blocks, the pipeline
+ * buffers for larger ones).
+ */
+#include "config.h"
+
+#include "coll/coll_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALLTOALL_WINDOW 8
+
+/* Every block count c, packed in rank order, to and from every rank. */
+static int equal_blocks(const size_t *sc, const size_t *sd,
+			const size_t *rc, const size_t *rd, int n)
+{
+	for (int b = 0; b < n; b++)
+		if (sc[b] != sc[0] || rc[b] != sc[0] ||
+		    (sd && sd[b] != (size_t)b * sc[0]) ||
+		    (rd && rd[b] != (size_t)b * sc[0]))
+			return 0;
+	return 1;
+}
+
+/* Blocks packed in rank order with hvd_reducescatter_count's sizes. */
+static int even_split(const size_t *counts, const size_t *displs,
+		      size_t total, int n)
+{
+	for (int r = 0; r < n; r++) {
+		if (counts[r] != hvd_reducescatter_count(total, r, n))
+			return 0;
+		if (displs &&
+		    displs[r] != hvd_reducescatter_offset(total, r, n))
+			return 0;
+	}
+	return 1;
+}
+
+hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
+			     size_t sendcount, void *recvbuf,
+			     const size_t *recvcounts, const size_t *displs,
+			     hvd_dtype_t dt)
+{
+	int n = comm->net.size, r = comm->net.rank;
+	size_t esz = hvd_dtype_size(dt), total = 0, *off, *len;
+	struct coll_place p;
+	struct xfer x;
+	hvd_status_t st = HVD_OK;
+	char *rb = recvbuf;
+
+	if (recvcounts[r] != sendcount)
+		return hvd_error(HVD_ERR_MISMATCH,
+				 "hvd: allgatherv: this rank sends %zu "
+				 "elements but recvcounts[%d] is %zu",
+				 sendcount, r, recvcounts[r]);
+	off = malloc(2 * (size_t)n * sizeof(size_t));
+	if (!off)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	len = off + n;
+	for (int b = 0; b < n; b++) {
+		off[b] = (displs ? displs[b] : total) * esz;
+		len[b] = recvcounts[b] * esz;
+		total += recvcounts[b];
+	}
+	/* Own block first (memmove: sendbuf may overlap recvbuf). */
+	if (sendbuf != HVD_IN_PLACE && (const char *)sendbuf != rb + off[r] &&
+	    len[r])
+		memmove(rb + off[r], sendbuf, len[r]);
+	if (n == 1 || total == 0)
+		goto out;
+	coll_place_of(comm, &p);
+	/* On one node, when the blocks are Horovod's even split of the
+	 * total packed in rank order (always so for hvd_allgather), the
+	 * shared-memory allgather of slices does it without transport
+	 * copies. */
+	if (p.shm && p.nodes == 1 &&
+	    even_split(recvcounts, displs, total, n) && coll_shm(comm)) {
+		st = shm_allgather_slices(coll_shm(comm), recvbuf, total, dt);
+		goto out;
+	}
+	xfer_begin(&x, &comm->net);
+	if (coll_select(coll_tuning(), CK_ALLGATHER, total * esz, total,
+			&p) == ALGO_RING) {
+		ring_allgather(&x, recvbuf, off, len);
+	} else {
+		for (int s = 1; s < n; s++) {
+			int from = (r - s + n) % n, to = (r + s) % n;
+
+			if (xfer_recv(&x, from, rb + off[from], len[from]) < 0 ||
+			    xfer_send(&x, to, rb + off[r], len[r]) < 0)
+				break;
+		}
+	}
+	st = xfer_end(&x);
+out:
+	free(off);
+	if (st != HVD_OK)
+		return coll_fail(comm, st, "allgather");
+	return HVD_OK;
+}
+
+hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
+			    const size_t *sendcounts, const size_t *sdispls,
+			    void *recvbuf, const size_t *recvcounts,
+			    const size_t *rdispls, hvd_dtype_t dt)
+{
+	int n = comm->net.size, r = comm->net.rank;
+	size_t esz = hvd_dtype_size(dt), *so, *ro, stot = 0, rtot = 0;
+	const char *sb = sendbuf;
+	char *rb = recvbuf, *copy = NULL;
+	struct xfer x;
+	hvd_status_t st = HVD_OK;
+
+	so = malloc(2 * (size_t)n * sizeof(size_t));
+	if (!so)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	ro = so + n;
+	for (int b = 0; b < n; b++) {
+		so[b] = (sdispls ? sdispls[b] : stot) * esz;
+		ro[b] = (rdispls ? rdispls[b] : rtot) * esz;
+		stot += sendcounts[b];
+		rtot += recvcounts[b];
+	}
+	if (sendcounts[r] != recvcounts[r]) {
+		st = hvd_error(HVD_ERR_MISMATCH,
+			       "hvd: alltoallv: this rank sends itself %zu "
+			       "elements but expects %zu",
+			       sendcounts[r], recvcounts[r]);
+		goto out;
+	}
+	/* Alltoall of equal blocks on one node (hvd_alltoall's case):
+	 * through shared memory instead of n-1 transport messages each way.
+	 * Members that agree on the blocks all take this path; ones that
+	 * disagree on their size get HVD_ERR_MISMATCH from it. */
+	if (n > 1 &&
+	    equal_blocks(sendcounts, sdispls, recvcounts, rdispls, n)) {
+		struct coll_place p;
+		size_t block = recvcounts[0] * esz;
+
+		coll_place_of(comm, &p);
+		if (p.shm && p.nodes == 1 && coll_shm(comm)) {
+			st = shm_alltoall(coll_shm(comm), sendbuf, recvbuf,
+					  block);
+			goto out;
+		}
+	}
+	/* In place: the input is in recvbuf and gets overwritten. */
+	if (sendbuf == HVD_IN_PLACE || sendbuf == recvbuf) {
+		size_t need = 0;
+
+		for (int b = 0; b < n; b++)
+			if (so[b] + sendcounts[b] * esz > need)
+				need = so[b] + sendcounts[b] * esz;
+		copy = malloc(need ? need : 1);
+		if (!copy) {
+			st = hvd_error(HVD_ERR_NO_MEMORY,
+				       "hvd: out of memory");
+			goto out;
+		}
+		memcpy(copy, recvbuf, need);
+		sb = copy;
+	}
+	if (recvcounts[r])
+		memmove(rb + ro[r], sb + so[r], recvcounts[r] * esz);
+	if (n == 1)
+		goto out;
+	xfer_begin(&x, &comm->net);
+	for (int s = 1; s < n && x.st == HVD_OK; s++) {
+		int to = (r + s) % n, from = (r - s + n) % n;
+
+		if (s > 1 && (s - 1) % ALLTOALL_WINDOW == 0 &&
+		    xfer_waitall(&x) != HVD_OK)
+			break;
+		xfer_recv(&x, from, rb + ro[from], recvcounts[from] * esz);
+		xfer_send(&x, to, sb + so[to], sendcounts[to] * esz);
+	}
+	st = xfer_end(&x);
+out:
+	free(copy);
+	free(so);
+	if (st != HVD_OK)
+		return coll_fail(comm, st, "alltoall");
+	return HVD_OK;
+}

@@ -1,0 +1,144 @@
+/*
+ * coll_impl.h - what the host collective algorithms share: the tuning
+ * table, algorithm selection (pure, unit-tested), placement, the
+ * shared-memory group and hierarchy of a communicator, and the building
+ * blocks one algorithm borrows from another.  Private to coll/.
+ */
+#ifndef HVD_COLL_IMPL_H
+#define HVD_COLL_IMPL_H
+
+#include "coll/shm/shm.h"
+#include "comm/comm_impl.h"
+#include "net/transport.h"
+
+#include <stddef.h>
+
+#pragma GCC visibility push(hidden)
+
+enum coll_kind {
+	CK_ALLREDUCE = 0,
+	CK_ALLGATHER,
+	CK_BROADCAST,
+	CK_ALLTOALL,
+	CK_REDUCESCATTER,
+	CK_BARRIER,
+	CK_COUNT
+};
+
+enum coll_algo {
+	ALGO_AUTO = 0,
+	ALGO_RD,       /* recursive doubling (allreduce, reducescatter)     */
+	ALGO_RING,     /* ring (segmented, pipelined)                       */
+	ALGO_SHM,      /* intra-node shared memory (shm.h)                  */
+	ALGO_HIER,     /* shm reduce-scatter, cross-node UCX, shm allgather */
+	ALGO_BINOMIAL, /* binomial tree (broadcast)                         */
+	ALGO_CHAIN,    /* segmented pipeline along a chain (broadcast)      */
+	ALGO_DIRECT,   /* everyone to everyone at once (allgather)          */
+	ALGO_PAIRWISE, /* n-1 exchange steps (alltoall)                     */
+	ALGO_DISSEM,   /* dissemination (barrier)                           */
+	ALGO_COUNT
+};
+
+const char *coll_algo_name(enum coll_algo a);
+const char *coll_kind_name(enum coll_kind k);
+
+struct coll_tuning {
+	enum coll_algo algo[CK_COUNT]; /* HVD_<KIND>_ALGO, or ALGO_AUTO   */
+	size_t allreduce_small_max;    /* HVD_ALLREDUCE_SMALL_MAX          */
+	size_t reducescatter_small_max; /* HVD_REDUCESCATTER_SMALL_MAX     */
+	size_t bcast_small_max;        /* HVD_BCAST_SMALL_MAX              */
+	size_t allgather_small_max;    /* HVD_ALLGATHER_SMALL_MAX          */
+	size_t segment;                /* HVD_RING_SEGMENT (bytes)         */
+	int window;                    /* HVD_RING_WINDOW (segments)       */
+	int shm;                       /* HVD_SHM (1)                      */
+	int hier;                      /* HOROVOD_HIERARCHICAL_ALLREDUCE:
+					  -1 unset (auto), 0 off, 1 on    */
+};
+
+/* Where a collective runs, as far as selection cares. */
+struct coll_place {
+	int size;        /* members                                       */
+	int nodes;       /* distinct nodes                                */
+	int uniform;     /* same number of members on every node          */
+	int local_size;  /* members on this node                          */
+	int shm;         /* shared-memory collectives built in and on     */
+};
+
+/* Pure: fill t from an environment lookup (getenv, or a table in unit
+ * tests).  Malformed values are reported through warn (may be NULL) and
+ * replaced by the default. */
+void coll_tuning_parse(struct coll_tuning *t,
+		       const char *(*lookup)(const char *name),
+		       void (*warn)(const char *msg));
+/* Pure: the algorithm for a collective of 'bytes' bytes (per rank for
+ * allreduce/reducescatter/broadcast, total for allgather/alltoall). */
+enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
+			   size_t bytes, size_t count,
+			   const struct coll_place *p);
+
+/* The process's tuning (read from the environment at hvd_init). */
+const struct coll_tuning *coll_tuning(void);
+void coll_tuning_load(void);
+/* Placement facts of comm. */
+void coll_place_of(hvd_comm_t *comm, struct coll_place *p);
+
+/* The shared-memory group over comm when its members are all on one node
+ * (created on first use, collectively); NULL when unavailable. */
+shm_group_t *coll_shm(hvd_comm_t *comm);
+/* Hierarchy (node and cross communicators, shared memory on the node)
+ * usable on every member; agreed once per communicator. */
+int coll_hier_ready(hvd_comm_t *comm);
+/* coll_init: the shared-memory backend's hooks (coll_topo.c). */
+void coll_topo_init(void);
+
+/* The host algorithms behind the front door (dispatch.c has routed,
+ * answered a broken communicator and the calls with nothing to do). */
+hvd_status_t host_allreduce(hvd_comm_t *comm, const void *sendbuf,
+			    void *recvbuf, size_t count, hvd_dtype_t dtype,
+			    hvd_op_t op);
+hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
+				void *recvbuf, size_t count,
+				hvd_dtype_t dtype, hvd_op_t op);
+hvd_status_t host_broadcast(hvd_comm_t *comm, void *buf, size_t bytes,
+			    int root);
+hvd_status_t host_barrier(hvd_comm_t *comm);
+hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
+			     size_t sendcount, void *recvbuf,
+			     const size_t *recvcounts, const size_t *displs,
+			     hvd_dtype_t dtype);
+hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
+			    const size_t *sendcounts, const size_t *sdispls,
+			    void *recvbuf, const size_t *recvcounts,
+			    const size_t *rdispls, hvd_dtype_t dtype);
+
+/* Allreduce over the transport only (rd or ring by size); op must not be
+ * AVERAGE (callers scale). */
+hvd_status_t coll_allreduce_flat(hvd_comm_t *comm, const void *sendbuf,
+				 void *recvbuf, size_t count,
+				 hvd_dtype_t dtype, hvd_op_t op);
+
+/* Ring reduce-scatter (coll_ring.c): the even split of count elements;
+ * afterwards block r of dst (comm rank r) holds the reduction.  src may
+ * equal dst.  op must not be AVERAGE. */
+hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
+				 size_t count, hvd_dtype_t dtype, hvd_op_t op);
+/* Ring allgather of n byte blocks (offset off[b], length len[b]) of buf;
+ * block r is present on entry. */
+hvd_status_t ring_allgather(struct xfer *x, void *buf, const size_t *off,
+			    const size_t *len);
+
+/* Error exit of a collective: marks comm broken after a peer failure,
+ * names the failed world rank, prefixes what was running. */
+hvd_status_t coll_fail(hvd_comm_t *comm, hvd_status_t st, const char *fmt,
+		       ...) HVD_PRINTF(3, 4);
+/* The error for a collective on a communicator an earlier failure broke. */
+hvd_status_t coll_broken(hvd_comm_t *comm, const char *what);
+
+static inline const void *coll_src(const void *sendbuf, void *recvbuf)
+{
+	return sendbuf == HVD_IN_PLACE ? recvbuf : sendbuf;
+}
+
+#pragma GCC visibility pop
+
+#endif /* HVD_COLL_IMPL_H */

@@ -1,0 +1,211 @@
+/*
+ * coll_select.c - which algorithm runs a collective: a small table of
+ * size thresholds, overridable from the environment (doc/design.md,
+ * "Collectives", lists the variables and why the defaults are what they
+ * are).  Pure functions: the environment comes in through a lookup
+ * callback so that tests/unit/test_coll_select.c can drive it.
+ *
+ * Selection must give the same answer on every member of a communicator,
+ * so it only looks at facts every member shares: the byte count of the
+ * call, the communicator's placement (members, nodes, evenness), and the
+ * job-wide environment.
+ */
+#include "config.h"
+
+#include "coll/coll_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const algo_names[ALGO_COUNT] = {
+	[ALGO_AUTO] = "auto",         [ALGO_RD] = "rd",
+	[ALGO_RING] = "ring",         [ALGO_SHM] = "shm",
+	[ALGO_HIER] = "hier",         [ALGO_BINOMIAL] = "binomial",
+	[ALGO_CHAIN] = "chain",       [ALGO_DIRECT] = "direct",
+	[ALGO_PAIRWISE] = "pairwise", [ALGO_DISSEM] = "dissemination",
+};
+
+static const char *const kind_names[CK_COUNT] = {
+	[CK_ALLREDUCE] = "allreduce",         [CK_ALLGATHER] = "allgather",
+	[CK_BROADCAST] = "bcast",             [CK_ALLTOALL] = "alltoall",
+	[CK_REDUCESCATTER] = "reducescatter", [CK_BARRIER] = "barrier",
+};
+
+/* Which algorithms can run which collective. */
+static const unsigned allowed[CK_COUNT] = {
+	[CK_ALLREDUCE] = 1u << ALGO_RD | 1u << ALGO_RING | 1u << ALGO_SHM |
+			 1u << ALGO_HIER,
+	[CK_ALLGATHER] = 1u << ALGO_DIRECT | 1u << ALGO_RING,
+	[CK_BROADCAST] = 1u << ALGO_BINOMIAL | 1u << ALGO_CHAIN |
+			 1u << ALGO_SHM,
+	[CK_ALLTOALL] = 1u << ALGO_PAIRWISE,
+	[CK_REDUCESCATTER] = 1u << ALGO_RD | 1u << ALGO_RING | 1u << ALGO_SHM,
+	[CK_BARRIER] = 1u << ALGO_DISSEM | 1u << ALGO_SHM,
+};
+
+const char *coll_algo_name(enum coll_algo a)
+{
+	return (unsigned)a < ALGO_COUNT ? algo_names[a] : "?";
+}
+
+const char *coll_kind_name(enum coll_kind k)
+{
+	return (unsigned)k < CK_COUNT ? kind_names[k] : "?";
+}
+
+static void warnf(void (*warn)(const char *), const char *fmt,
+		  const char *name, const char *val, const char *extra)
+{
+	char msg[256];
+
+	if (!warn)
+		return;
+	snprintf(msg, sizeof(msg), fmt, name, val, extra);
+	warn(msg);
+}
+
+static size_t parse_size_knob(const char *(*lookup)(const char *),
+			      void (*warn)(const char *), const char *name,
+			      size_t def, size_t min)
+{
+	const char *v = lookup(name);
+	size_t r;
+
+	if (!v || !*v)
+		return def;
+	if (hvd_parse_size(v, &r) < 0 || r < min) {
+		warnf(warn, "%s=%s is not a valid size (e.g. 65536, 64K, 1M)%s",
+		      name, v, "; using the default");
+		return def;
+	}
+	return r;
+}
+
+void coll_tuning_parse(struct coll_tuning *t,
+		       const char *(*lookup)(const char *name),
+		       void (*warn)(const char *msg))
+{
+	char name[64];
+	const char *v;
+
+	memset(t, 0, sizeof(*t));
+	for (int k = 0; k < CK_COUNT; k++) {
+		int found = 0;
+
+		snprintf(name, sizeof(name), "HVD_%s_ALGO", kind_names[k]);
+		for (char *p = name; *p; p++)
+			if (*p >= 'a' && *p <= 'z')
+				*p = (char)(*p - 'a' + 'A');
+		v = lookup(name);
+		t->algo[k] = ALGO_AUTO;
+		if (!v || !*v)
+			continue;
+		for (int a = 0; a < ALGO_COUNT; a++)
+			if (strcasecmp(v, algo_names[a]) == 0 &&
+			    (a == ALGO_AUTO || (allowed[k] >> a) & 1u)) {
+				t->algo[k] = (enum coll_algo)a;
+				found = 1;
+			}
+		if (!found)
+			warnf(warn, "%s=%s is not an algorithm for this "
+				    "collective%s",
+			      name, v, "; using auto");
+	}
+	t->allreduce_small_max = parse_size_knob(
+		lookup, warn, "HVD_ALLREDUCE_SMALL_MAX", 64 << 10, 0);
+	t->reducescatter_small_max = parse_size_knob(
+		lookup, warn, "HVD_REDUCESCATTER_SMALL_MAX", 64 << 10, 0);
+	t->bcast_small_max = parse_size_knob(lookup, warn,
+					     "HVD_BCAST_SMALL_MAX", 64 << 10, 0);
+	t->allgather_small_max = parse_size_knob(
+		lookup, warn, "HVD_ALLGATHER_SMALL_MAX", 64 << 10, 0);
+	t->segment = parse_size_knob(lookup, warn, "HVD_RING_SEGMENT",
+				     256 << 10, 64);
+	t->window = (int)parse_size_knob(lookup, warn, "HVD_RING_WINDOW", 4,
+					 1);
+	if (t->window > 64)
+		t->window = 64;
+	t->shm = 1;
+	v = lookup("HVD_SHM");
+	if (v && *v) {
+		if (!strcmp(v, "0") || !strcasecmp(v, "false") ||
+		    !strcasecmp(v, "no") || !strcasecmp(v, "off"))
+			t->shm = 0;
+		else if (strcmp(v, "1") && strcasecmp(v, "true") &&
+			 strcasecmp(v, "yes") && strcasecmp(v, "on"))
+			warnf(warn, "%s=%s is not a boolean (1/0)%s", "HVD_SHM",
+			      v, "; using 1");
+	}
+	t->hier = -1;
+	v = lookup("HOROVOD_HIERARCHICAL_ALLREDUCE");
+	if (v && *v) {
+		if (!strcmp(v, "0") || !strcasecmp(v, "false") ||
+		    !strcasecmp(v, "off"))
+			t->hier = 0;
+		else if (!strcmp(v, "1") || !strcasecmp(v, "true") ||
+			 !strcasecmp(v, "on"))
+			t->hier = 1;
+		else
+			warnf(warn, "%s=%s is not a boolean (1/0)%s",
+			      "HOROVOD_HIERARCHICAL_ALLREDUCE", v,
+			      "; using auto");
+	}
+}
+
+static int usable(enum coll_kind k, enum coll_algo a,
+		  const struct coll_place *p)
+{
+	if (!((allowed[k] >> a) & 1u))
+		return 0;
+	if (a == ALGO_SHM)
+		return p->shm && p->nodes == 1 && p->size > 1;
+	if (a == ALGO_HIER)
+		return p->shm && p->nodes > 1 && p->uniform &&
+		       p->local_size > 1;
+	return 1;
+}
+
+enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
+			   size_t bytes, size_t count,
+			   const struct coll_place *p)
+{
+	enum coll_algo forced = t->algo[k];
+
+	if (forced != ALGO_AUTO && usable(k, forced, p))
+		return forced;
+	switch (k) {
+	case CK_ALLREDUCE:
+		if (usable(k, ALGO_SHM, p))
+			return ALGO_SHM;
+		if (t->hier != 0 && usable(k, ALGO_HIER, p))
+			return ALGO_HIER;
+		/* The ring splits the buffer in size blocks: below one
+		 * element per rank, or below the latency threshold, the
+		 * log(p) rounds of recursive doubling win. */
+		if (bytes <= t->allreduce_small_max || count < (size_t)p->size)
+			return ALGO_RD;
+		return ALGO_RING;
+	case CK_REDUCESCATTER:
+		if (usable(k, ALGO_SHM, p))
+			return ALGO_SHM;
+		if (bytes <= t->reducescatter_small_max ||
+		    count < (size_t)p->size)
+			return ALGO_RD;
+		return ALGO_RING;
+	case CK_BROADCAST:
+		if (usable(k, ALGO_SHM, p))
+			return ALGO_SHM;
+		return bytes <= t->bcast_small_max ? ALGO_BINOMIAL
+						   : ALGO_CHAIN;
+	case CK_ALLGATHER:
+		return bytes <= t->allgather_small_max ? ALGO_DIRECT
+						       : ALGO_RING;
+	case CK_ALLTOALL:
+		return ALGO_PAIRWISE;
+	case CK_BARRIER:
+		return usable(k, ALGO_SHM, p) ? ALGO_SHM : ALGO_DISSEM;
+	default:
+		return ALGO_AUTO;
+	}
+}

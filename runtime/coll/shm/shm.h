@@ -1,0 +1,70 @@
+/*
+ * shm.h - intra-node collectives through one shared-memory segment per
+ * node-local group: ranks reduce straight from the segment instead of
+ * paying transport copies (see doc/design.md for the algorithm).
+ *
+ * Contract between the collective layer (coll_*.c) and shm.c.  Large
+ * buffers are handled inside (chunked, pipelined); every call is made by
+ * all members of the group, in the same order.  A dead member is detected
+ * (no progress within HOROVOD_PEER_TIMEOUT seconds and its pid gone) and
+ * reported as HVD_ERR_PEER_FAILED instead of hanging.
+ */
+#ifndef HVD_SHM_H
+#define HVD_SHM_H
+
+#include "base/base.h"
+
+#pragma GCC visibility push(hidden)
+
+typedef struct shm_group shm_group_t;
+
+/* Called by the members during set-up (after the creator made the
+ * segment, before the others attach): a barrier over the group through
+ * the bootstrap or transport. */
+typedef hvd_status_t (*shm_barrier_fn)(void *arg);
+
+/* key: unique per job, node and group (e.g. "<nspace>-n<node>-c<ctx>");
+ * local_rank/local_size: the caller's place in the node-local group. */
+hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
+			      shm_barrier_fn barrier, void *barrier_arg,
+			      shm_group_t **out);
+void shm_group_destroy(shm_group_t *g);
+
+/* AVERAGE is reduced as SUM; the result is multiplied by scale (1.0:
+ * not at all) inside the pipeline, while each step is still in the cache,
+ * instead of in a pass of its own over the whole output. */
+hvd_status_t shm_allreduce(shm_group_t *g, const void *sendbuf, void *recvbuf,
+			   size_t count, hvd_dtype_t dtype, hvd_op_t op,
+			   double scale);
+/* Reduce all members' count elements; member r ends with the reduced
+ * slice [hvd_reducescatter_offset(count, r, n), +count(r)) written at the
+ * same offset of its recvbuf (recvbuf holds count elements). AVERAGE is
+ * reduced as SUM (the caller scales). */
+hvd_status_t shm_reduce_scatter(shm_group_t *g, const void *sendbuf,
+				void *recvbuf, size_t count, hvd_dtype_t dtype,
+				hvd_op_t op);
+/* The same, but recvslice holds only this member's slice
+ * (hvd_reducescatter_count(count, rank, n) elements, as hvd_reducescatter
+ * returns it): no full-size scratch buffer.  sendbuf must be a separate
+ * buffer of count elements (not HVD_IN_PLACE). */
+hvd_status_t shm_reduce_scatter_slice(shm_group_t *g, const void *sendbuf,
+				      void *recvslice, size_t count,
+				      hvd_dtype_t dtype, hvd_op_t op);
+/* Every member holds its slice (same split as above) in buf; afterwards
+ * all members hold all count elements. */
+hvd_status_t shm_allgather_slices(shm_group_t *g, void *buf, size_t count,
+				  hvd_dtype_t dtype);
+hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root);
+/* Alltoall of equal blocks of block bytes (sendbuf and recvbuf hold n
+ * blocks in rank order; HVD_IN_PLACE or sendbuf == recvbuf allowed): one
+ * exchange through the members' small buffers for block <=
+ * shm_alltoall_small_max(g), the pipeline buffers for larger ones.
+ * Members with different block sizes all get HVD_ERR_MISMATCH. */
+hvd_status_t shm_alltoall(shm_group_t *g, const void *sendbuf, void *recvbuf,
+			  size_t block);
+size_t shm_alltoall_small_max(const shm_group_t *g);
+hvd_status_t shm_barrier(shm_group_t *g);
+
+#pragma GCC visibility pop
+
+#endif /* HVD_SHM_H */

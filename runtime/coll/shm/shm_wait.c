@@ -1,0 +1,77 @@
+/*
+ * shm_wait.c - the slow part of waiting on a peer's flag, and the error
+ * exit that marks the group failed (shm.c's comment, "Waiting").
+ */
+#include "config.h"
+
+#include "coll/shm/shm_impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+hvd_status_t shm_fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(g->failmsg, sizeof(g->failmsg), fmt, ap);
+	va_end(ap);
+	g->failed = st;
+	return hvd_error(st, "%s", g->failmsg);
+}
+
+/* The slow part of a wait: sleep on the flag's futex (the publisher wakes
+ * us), waking every 20 ms to check for a dead or silent peer.  flag
+ * belongs to member peer. */
+hvd_status_t shm_wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
+			  int peer)
+{
+	const struct timespec tick = {0, 20 * 1000 * 1000};
+	double t0 = hvd_now(), now;
+	hvd_status_t st = HVD_OK;
+	uint32_t dead;
+	uint64_t v;
+
+	__atomic_add_fetch(&f->sleepers, 1, __ATOMIC_SEQ_CST);
+	for (;;) {
+		v = __atomic_load_n(&f->seq, __ATOMIC_SEQ_CST);
+		if (v >= want)
+			break;
+		futex(futex_word(f), FUTEX_WAIT, (uint32_t)v, &tick);
+		if (__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) >= want)
+			break;
+		now = hvd_now();
+		dead = __atomic_load_n(&g->hdr->dead, __ATOMIC_ACQUIRE);
+		if (dead) {
+			st = shm_fail(g, HVD_ERR_PEER_FAILED,
+				  "shared-memory %s: local rank %u died (seen "
+				  "by another member); the group is unusable",
+				  g->what, dead - 1);
+			break;
+		}
+		if (hvd_pid_dead((pid_t)g->ctl[peer].pid)) {
+			__atomic_store_n(&g->hdr->dead, (uint32_t)peer + 1,
+					 __ATOMIC_RELEASE);
+			st = shm_fail(g, HVD_ERR_PEER_FAILED,
+				  "shared-memory %s: local rank %d (pid %lld) "
+				  "exited in the middle of the collective; the "
+				  "group is unusable",
+				  g->what, peer, (long long)g->ctl[peer].pid);
+			break;
+		}
+		if (now - t0 > g->timeout) {
+			st = shm_fail(g, HVD_ERR_TIMEOUT,
+				  "shared-memory %s: local rank %d (pid %lld) "
+				  "made no progress for %.0f s "
+				  "(HOROVOD_PEER_TIMEOUT); is it stuck or "
+				  "calling collectives in a different order?",
+				  g->what, peer, (long long)g->ctl[peer].pid,
+				  g->timeout);
+			break;
+		}
+	}
+	__atomic_sub_fetch(&f->sleepers, 1, __ATOMIC_SEQ_CST);
+	/* the acquire that orders our reads of the peer's data */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return st;
+}

@@ -1,0 +1,355 @@
+/*
+ * engine_start.c - the engine's life: engine_start (called at the end of
+ * hvd_init) reads the knobs, agrees on rank 0's values, creates the
+ * engine's communicator and the static process sets, opens the timeline
+ * and starts the background thread; engine_stop (called at the start of
+ * hvd_finalize) asks the thread to stop - every rank leaves in the same
+ * cycle, since a stop request is OR-ed across ranks - and frees it all.
+ *
+ * The thread sleeps until the next cycle is due (HOROVOD_CYCLE_TIME) but
+ * wakes at once when an op is submitted, so a lone op never waits for a
+ * cycle boundary.
+ */
+#include "config.h"
+
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void *engine_main(void *arg)
+{
+	struct engine *e = arg;
+	double next = hvd_now();
+
+	for (;;) {
+		struct timespec ts;
+		double now;
+
+		pthread_mutex_lock(&e->lock);
+		for (;;) {
+			now = hvd_now();
+			if (e->q_head || e->stop_requested || e->tl_cmd ||
+			    now >= next || e->hot)
+				break;
+			ts.tv_sec = (time_t)next;
+			ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
+			e->sleeping = 1;
+			pthread_cond_timedwait(&e->wake, &e->lock, &ts);
+			e->sleeping = 0;
+		}
+		pthread_mutex_unlock(&e->lock);
+		if (e->hot)
+			sched_yield(); /* polling: let the callers run */
+		next = now + e->cycle_ms / 1000.0;
+		if (cycle_run(e))
+			break;
+	}
+	return NULL;
+}
+
+/* The knobs every rank must share: rank 0's values win. */
+struct shared_knobs {
+	uint64_t fusion, direct;
+	double cycle_ms;
+	int64_t cache;
+	double stall_warn, stall_shutdown;
+	int64_t stall_disable;
+	uint64_t pset_hash;
+};
+
+static hvd_status_t agree(struct engine *e, uint64_t my_hash)
+{
+	struct shared_knobs k = {
+	    .fusion = e->fusion_threshold,
+	    .direct = e->fusion_direct,
+	    .cycle_ms = e->cycle_ms,
+	    .cache = e->cache_capacity,
+	    .stall_warn = e->stall_warn,
+	    .stall_shutdown = e->stall_shutdown,
+	    .stall_disable = e->stall_disable,
+	    .pset_hash = my_hash,
+	};
+	struct shared_knobs mine = k;
+	int64_t h = (int64_t)(my_hash >> 1), lo = h, hi = h;
+	hvd_status_t st;
+
+	if (e->size == 1)
+		return HVD_OK;
+	st = coll_broadcast(e->comm, &k, sizeof(k), HVD_UINT8, 0);
+	if (st != HVD_OK)
+		return st;
+	if (memcmp(&k, &mine, sizeof(k) - sizeof(k.pset_hash)) != 0)
+		hvd_log(HVD_LOG_WARNING,
+			"engine knobs differ from rank 0's (HOROVOD_FUSION_"
+			"THRESHOLD, HOROVOD_CYCLE_TIME, HOROVOD_CACHE_CAPACITY,"
+			" HOROVOD_STALL_*): using rank 0's");
+	e->fusion_threshold = k.fusion;
+	e->fusion_direct = k.direct;
+	e->cycle_ms = k.cycle_ms;
+	e->cache_capacity = (int)k.cache;
+	e->stall_warn = k.stall_warn;
+	e->stall_shutdown = k.stall_shutdown;
+	e->stall_disable = (int)k.stall_disable;
+	st = coll_allreduce(e->comm, &h, &lo, 1, HVD_INT64, HVD_MIN);
+	if (st == HVD_OK)
+		st = coll_allreduce(e->comm, &h, &hi, 1, HVD_INT64, HVD_MAX);
+	if (st != HVD_OK)
+		return st;
+	if (lo != hi)
+		return hvd_error(HVD_ERR_PROCESS_SET,
+				 "hvd: HOROVOD_PROCESS_SETS differs between "
+				 "ranks (this rank: \"%s\"); every rank must "
+				 "get the same value",
+				 getenv("HOROVOD_PROCESS_SETS")
+				     ? getenv("HOROVOD_PROCESS_SETS")
+				     : "");
+	return HVD_OK;
+}
+
+static int coord_is_member(void *arg, int32_t pset, int rank)
+{
+	return pset_is_member(&((struct engine *)arg)->psets, pset, rank);
+}
+
+static int coord_set_size(void *arg, int32_t pset)
+{
+	struct pset *p = pset_get(&((struct engine *)arg)->psets, pset);
+
+	return p ? p->n : 0;
+}
+
+static void tl_first(void *arg, const char *name, int kind, double t)
+{
+	struct engine *e = arg;
+	char what[64];
+
+	snprintf(what, sizeof(what), "NEGOTIATE_%s", eng_kind_name(kind));
+	timeline_begin(&e->tl, name, what);
+	(void)t;
+}
+
+static void tl_rank(void *arg, const char *name, int rank, double t)
+{
+	struct engine *e = arg;
+	char what[16];
+
+	snprintf(what, sizeof(what), "%d", rank);
+	timeline_instant(&e->tl, name, what);
+	(void)t;
+}
+
+static void tl_ready(void *arg, const char *name, double t)
+{
+	struct engine *e = arg;
+
+	timeline_end(&e->tl, name, NULL, 0);
+	(void)t;
+}
+
+static void engine_free(struct engine *e)
+{
+	struct hvd_handle *h, *next;
+
+	for (h = e->q_head; h; h = next) {
+		next = h->next;
+		engine_complete(h, HVD_ERR_SHUTDOWN,
+				"hvd: the engine shut down before this "
+				"operation ran");
+	}
+	pset_table_free(&e->psets);
+	if (e->comm)
+		comm_destroy(e->comm);
+	rc_free(&e->cache);
+	coord_free(&e->coord);
+	timeline_close(&e->tl);
+	autotune_free(&e->at);
+	namemap_free(&e->inflight);
+	namemap_free(&e->pending_names);
+	free(e->pending);
+	free(e->fusion_buf);
+	free(e->zero_buf);
+	pthread_mutex_destroy(&e->lock);
+	pthread_cond_destroy(&e->wake);
+	pthread_cond_destroy(&e->done_cond);
+	free(e);
+}
+
+static hvd_status_t add_static_sets(struct engine *e, uint64_t *hash)
+{
+	const char *spec = getenv("HOROVOD_PROCESS_SETS");
+	int **sets = NULL, *sizes = NULL, nsets = 0;
+	char err[512];
+	hvd_status_t st;
+
+	*hash = 0;
+	st = pset_parse(spec, e->size, &sets, &sizes, &nsets, err, sizeof(err));
+	if (st != HVD_OK)
+		return hvd_error(st, "hvd: %s", err);
+	for (int i = 0; i < nsets; i++)
+		*hash = *hash * 1000003ULL ^ pset_hash(sets[i], sizes[i]);
+	st = agree(e, *hash);
+	for (int i = 0; i < nsets && st == HVD_OK; i++)
+		st = pset_table_add(&e->psets, i + 1, sets[i], sizes[i],
+				    e->rank, e->comm);
+	for (int i = 0; i < nsets; i++)
+		free(sets[i]);
+	free(sets);
+	free(sizes);
+	return st;
+}
+
+hvd_status_t engine_start(void)
+{
+	const struct hvd_world *w = hvd_world();
+	pthread_condattr_t ca;
+	struct engine *e = NULL;
+	uint64_t hash;
+	int *all = NULL;
+	hvd_status_t st;
+	const char *tl;
+
+	if (!w || !comm_world())
+		return hvd_error(HVD_ERR_NOT_INITIALIZED,
+				 "hvd: engine_start before the world exists");
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&e->done_cond, NULL);
+	e->tl.fd = -1;
+	e->rank = w->rank;
+	e->size = w->size;
+	e->fusion_threshold =
+	    hvd_env_size("HOROVOD_FUSION_THRESHOLD", 128u << 20);
+	e->fusion_direct =
+	    hvd_env_size("HOROVOD_FUSION_DIRECT_BYTES", 64u << 10);
+	e->cycle_ms = hvd_env_double("HOROVOD_CYCLE_TIME", 1.0);
+	if (e->cycle_ms < 0)
+		e->cycle_ms = 0;
+	e->cache_capacity = (int)hvd_env_long("HOROVOD_CACHE_CAPACITY", 1024);
+	if (e->cache_capacity < 0)
+		e->cache_capacity = 0;
+	e->stall_warn = hvd_env_double("HOROVOD_STALL_CHECK_TIME_SECONDS", 60);
+	e->stall_shutdown =
+	    hvd_env_double("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0);
+	e->stall_disable = hvd_env_bool("HOROVOD_STALL_CHECK_DISABLE", 0);
+	if (e->stall_shutdown > 0 && e->stall_shutdown < e->stall_warn) {
+		hvd_log(HVD_LOG_WARNING,
+			"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=%g is less than "
+			"HOROVOD_STALL_CHECK_TIME_SECONDS=%g: stalls will not "
+			"shut down",
+			e->stall_shutdown, e->stall_warn);
+		e->stall_shutdown = 0;
+	}
+	e->psets.dynamic = hvd_env_bool("HOROVOD_DYNAMIC_PROCESS_SETS", 0);
+	namemap_init(&e->inflight);
+	namemap_init(&e->pending_names);
+	st = comm_dup(comm_world(), &e->comm);
+	if (st != HVD_OK)
+		goto err_free;
+	all = malloc((size_t)e->size * sizeof(*all));
+	if (!all) {
+		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+		goto err_free;
+	}
+	for (int i = 0; i < e->size; i++)
+		all[i] = i;
+	st = pset_table_add(&e->psets, HVD_PSET_GLOBAL, all, e->size, e->rank,
+			    e->comm);
+	free(all);
+	if (st != HVD_OK)
+		goto err_free;
+	st = add_static_sets(e, &hash);
+	if (st != HVD_OK)
+		goto err_free;
+	st = rc_init(&e->cache, e->cache_capacity);
+	if (st != HVD_OK)
+		goto err_free;
+	st = coord_init(&e->coord, e->size);
+	if (st != HVD_OK)
+		goto err_free;
+	e->coord.is_member = coord_is_member;
+	e->coord.set_size = coord_set_size;
+	e->coord.member_arg = e;
+	e->coord.on_first = tl_first;
+	e->coord.on_rank = tl_rank;
+	e->coord.on_ready = tl_ready;
+	e->coord.tl_arg = e;
+	tl = getenv("HOROVOD_TIMELINE");
+	if (e->rank == 0 && tl && *tl && strcmp(tl, "DYNAMIC") != 0) {
+		st = timeline_open(
+		    &e->tl, tl,
+		    hvd_env_bool("HOROVOD_TIMELINE_MARK_CYCLES", 0));
+		if (st != HVD_OK)
+			goto err_free;
+	}
+	if (e->rank == 0 && hvd_env_bool("HOROVOD_AUTOTUNE", 0)) {
+		const char *log = getenv("HOROVOD_AUTOTUNE_LOG");
+		FILE *f = NULL;
+
+		if (log && *log && !(f = fopen(log, "w")))
+			hvd_log(HVD_LOG_WARNING,
+				"cannot open HOROVOD_AUTOTUNE_LOG=%s: %s", log,
+				strerror(errno));
+		autotune_init(&e->at, e->fusion_threshold, e->cycle_ms,
+			      !getenv("HOROVOD_FUSION_THRESHOLD"),
+			      !getenv("HOROVOD_CYCLE_TIME"), f);
+	}
+	{
+		/* Spinning waiters only help when the engine thread has a
+		 * CPU of its own next to them. */
+		cpu_set_t cs;
+		int ncpu = 1;
+
+		if (sched_getaffinity(0, sizeof(cs), &cs) == 0)
+			ncpu = CPU_COUNT(&cs);
+		e->max_spinners =
+		    ncpu >= 2 * (w->local_size > 0 ? w->local_size : 1) ? 2 : 0;
+	}
+	e->last_stall_check = hvd_now();
+	hvd_engine = e;
+	if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+		hvd_engine = NULL;
+		st = hvd_error(HVD_ERR_INTERNAL,
+			       "hvd: cannot start the engine thread: %s",
+			       strerror(errno));
+		goto err_free;
+	}
+	e->thread_started = 1;
+	hvd_log(HVD_LOG_INFO,
+		"engine: HOROVOD_FUSION_THRESHOLD=%zu "
+		"HOROVOD_FUSION_DIRECT_BYTES=%zu HOROVOD_CYCLE_TIME=%g "
+		"HOROVOD_CACHE_CAPACITY=%d HOROVOD_STALL_CHECK_TIME_SECONDS=%g"
+		" HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=%g",
+		e->fusion_threshold, e->fusion_direct, e->cycle_ms,
+		e->cache_capacity, e->stall_warn, e->stall_shutdown);
+	return HVD_OK;
+err_free:
+	engine_free(e);
+	return st;
+}
+
+void engine_stop(void)
+{
+	struct engine *e = hvd_engine;
+
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->stop_requested = 1;
+	pthread_cond_signal(&e->wake);
+	pthread_mutex_unlock(&e->lock);
+	if (e->thread_started)
+		pthread_join(e->thread, NULL);
+	hvd_engine = NULL;
+	engine_free(e);
+}

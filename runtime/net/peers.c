@@ -1,0 +1,168 @@
+/*
+ * peers.c - the peer table and the failed set.
+ *
+ * A failure is recorded once, with the first reason given; flags are
+ * atomics so that any thread (PMIx's event thread, UCX's error callback,
+ * a waiting collective) may record or read one without a lock.  The table
+ * is built in hvd_init before any collective and freed in hvd_finalize
+ * after the last one.
+ */
+#include "config.h"
+
+#include "net/peers.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct peer {
+	void *addr;          /* UCX worker address (owned)            */
+	pid_t pid;
+	int local;           /* on this node: pid checks apply       */
+	atomic_int failed;
+	atomic_int announce; /* to tell the other ranks              */
+	char why[200];
+};
+
+static struct peer *peers;
+static int npeers = -1, my_rank = -1;
+static atomic_int launcher_failed;
+
+hvd_status_t peers_init(const struct hvd_world *w, struct bootstrap_peer *bp)
+{
+	peers = calloc((size_t)w->size, sizeof(*peers));
+	if (!peers)
+		return hvd_error(HVD_ERR_NO_MEMORY,
+				 "hvd: out of memory for %d peers", w->size);
+	for (int r = 0; r < w->size; r++) {
+		atomic_init(&peers[r].failed, 0);
+		atomic_init(&peers[r].announce, 0);
+		peers[r].addr = bp[r].addr;
+		bp[r].addr = NULL;
+		peers[r].pid = bp[r].pid;
+		peers[r].local = w->node_of[r] == w->node_id;
+	}
+	npeers = w->size;
+	my_rank = w->rank;
+	return HVD_OK;
+}
+
+void peers_free(void)
+{
+	for (int r = 0; peers && r < npeers; r++)
+		free(peers[r].addr);
+	free(peers);
+	peers = NULL;
+	npeers = -1;
+	my_rank = -1;
+	atomic_store(&launcher_failed, 0);
+}
+
+int peers_count(void)
+{
+	return npeers;
+}
+
+int peers_self(void)
+{
+	return my_rank;
+}
+
+const void *peers_addr(int r)
+{
+	return peers && r >= 0 && r < npeers ? peers[r].addr : NULL;
+}
+
+int peers_local(int r)
+{
+	return peers && r >= 0 && r < npeers && peers[r].local;
+}
+
+void peers_mark_failed(int rank, const char *why, int announce)
+{
+	if (rank < 0) {
+		atomic_store(&launcher_failed, 1);
+		return;
+	}
+	if (!peers || rank >= npeers || rank == my_rank)
+		return;
+	if (atomic_load(&peers[rank].failed))
+		return;
+	snprintf(peers[rank].why, sizeof(peers[rank].why), "%s", why);
+	atomic_store(&peers[rank].failed, 1);
+	if (announce)
+		atomic_store(&peers[rank].announce, 1);
+	hvd_log(HVD_LOG_DEBUG, "rank %d failed: %s", rank, why);
+}
+
+void transport_mark_failed(int rank, const char *why)
+{
+	peers_mark_failed(rank, why, 1);
+}
+
+int peers_failed(int rank)
+{
+	return peers && rank >= 0 && rank < npeers &&
+	       atomic_load_explicit(&peers[rank].failed, memory_order_relaxed);
+}
+
+int peers_take_announce(void)
+{
+	for (int f = 0; peers && f < npeers; f++)
+		if (atomic_exchange(&peers[f].announce, 0))
+			return f;
+	return -1;
+}
+
+int peers_launcher_failed(void)
+{
+	return atomic_load(&launcher_failed);
+}
+
+const char *transport_fail_reason(int rank)
+{
+	if (!peers || rank < 0 || rank >= npeers)
+		return "unknown";
+	return peers[rank].why;
+}
+
+int transport_group_failed(const struct net_group *g)
+{
+	for (int i = 0; peers && i < g->size; i++)
+		if (peers_failed(g->world_ranks[i]))
+			return g->world_ranks[i];
+	return -1;
+}
+
+int transport_any_failed(void)
+{
+	for (int w = 0; peers && w < npeers; w++)
+		if (peers_failed(w))
+			return w;
+	return -1;
+}
+
+void peers_check_local_pids(const struct net_group *g)
+{
+	for (int i = 0; peers && i < g->size; i++) {
+		int w = g->world_ranks[i];
+
+		if (w == my_rank || !peers[w].local ||
+		    atomic_load(&peers[w].failed))
+			continue;
+		if (hvd_pid_dead(peers[w].pid)) {
+			char why[96];
+
+			snprintf(why, sizeof(why),
+				 "its process (pid %d on this node) is gone",
+				 (int)peers[w].pid);
+			transport_mark_failed(w, why);
+		}
+	}
+}
+
+int transport_check_failed(const struct net_group *g)
+{
+	peers_check_local_pids(g);
+	return transport_group_failed(g);
+}

@@ -1,0 +1,52 @@
+/*
+ * net/peers.h - what the transport knows of every world rank besides its
+ * endpoint: its UCX address, its pid and whether it is on this node, and
+ * whether (and why) it failed.  The failed set only grows during a job;
+ * it is read without a lock from every thread that waits on a peer.
+ */
+#ifndef HVD_NET_PEERS_H
+#define HVD_NET_PEERS_H
+
+#include "net/bootstrap.h"
+#include "net/group.h"
+#include "net/world.h"
+
+#include <sys/types.h>
+
+#pragma GCC visibility push(hidden)
+
+/* Takes the peers' addresses out of bp (bp[r].addr becomes NULL). */
+hvd_status_t peers_init(const struct hvd_world *w, struct bootstrap_peer *bp);
+void peers_free(void);
+/* World size and this rank while the table is up (-1 otherwise). */
+int peers_count(void);
+int peers_self(void);
+/* Peer r's UCX worker address and its length (NULL: no table). */
+const void *peers_addr(int r);
+/* 1 when r runs on this node (its pid is checked, shm transports). */
+int peers_local(int r);
+
+/* A peer is gone (world rank, or -1 for "the launcher").  Safe from any
+ * thread; the first reason for a rank is kept.  announce: tell the other
+ * ranks too (net/notice.c sends what peers_take_announce() returns). */
+void peers_mark_failed(int world_rank, const char *why, int announce);
+/* The same with announce (what the bootstrap's death events and the
+ * endpoints' error callbacks report). */
+void transport_mark_failed(int world_rank, const char *why);
+int peers_failed(int world_rank);
+/* Next rank whose failure is still to be announced, or -1. */
+int peers_take_announce(void);
+/* 1 once the launcher (PMIx server) is gone. */
+int peers_launcher_failed(void);
+/* First failed world rank among g's members, or in the world (-1). */
+int transport_group_failed(const struct net_group *g);
+int transport_any_failed(void);
+const char *transport_fail_reason(int world_rank);
+/* Checks the pids of g's members on this node first (for errors
+ * reported by the shared-memory layer, to name the world rank). */
+void peers_check_local_pids(const struct net_group *g);
+int transport_check_failed(const struct net_group *g);
+
+#pragma GCC visibility pop
+
+#endif /* HVD_NET_PEERS_H */

@@ -1,0 +1,401 @@
+/*
+ * transport.c - the transport's face: bring-up and shutdown of the UCX
+ * objects (net/ucx.c), the peer table (net/peers.c) and the failure
+ * notices (net/notice.c), and transfers: tagged send/receive with
+ * completion tracking and failure detection while waiting.
+ *
+ * A dead peer is noticed by, in order of speed: the endpoint error
+ * callback (UCP_ERR_HANDLING_MODE_PEER), a PMIx process-termination event
+ * (bootstrap.c calls transport_mark_failed), a liveness check of the pids
+ * of peers on this node, a notice from another rank, and finally no
+ * progress for HOROVOD_PEER_TIMEOUT seconds.  Any of them fails the
+ * running collective on every survivor: each survivor checks the failed
+ * set while waiting, so a rank that only waits on live (but stuck) peers
+ * errors out too.
+ */
+#include "config.h"
+
+#include "net/notice.h"
+#include "net/peers.h"
+#include "net/transport.h"
+#include "net/ucx.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct tp_op {
+	struct tp_req *req;  /* NULL once completed                  */
+	int peer;            /* comm rank                            */
+	int recv;
+	int done;
+	ucs_status_t status;
+	size_t expect, length;
+};
+
+hvd_status_t transport_init(void **addr, size_t *addr_len)
+{
+	return ucx_init(addr, addr_len);
+}
+
+hvd_status_t transport_set_peers(const struct hvd_world *w,
+				 struct bootstrap_peer *peers)
+{
+	HVD_CHECK(peers_init(w, peers));
+	HVD_CHECK(notice_start());
+	return ucx_set_peers(w);
+}
+
+void transport_finalize(int fence)
+{
+	notice_cancel();
+	ucx_finalize(fence);
+	notice_free();
+	peers_free();
+}
+
+/* ------------------------------------------------------ transfers */
+
+void xfer_begin(struct xfer *x, struct net_group *g)
+{
+	uint32_t seq = g->seq++;
+
+	memset(x, 0, sizeof(*x));
+	x->g = g;
+	x->me = g->rank;
+	x->tag_base = tp_tag(g->ctx, seq, 0);
+	x->st = g->broken;
+	x->last_progress = hvd_now();
+	x->next_check = x->last_progress + 0.05;
+}
+
+static struct tp_op *new_op(struct xfer *x, int peer, int *idx)
+{
+	if (x->nops == x->cap) {
+		int cap = x->cap ? x->cap * 2 : 16;
+		struct tp_op *o = realloc(x->ops, (size_t)cap * sizeof(*o));
+
+		if (!o) {
+			x->st = hvd_error(HVD_ERR_NO_MEMORY,
+					  "hvd: out of memory");
+			return NULL;
+		}
+		x->ops = o;
+		x->cap = cap;
+	}
+	*idx = x->nops++;
+	memset(&x->ops[*idx], 0, sizeof(struct tp_op));
+	x->ops[*idx].peer = peer;
+	return &x->ops[*idx];
+}
+
+static hvd_status_t peer_error(struct xfer *x, int w, const char *fmt,
+			       const char *detail)
+{
+	char why[256];
+
+	snprintf(why, sizeof(why), fmt, detail);
+	return hvd_error(HVD_ERR_PEER_FAILED, "hvd: rank %d failed: %s", w,
+			 why);
+}
+
+int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
+{
+	ucp_request_param_t prm;
+	struct tp_op *op;
+	ucp_ep_h ep;
+	void *r;
+	int idx, w;
+
+	if (x->st != HVD_OK)
+		return -1;
+	op = new_op(x, peer, &idx);
+	if (!op)
+		return -1;
+	w = x->g->world_ranks[peer];
+	ep = ucx_ep(w, &x->st);
+	if (!ep)
+		return -1;
+	memset(&prm, 0, sizeof(prm));
+	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+			   UCP_OP_ATTR_FIELD_DATATYPE;
+	prm.cb.send = ucx_send_cb;
+	prm.datatype = ucp_dt_make_contig(1);
+	r = ucp_tag_send_nbx(ep, buf, len, x->tag_base | (uint64_t)x->me,
+			     &prm);
+	if (r == NULL) {
+		op->done = 1;
+	} else if (UCS_PTR_IS_ERR(r)) {
+		op->done = 1;
+		op->status = UCS_PTR_STATUS(r);
+		x->st = peer_error(x, w, "sending to it failed (%s)",
+				   UCS_MSG(op->status));
+		return -1;
+	} else {
+		op->req = r;
+	}
+	return idx;
+}
+
+int xfer_recv(struct xfer *x, int peer, void *buf, size_t len)
+{
+	ucp_request_param_t prm;
+	ucp_tag_recv_info_t info;
+	struct tp_op *op;
+	void *r;
+	int idx;
+
+	if (x->st != HVD_OK)
+		return -1;
+	op = new_op(x, peer, &idx);
+	if (!op)
+		return -1;
+	op->recv = 1;
+	op->expect = len;
+	memset(&prm, 0, sizeof(prm));
+	/* UCX 1.13 leaves recv_info unset when a receive completes at once
+	 * from the unexpected queue: always take the callback, which
+	 * reports the length (needed to detect mismatched counts). */
+	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+			   UCP_OP_ATTR_FIELD_DATATYPE |
+			   UCP_OP_ATTR_FIELD_RECV_INFO |
+			   UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+	prm.cb.recv = ucx_recv_cb;
+	prm.datatype = ucp_dt_make_contig(1);
+	prm.recv_info.tag_info = &info;
+	info.length = 0;
+	r = ucp_tag_recv_nbx(ucx_worker, buf, len,
+			     x->tag_base | (uint64_t)(unsigned)peer,
+			     ~(uint64_t)0, &prm);
+	if (r == NULL) {
+		op->done = 1;
+		op->length = info.length;
+	} else if (UCS_PTR_IS_ERR(r)) {
+		op->done = 1;
+		op->status = UCS_PTR_STATUS(r);
+		x->st = hvd_error(HVD_ERR_TRANSPORT,
+				  "hvd: posting a receive from rank %d "
+				  "failed (%s)",
+				  x->g->world_ranks[peer],
+				  UCS_MSG(op->status));
+		return -1;
+	} else {
+		op->req = r;
+	}
+	return idx;
+}
+
+/* Move a finished request's result into the op; 1 when done. */
+static int op_test(struct tp_op *op)
+{
+	struct tp_req *r = op->req;
+
+	if (op->done)
+		return 1;
+	if (!atomic_load_explicit(&r->done, memory_order_acquire))
+		return 0;
+	op->status = r->status;
+	op->length = r->length;
+	atomic_store_explicit(&r->done, 0, memory_order_relaxed);
+	ucp_request_free(r);
+	op->req = NULL;
+	op->done = 1;
+	return 1;
+}
+
+static hvd_status_t op_result(struct xfer *x, struct tp_op *op)
+{
+	int w = x->g->world_ranks[op->peer];
+
+	if (op->status == UCS_ERR_MESSAGE_TRUNCATED)
+		return hvd_error(HVD_ERR_MISMATCH,
+				 "hvd: rank %d sent more than the %zu bytes "
+				 "expected: ranks called the collective with "
+				 "different counts or types",
+				 w, op->expect);
+	if (op->status != UCS_OK) {
+		int f = transport_group_failed(x->g);
+
+		if (f >= 0)
+			return peer_error(x, f, "%s", transport_fail_reason(f));
+		return peer_error(x, w, "transfer failed (%s)",
+				  UCS_MSG(op->status));
+	}
+	if (op->recv && op->length != op->expect)
+		return hvd_error(HVD_ERR_MISMATCH,
+				 "hvd: rank %d sent %zu bytes where %zu were "
+				 "expected: ranks called the collective with "
+				 "different counts or types",
+				 w, op->length, op->expect);
+	return HVD_OK;
+}
+
+/* Periodic checks while waiting: failed members, dead local pids, and
+ * the progress timeout.  Returns an error status or HVD_OK. */
+static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
+{
+	int f;
+
+	x->next_check = now + 0.05;
+	peers_check_local_pids(x->g);
+	notice_poll();
+	f = transport_group_failed(x->g);
+	/* A rank outside this communicator counts too: the hierarchical
+	 * algorithms wait on live peers that wait on the dead one, and
+	 * without elasticity a failure anywhere ends the job's
+	 * collectives. */
+	if (f < 0)
+		f = transport_any_failed();
+	if (f >= 0)
+		return peer_error(x, f, "%s", transport_fail_reason(f));
+	if (peers_launcher_failed())
+		return hvd_error(HVD_ERR_PEER_FAILED,
+				 "hvd: lost the connection to the PMIx server "
+				 "(the launcher died)");
+	if (now - x->last_progress > transport_peer_timeout()) {
+		int w = x->g->world_ranks[waiting->peer];
+		char why[160];
+
+		snprintf(why, sizeof(why),
+			 "no progress from it for %.0f s "
+			 "(HOROVOD_PEER_TIMEOUT)",
+			 transport_peer_timeout());
+		peers_mark_failed(w, why, 0);
+		return peer_error(x, w, "%s", why);
+	}
+	return HVD_OK;
+}
+
+static hvd_status_t wait_until(struct xfer *x, int idx)
+{
+	unsigned idle = 0, iter = 0;
+	double idle_since = 0;
+	int napping = 0;
+
+	if (x->st != HVD_OK)
+		return x->st;
+	for (;;) {
+		struct tp_op *pending = NULL;
+		unsigned n;
+
+		if (idx >= 0) {
+			struct tp_op *op = &x->ops[idx];
+
+			if (op_test(op)) {
+				x->last_progress = hvd_now();
+				return x->st = op_result(x, op);
+			}
+			pending = op;
+		} else {
+			while (x->first_pending < x->nops) {
+				struct tp_op *op = &x->ops[x->first_pending];
+
+				if (!op_test(op))
+					break;
+				x->st = op_result(x, op);
+				if (x->st != HVD_OK)
+					return x->st;
+				x->first_pending++;
+				x->last_progress = 0; /* re-read below */
+			}
+			if (x->first_pending == x->nops)
+				return HVD_OK;
+			pending = &x->ops[x->first_pending];
+			/* Also collect errors of later ops early. */
+		}
+		n = ucp_worker_progress(ucx_worker);
+		if (n) {
+			idle = 0;
+		} else if (++idle > 2000 || ucx_yield_always()) {
+			/* Spin, then yield, then after a millisecond of
+			 * nothing nap briefly: on a node with more busy
+			 * ranks than cores (or a loaded one) the peer we
+			 * wait for needs our core, and sched_yield alone
+			 * does not give it away under CFS. */
+			if (idle == 2001)
+				idle_since = hvd_now();
+			if (idle > 2001 && (idle & 63) == 0 &&
+			    hvd_now() - idle_since > 1e-3)
+				napping = 1;
+			if (napping) {
+				struct timespec ts = {0, 20000};
+
+				nanosleep(&ts, NULL);
+			} else {
+				sched_yield();
+			}
+		}
+		if (n)
+			napping = 0;
+		if ((++iter & 63) == 0 || x->last_progress == 0) {
+			double now = hvd_now();
+
+			if (x->last_progress == 0)
+				x->last_progress = now;
+			if (now >= x->next_check) {
+				x->st = watch(x, pending, now);
+				if (x->st != HVD_OK)
+					return x->st;
+			}
+		}
+	}
+}
+
+hvd_status_t xfer_wait(struct xfer *x, int idx)
+{
+	if (idx < 0)
+		return x->st != HVD_OK ? x->st
+				       : hvd_error(HVD_ERR_INTERNAL,
+						   "hvd: wait on no operation");
+	return wait_until(x, idx);
+}
+
+hvd_status_t xfer_waitall(struct xfer *x)
+{
+	return wait_until(x, -1);
+}
+
+hvd_status_t xfer_sendrecv(struct xfer *x, int dst, const void *sbuf,
+			   size_t slen, int src, void *rbuf, size_t rlen)
+{
+	int r = xfer_recv(x, src, rbuf, rlen);
+	int s = xfer_send(x, dst, sbuf, slen);
+
+	if (r < 0 || s < 0)
+		return x->st;
+	if (xfer_wait(x, r) != HVD_OK)
+		return x->st;
+	return xfer_wait(x, s);
+}
+
+hvd_status_t xfer_end(struct xfer *x)
+{
+	if (x->st == HVD_OK)
+		xfer_waitall(x);
+	if (x->st != HVD_OK) {
+		/* Abandon what is still in flight: cancel receives (their
+		 * buffers go back to the caller) and release everything;
+		 * UCX calls no callback on a released request. */
+		for (int i = 0; i < x->nops; i++) {
+			struct tp_op *op = &x->ops[i];
+
+			if (op->done || !op->req)
+				continue;
+			if (op->recv)
+				ucp_request_cancel(ucx_worker, op->req);
+			atomic_store(&op->req->done, 0);
+			ucp_request_free(op->req);
+			op->req = NULL;
+			op->done = 1;
+		}
+		if (x->st == HVD_ERR_PEER_FAILED ||
+		    x->st == HVD_ERR_MISMATCH)
+			x->g->broken = x->st;
+	}
+	free(x->ops);
+	x->ops = NULL;
+	x->nops = x->cap = 0;
+	return x->st;
+}

@@ -1,0 +1,85 @@
+/*
+ * transport.h - UCX point-to-point layer under the collective algorithms.
+ *
+ * One UCP context and one thread-safe worker per process; endpoints to
+ * world ranks are created on first use.  A collective keeps its transfers
+ * in a struct xfer: posting returns an index, waiting progresses the worker
+ * and watches for dead peers, and on any failure every transfer still
+ * pending is cancelled and released, so an error never leaves UCX writing
+ * into a buffer the caller got back.
+ *
+ * Tags (64 bits): context id (16) | collective sequence (24) | source group
+ * rank (24).  Receives match the whole tag, so groups never mix;
+ * messages between two ranks within one collective rely on UCX's in-order
+ * tag matching per endpoint, as MPI over UCX does.
+ */
+#ifndef HVD_TRANSPORT_H
+#define HVD_TRANSPORT_H
+
+#include "net/bootstrap.h"
+#include "net/group.h"
+#include "net/peers.h"
+#include "net/world.h"
+
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+#define TP_CTX_BITS 16
+#define TP_SEQ_BITS 24
+#define TP_SRC_BITS 24
+
+static inline uint64_t tp_tag(uint32_t ctx, uint32_t seq, uint32_t src)
+{
+	return ((uint64_t)(ctx & 0xffffu) << 48) |
+	       ((uint64_t)(seq & 0xffffffu) << 24) | (uint64_t)(src & 0xffffffu);
+}
+
+/* Create the UCP context and worker; *addr is the worker address to
+ * publish (valid until transport_finalize). */
+hvd_status_t transport_init(void **addr, size_t *addr_len);
+/* Take the peers' addresses (and pids, for liveness checks). */
+hvd_status_t transport_set_peers(const struct hvd_world *w,
+				 struct bootstrap_peer *peers);
+/* Close endpoints while progressing, with a PMIx fence in between so that
+ * no rank stops progressing while others still flush to it. */
+void transport_finalize(int fence);
+
+/* Failures: net/peers.h (transport_mark_failed, transport_group_failed,
+ * transport_fail_reason, transport_check_failed). */
+
+struct tp_op;
+
+struct xfer {
+	struct net_group *g;
+	uint64_t tag_base;   /* ctx and seq; the source is or'ed in   */
+	int me;              /* group rank                            */
+	hvd_status_t st;     /* first error                           */
+	struct tp_op *ops;
+	int nops, cap, first_pending;
+	double last_progress;
+	double next_check;
+};
+
+/* Starts a collective on g: takes the next sequence number. */
+void xfer_begin(struct xfer *x, struct net_group *g);
+/* Post a send/receive to/from group rank peer.  Returns an index for
+ * xfer_wait, or -1 (x->st says why). */
+int xfer_send(struct xfer *x, int peer, const void *buf, size_t len);
+int xfer_recv(struct xfer *x, int peer, void *buf, size_t len);
+/* Progress until op idx is done (others progress too). */
+hvd_status_t xfer_wait(struct xfer *x, int idx);
+/* Progress until every posted op is done. */
+hvd_status_t xfer_waitall(struct xfer *x);
+/* Wait for everything (when no error so far), release, return status.
+ * On an error, pending ops are cancelled and released; a peer failure or
+ * a mismatch marks the group broken. */
+hvd_status_t xfer_end(struct xfer *x);
+
+/* Send and receive in one step (the common exchange pattern). */
+hvd_status_t xfer_sendrecv(struct xfer *x, int dst, const void *sbuf,
+			   size_t slen, int src, void *rbuf, size_t rlen);
+
+#pragma GCC visibility pop
+
+#endif /* HVD_TRANSPORT_H */

@@ -1,0 +1,376 @@
+/*
+ * ucx.c - the UCX (ucp) objects of the process: context, worker, the
+ * endpoints, the request callbacks, and a clean shutdown.
+ *
+ * One context (UCP_FEATURE_TAG) and one worker in UCS_THREAD_MODE_MULTI:
+ * the engine thread runs collectives on its own communicator while the
+ * user's thread may call the blocking API.  Endpoints are made on first
+ * use (or all at once in hvd_init for small jobs, ucx_connect_all), with
+ * an error callback that records the peer as failed.
+ */
+#include "config.h"
+
+#include "net/bootstrap.h"
+#include "net/peers.h"
+#include "net/ucx.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+ucp_worker_h ucx_worker;
+static ucp_context_h context;
+static ucp_address_t *my_addr;
+static size_t my_addr_len;
+static _Atomic(ucp_ep_h) *eps;
+static int neps;
+static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
+static double peer_timeout = 60.0;
+static int yield_always;
+static int err_peer_local; /* HVD_UCX_PEER_ERRORS=1: PEER mode on-node */
+
+double transport_peer_timeout(void)
+{
+	return peer_timeout;
+}
+
+int ucx_yield_always(void)
+{
+	return yield_always;
+}
+
+static void req_init(void *request)
+{
+	struct tp_req *r = request;
+
+	atomic_init(&r->done, 0);
+	r->status = UCS_OK;
+	r->length = 0;
+}
+
+static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+	char why[128];
+
+	(void)ep;
+	snprintf(why, sizeof(why), "UCX reported its connection failed (%s)",
+		 UCS_MSG(status));
+	transport_mark_failed((int)(intptr_t)arg, why);
+}
+
+hvd_status_t ucx_init(void **addr, size_t *addr_len)
+{
+	ucp_config_t *config;
+	ucp_params_t params;
+	ucp_worker_params_t wparams;
+	ucp_worker_attr_t attr;
+	ucs_status_t s;
+
+	peer_timeout = hvd_env_double("HOROVOD_PEER_TIMEOUT", 60.0);
+	if (peer_timeout <= 0)
+		peer_timeout = 60.0;
+	s = ucp_config_read(NULL, NULL, &config);
+	if (s != UCS_OK)
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "hvd: ucp_config_read failed (%s): check the "
+				 "UCX_* environment variables",
+				 UCS_MSG(s));
+	memset(&params, 0, sizeof(params));
+	params.field_mask = UCP_PARAM_FIELD_FEATURES |
+			    UCP_PARAM_FIELD_REQUEST_SIZE |
+			    UCP_PARAM_FIELD_REQUEST_INIT |
+			    UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+	params.features = UCP_FEATURE_TAG;
+	params.request_size = sizeof(struct tp_req);
+	params.request_init = req_init;
+	params.mt_workers_shared = 0;
+	s = ucp_init(&params, config, &context);
+	ucp_config_release(config);
+	if (s != UCS_OK)
+		return hvd_error(HVD_ERR_TRANSPORT, "hvd: ucp_init failed (%s)",
+				 UCS_MSG(s));
+
+	/* The engine thread runs collectives on its own communicator while
+	 * the user thread may call the blocking API: one worker, MULTI. */
+	memset(&wparams, 0, sizeof(wparams));
+	wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+	wparams.thread_mode = UCS_THREAD_MODE_MULTI;
+	s = ucp_worker_create(context, &wparams, &ucx_worker);
+	if (s != UCS_OK) {
+		ucp_cleanup(context);
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "hvd: ucp_worker_create failed (%s)",
+				 UCS_MSG(s));
+	}
+	attr.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
+	if (ucp_worker_query(ucx_worker, &attr) != UCS_OK ||
+	    attr.thread_mode != UCS_THREAD_MODE_MULTI) {
+		ucp_worker_destroy(ucx_worker);
+		ucp_cleanup(context);
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "hvd: the UCX worker is not thread-safe: UCX "
+				 "must be built with --enable-mt");
+	}
+	s = ucp_worker_get_address(ucx_worker, &my_addr, &my_addr_len);
+	if (s != UCS_OK) {
+		ucp_worker_destroy(ucx_worker);
+		ucp_cleanup(context);
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "hvd: ucp_worker_get_address failed (%s)",
+				 UCS_MSG(s));
+	}
+	*addr = my_addr;
+	*addr_len = my_addr_len;
+	return HVD_OK;
+}
+
+/*
+ * Connect to every peer and wait until each connection is wired up, here in
+ * hvd_init while this is the only thread on the worker.  Lazily, the
+ * wireup ran while the engine thread and the caller's thread both
+ * progressed and sent on the new endpoints, and once (shared mini-cluster,
+ * tests/slurm/ckpt_signal.sh, loaded machine) both threads of both ranks
+ * waited 60 s for messages that never came, a second into the job; that
+ * race in UCX 1.13's wireup is the suspected cause (not reproduced in
+ * about 200 loaded runs since).  Flushing an endpoint completes once its
+ * wireup has.  Above
+ * HVD_EAGER_CONNECT_MAX ranks (default 256) endpoints stay lazy, so that
+ * big jobs do not open a connection per pair; HVD_EAGER_CONNECT=0 turns it
+ * off.
+ */
+static hvd_status_t connect_all(const struct hvd_world *w)
+{
+	long max = hvd_env_long("HVD_EAGER_CONNECT_MAX", 256);
+	void **reqs;
+	hvd_status_t st = HVD_OK;
+	double deadline;
+	int left;
+
+	if (w->size < 2 || w->size > max ||
+	    !hvd_env_bool("HVD_EAGER_CONNECT", 1))
+		return HVD_OK;
+	reqs = calloc((size_t)w->size, sizeof(*reqs));
+	if (!reqs)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	/* From the next rank on, so that not every rank starts with 0. */
+	for (int i = 1; i < w->size && st == HVD_OK; i++) {
+		int r = (w->rank + i) % w->size;
+		ucp_request_param_t prm;
+		ucp_ep_h ep = ucx_ep(r, &st);
+		void *q;
+
+		if (!ep)
+			break;
+		memset(&prm, 0, sizeof(prm));
+		q = ucp_ep_flush_nbx(ep, &prm);
+		if (UCS_PTR_IS_ERR(q))
+			st = hvd_error(HVD_ERR_PEER_FAILED,
+				       "hvd: cannot connect to rank %d: "
+				       "ucp_ep_flush failed (%s)",
+				       r, UCS_MSG(UCS_PTR_STATUS(q)));
+		else
+			reqs[r] = q;
+	}
+	deadline = hvd_now() + peer_timeout;
+	do {
+		ucp_worker_progress(ucx_worker);
+		left = 0;
+		for (int r = 0; r < w->size; r++) {
+			ucs_status_t s;
+
+			if (!reqs[r])
+				continue;
+			s = ucp_request_check_status(reqs[r]);
+			if (s == UCS_INPROGRESS) {
+				left++;
+				continue;
+			}
+			ucp_request_free(reqs[r]);
+			reqs[r] = NULL;
+			if (s != UCS_OK && st == HVD_OK)
+				st = hvd_error(HVD_ERR_PEER_FAILED,
+					       "hvd: cannot connect to rank %d "
+					       "(%s)",
+					       r, UCS_MSG(s));
+		}
+		if (left && yield_always)
+			sched_yield();
+	} while (left && hvd_now() < deadline);
+	for (int r = 0; r < w->size; r++) {
+		if (!reqs[r])
+			continue;
+		if (st == HVD_OK)
+			st = hvd_error(HVD_ERR_PEER_FAILED,
+				       "hvd: rank %d did not answer the "
+				       "connection within %.0f s "
+				       "(HOROVOD_PEER_TIMEOUT); did it call "
+				       "hvd_init()?",
+				       r, peer_timeout);
+		ucp_request_free(reqs[r]); /* UCX releases it when done */
+	}
+	free(reqs);
+	return st;
+}
+
+hvd_status_t ucx_set_peers(const struct hvd_world *w)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	/* Oversubscribed (more ranks here than cores): waiting ranks must
+	 * give their core away at once or the rank they wait for never
+	 * runs.  HVD_POLL_YIELD=1 forces it. */
+	yield_always = hvd_env_bool("HVD_POLL_YIELD",
+				    ncpu > 0 && w->local_size > ncpu);
+	err_peer_local = hvd_env_bool("HVD_UCX_PEER_ERRORS", 0);
+	eps = calloc((size_t)w->size, sizeof(*eps));
+	if (!eps)
+		return hvd_error(HVD_ERR_NO_MEMORY,
+				 "hvd: out of memory for %d endpoints",
+				 w->size);
+	for (int r = 0; r < w->size; r++)
+		atomic_init(&eps[r], NULL);
+	neps = w->size;
+	return connect_all(w);
+}
+
+ucp_ep_h ucx_ep(int w, hvd_status_t *st)
+{
+	ucp_ep_h ep = atomic_load_explicit(&eps[w], memory_order_acquire);
+	ucp_ep_params_t p;
+	ucs_status_t s;
+
+	if (ep)
+		return ep;
+	if (!eps || w < 0 || w >= neps) {
+		*st = hvd_error(HVD_ERR_INTERNAL,
+				"hvd: no endpoint for rank %d (of %d)", w, neps);
+		return NULL;
+	}
+	pthread_mutex_lock(&ep_lock);
+	ep = atomic_load(&eps[w]);
+	if (!ep) {
+		memset(&p, 0, sizeof(p));
+		p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+			       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+			       UCP_EP_PARAM_FIELD_ERR_HANDLER;
+		p.address = peers_addr(w);
+		/* UCX 1.13's shared-memory transports (posix, sysv, cma)
+		 * have no peer failure handling: asking for it on a node
+		 * leaves only TCP loopback, ~100x slower at 4 KiB.  Peers
+		 * on this node are watched through their pids instead. */
+		p.err_mode = peers_local(w) && !err_peer_local
+				     ? UCP_ERR_HANDLING_MODE_NONE
+				     : UCP_ERR_HANDLING_MODE_PEER;
+		p.err_handler.cb = ep_error;
+		p.err_handler.arg = (void *)(intptr_t)w;
+		s = ucp_ep_create(ucx_worker, &p, &ep);
+		if (s != UCS_OK) {
+			ep = NULL;
+			*st = hvd_error(HVD_ERR_TRANSPORT,
+					"hvd: cannot connect to rank %d: "
+					"ucp_ep_create failed (%s)",
+					w, UCS_MSG(s));
+		} else {
+			atomic_store_explicit(&eps[w], ep,
+					      memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&ep_lock);
+	return ep;
+}
+
+void ucx_send_cb(void *request, ucs_status_t status, void *user_data)
+{
+	struct tp_req *r = request;
+
+	(void)user_data;
+	r->status = status;
+	atomic_store_explicit(&r->done, 1, memory_order_release);
+}
+
+void ucx_recv_cb(void *request, ucs_status_t status,
+		const ucp_tag_recv_info_t *info, void *user_data)
+{
+	struct tp_req *r = request;
+
+	(void)user_data;
+	r->status = status;
+	r->length = info ? info->length : 0;
+	atomic_store_explicit(&r->done, 1, memory_order_release);
+}
+
+void ucx_finalize(int fence)
+{
+	void **reqs = NULL;
+	int nreq = 0;
+	volatile int fenced = 1;
+	double deadline;
+
+	if (!ucx_worker)
+		return;
+	if (eps)
+		reqs = calloc((size_t)neps, sizeof(*reqs));
+	for (int r = 0; eps && r < neps; r++) {
+		ucp_ep_h ep = atomic_load(&eps[r]);
+		ucp_request_param_t prm;
+		void *q;
+
+		if (!ep)
+			continue;
+		memset(&prm, 0, sizeof(prm));
+		prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+		prm.flags = peers_failed(r)
+				    ? UCP_EP_CLOSE_FLAG_FORCE
+				    : 0; /* flush */
+		q = ucp_ep_close_nbx(ep, &prm);
+		if (q && !UCS_PTR_IS_ERR(q) && reqs)
+			reqs[nreq++] = q;
+		atomic_store(&eps[r], NULL);
+	}
+	/* Keep progressing until every rank has closed: a rank that
+	 * stopped progressing could leave its peers' flushes hanging. */
+	if (fence && bootstrap_fence_nb(&fenced) != HVD_OK)
+		fenced = 1;
+	deadline = hvd_now() + (fence ? 30.0 : 5.0);
+	for (;;) {
+		int left = 0;
+
+		ucp_worker_progress(ucx_worker);
+		for (int i = 0; i < nreq; i++) {
+			if (!reqs[i])
+				continue;
+			if (ucp_request_check_status(reqs[i]) ==
+			    UCS_INPROGRESS) {
+				left++;
+			} else {
+				ucp_request_free(reqs[i]);
+				reqs[i] = NULL;
+			}
+		}
+		if ((!left && __atomic_load_n(&fenced, __ATOMIC_ACQUIRE)) ||
+		    hvd_now() > deadline)
+			break;
+		if (yield_always)
+			sched_yield();
+	}
+	if (!__atomic_load_n(&fenced, __ATOMIC_ACQUIRE))
+		hvd_log(HVD_LOG_WARNING,
+			"finalize: not every rank reached hvd_finalize() "
+			"within 30 s");
+	for (int i = 0; i < nreq; i++)
+		if (reqs[i])
+			ucp_request_free(reqs[i]);
+	free(reqs);
+	free((void *)eps);
+	eps = NULL;
+	neps = 0;
+	ucp_worker_release_address(ucx_worker, my_addr);
+	ucp_worker_destroy(ucx_worker);
+	ucp_cleanup(context);
+	ucx_worker = NULL;
+	context = NULL;
+}

@@ -1,0 +1,53 @@
+/*
+ * net/ucx.h - the UCX objects of the process: one context, one
+ * thread-safe worker, one endpoint per peer made on first use, and the
+ * request layout every operation shares.  Private to net/.
+ *
+ * Completion state lives inside the UCX request (request_size), so that an
+ * operation abandoned after a peer failure can be released with
+ * ucp_request_free() and UCX will never call back into memory we freed.
+ */
+#ifndef HVD_NET_UCX_H
+#define HVD_NET_UCX_H
+
+#include "net/world.h"
+
+#include <stdatomic.h>
+#include <ucp/api/ucp.h>
+
+#pragma GCC visibility push(hidden)
+
+struct tp_req {
+	atomic_int done;
+	ucs_status_t status;
+	size_t length;
+};
+
+#define UCS_MSG(s) ucs_status_string(s)
+
+extern ucp_worker_h ucx_worker;
+
+/* Context, worker, and this worker's address (valid until ucx_finalize). */
+hvd_status_t ucx_init(void **addr, size_t *addr_len);
+/* The endpoint to world rank w, created on first use (NULL: *st says). */
+ucp_ep_h ucx_ep(int w, hvd_status_t *st);
+/* The endpoint table for w's ranks (net/peers.h has their addresses);
+ * in small jobs every endpoint is made and wired up here. */
+hvd_status_t ucx_set_peers(const struct hvd_world *w);
+/* Completion callbacks that fill a struct tp_req. */
+void ucx_send_cb(void *request, ucs_status_t status, void *user_data);
+void ucx_recv_cb(void *request, ucs_status_t status,
+		 const ucp_tag_recv_info_t *info, void *user_data);
+/* Oversubscribed node (or HVD_POLL_YIELD=1): waiters yield at once. */
+int ucx_yield_always(void);
+/* Seconds without progress before a peer counts as dead
+ * (HOROVOD_PEER_TIMEOUT, default 60). */
+double transport_peer_timeout(void);
+/* Close every endpoint while progressing; with fence, a PMIx fence in
+ * between so that no rank stops progressing while others still flush to
+ * it.  Then the worker and context go. */
+void ucx_finalize(int fence);
+
+#pragma GCC visibility pop
+
+#endif /* HVD_NET_UCX_H */

@@ -91,7 +91,11 @@ typedef enum {
 	HVD_MIN = 2,
 	HVD_MAX = 3,
 	HVD_PRODUCT = 4,
-	HVD_OP_COUNT
+	HVD_OP_COUNT,      /* the elementwise reductions are 0..COUNT-1 */
+	/* Not elementwise, allreduce only: Horovod's Adasum, of float16,
+	 * bfloat16, float32 or float64 in host memory, over a power-of-two
+	 * number of ranks. */
+	HVD_ADASUM = 16
 } hvd_op_t;
 
 /* Size in bytes of one element, 0 for an invalid type. */

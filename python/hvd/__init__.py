@@ -32,9 +32,10 @@ Product = 5
 
 _OP_NAMES = {Average: 'Average', Sum: 'Sum', Adasum: 'Adasum', Min: 'Min',
              Max: 'Max', Product: 'Product'}
-# Horovod op -> hvd_op_t (Adasum has its own path)
+# Horovod op -> hvd_op_t (Adasum is checked first: hvd.torch.adasum)
 _C_OPS = {Average: _lib.AVERAGE, Sum: _lib.SUM, Min: _lib.MIN,
           Max: _lib.MAX, Product: _lib.PRODUCT}
+_C_ADASUM = _lib.ADASUM
 
 _state = {'homogeneous': None, 'atexit': False}
 _shutdown_hooks = []

@@ -49,6 +49,7 @@ ERR_INTERNAL = 22
 UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64 = range(8)
 # hvd_op_t
 SUM, AVERAGE, MIN, MAX, PRODUCT = range(5)
+ADASUM = 16  # not elementwise (include/hvd.h)
 
 HVD_IN_PLACE = 1  # (const void *)1
 

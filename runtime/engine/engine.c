@@ -346,6 +346,10 @@ static hvd_status_t enqueue(const char *name, int kind, const void *sendbuf,
 		return hvd_error(HVD_ERR_BAD_OP,
 				 "hvd: %s '%s': unknown reduction %d", what,
 				 name, (int)op);
+	if (kind == EK_REDUCESCATTER && op == HVD_ADASUM)
+		return hvd_error(HVD_ERR_BAD_OP,
+				 "hvd: %s '%s': Adasum is an allreduce only",
+				 what, name);
 	if (count && (!recvbuf || !sendbuf))
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "hvd: %s '%s': NULL buffer for %zu elements",

@@ -55,6 +55,29 @@ def test_adasum_allreduce(hvd, dtype):
     assert all(torch.equal(every[0], row) for row in every)
 
 
+@pytest.mark.parametrize('count', [1, 2, 7, 1001, 40000])
+def test_adasum_sizes(hvd, count):
+    """Odd lengths split unevenly at every halving; 40000 floats cross the
+    transport's segment sizes."""
+    power_of_two(hvd)
+    x = vec(hvd.rank(), count).float()
+    out = hvd.allreduce(x, op=hvd.Adasum, name='adasum.n%d' % count)
+    ref = ref_adasum([vec(r, count).float().double().numpy()
+                      for r in range(hvd.size())])
+    every = hvd.allgather(out.reshape(1, -1), name='adasum.n%d.g' % count)
+    assert np.allclose(out.double().numpy(), ref, rtol=1e-5, atol=1e-5)
+    assert all(torch.equal(every[0], row) for row in every)
+
+
+def test_adasum_scale_factors(hvd):
+    power_of_two(hvd)
+    x = vec(hvd.rank(), 9)
+    out = hvd.allreduce(x, op=hvd.Adasum, prescale_factor=2.0,
+                        postscale_factor=0.25, name='adasum.scale')
+    ref = ref_adasum([2.0 * vec(r, 9).numpy() for r in range(hvd.size())])
+    assert np.allclose(out.numpy(), 0.25 * ref, atol=1e-9)
+
+
 def test_adasum_identical_and_orthogonal(hvd):
     power_of_two(hvd)
     # identical gradients: Adasum gives the gradient itself (not the sum)
@@ -86,5 +109,5 @@ def test_adasum_errors(hvd):
         with pytest.raises(NotImplementedError, match='power of 2'):
             hvd.allreduce(torch.ones(2), op=hvd.Adasum)
     else:
-        with pytest.raises(ValueError, match='float16, float32'):
+        with pytest.raises(ValueError, match='float16, bfloat16'):
             hvd.allreduce(torch.ones(2, dtype=torch.int32), op=hvd.Adasum)

@@ -226,9 +226,10 @@ def _allreduce_op(tensor, output, name, op, prescale_factor,
     ps_id = _ps_id(process_set)
     if op == Adasum:
         from hvd.torch import adasum
-        return adasum.allreduce_op(tensor, output, name, prescale_factor,
-                                   postscale_factor, process_set)
-    cop = _c_op(op)
+        adasum.check([tensor], _lib.hvd_pset_size(ps_id))
+        cop = _hvd._C_ADASUM
+    else:
+        cop = _c_op(op)
     dt = _reduce_type(tensor)
     if output is not tensor:
         _check_tensor(output)
@@ -373,10 +374,10 @@ def _grouped_allreduce_op(tensors, outputs, name, op, prescale_factor,
         return Op([], (), lambda: [])
     if op == Adasum:
         from hvd.torch import adasum
-        return adasum.grouped_allreduce_op(tensors, outputs, name,
-                                           prescale_factor, postscale_factor,
-                                           process_set)
-    cop = _c_op(op)
+        adasum.check(tensors, _lib.hvd_pset_size(ps_id))
+        cop = _hvd._C_ADASUM
+    else:
+        cop = _c_op(op)
     dts = [_reduce_type(t) for t in tensors]
     if any(t.device != tensors[0].device for t in tensors):
         raise ValueError('Tensors in list must be on same device.')

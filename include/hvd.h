@@ -258,6 +258,17 @@ hvd_status_t hvd_group_end(int group_id);
  * the last rank to join in *last_rank. */
 hvd_status_t hvd_join(int *last_rank);
 
+/* Device memory and a framework's stream: the CUDA stream (a
+ * cudaStream_t) whose queued work this thread's later asynchronous device
+ * operations wait for, on the GPU, before they read their buffers; each
+ * one's completion is then also queued on that stream, so work the caller
+ * queues after hvd_wait sees the result.  No host synchronization is
+ * needed in between.  NULL (the default) orders nothing: device buffers
+ * must be ready when submitted (the legacy default stream's work always
+ * is).  Thread-local.  HVD_ERR_UNSUPPORTED for a stream without the GPU
+ * path.  The blocking collectives ignore it. */
+hvd_status_t hvd_stream_set(void *stream);
+
 /* Timeline control (HOROVOD_TIMELINE gives the file at init). */
 hvd_status_t hvd_timeline_start(const char *path, int mark_cycles);
 hvd_status_t hvd_timeline_stop(void);

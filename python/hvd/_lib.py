@@ -197,6 +197,7 @@ hvd_cuda_built = _proto('hvd_cuda_built', _I, optional=True)
 hvd_nccl_built = _proto('hvd_nccl_built', _I, optional=True)
 hvd_pset_ranks = _proto('hvd_pset_ranks', _I, _c.c_int32, _c.POINTER(_I), _I,
                         _c.POINTER(_I), optional=True)
+hvd_stream_set = _proto('hvd_stream_set', _I, _P, optional=True)
 
 CKPT_EXIT_STATUS = 85
 

@@ -197,6 +197,26 @@ hvd_status_t coll_fused_allreduce(hvd_comm_t *comm,
 				       postscale, compress_fp16);
 }
 
+hvd_status_t coll_stream_mark(void *stream, void **ev)
+{
+	*ev = NULL;
+	if (!device || !device->stream_mark)
+		return no_device("order device work after a stream");
+	return device->stream_mark(stream, ev);
+}
+
+void coll_stream_order(void *ev, void *follow)
+{
+	if (device && device->stream_order)
+		device->stream_order(ev, follow);
+}
+
+void coll_event_release(void *ev)
+{
+	if (ev && device && device->event_release)
+		device->event_release(ev);
+}
+
 hvd_status_t coll_to_host(void *dst, const void *src, size_t bytes)
 {
 	return device ? device->to_host(dst, src, bytes)

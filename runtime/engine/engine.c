@@ -55,6 +55,7 @@ void hvd_opts_init(hvd_opts_t *opts)
 
 static void handle_free(struct hvd_handle *h)
 {
+	coll_event_release(h->dev_event);
 	free(h->name);
 	free(h->group);
 	free(h->ranks);
@@ -390,8 +391,14 @@ static hvd_status_t enqueue(const char *name, int kind, const void *sendbuf,
 	if (opts->compress_fp16 && dtype == HVD_FLOAT32 &&
 	    (kind == EK_ALLREDUCE))
 		h->p.flags |= EF_COMPRESS;
-	if (coll_is_device(recvbuf) || coll_is_device(sendbuf))
+	if (coll_is_device(recvbuf) || coll_is_device(sendbuf)) {
 		h->p.flags |= EF_DEVICE;
+		st = engine_stream_mark(h);
+		if (st != HVD_OK) {
+			handle_free(h);
+			return st;
+		}
+	}
 	h->sendbuf = sendbuf;
 	h->recvbuf = recvbuf;
 	h->cb = opts->callback;

@@ -162,10 +162,26 @@ def _device_staged(tensor):
 
 
 def _before_device(tensor):
-    """Device memory is read by libhvd's NCCL stream, not torch's: the
-    producer's work on the current stream must be complete."""
-    if tensor.is_cuda:
-        torch.cuda.current_stream(tensor.device).synchronize()
+    """Device memory is read by libhvd's NCCL stream, not torch's, so
+    libhvd is told torch's current stream (hvd_stream_set): NCCL waits for
+    it on the GPU and the stream waits for the result, no host sync.
+    Returns that stream (an int, for a second round submitted from
+    another thread), or None for host memory."""
+    if not tensor.is_cuda:
+        return None
+    stream = torch.cuda.current_stream(tensor.device).cuda_stream
+    _order_after(stream)
+    return stream
+
+
+def _order_after(stream):
+    """This thread's next device operations wait for stream."""
+    if stream is None:
+        return
+    if _lib.hvd_stream_set is None:  # an older libhvd: wait on the host
+        torch.cuda.synchronize()
+        return
+    _lib.check(_lib.hvd_stream_set(stream or None), 'hvd_stream_set')
 
 
 # -------------------------------------------------------------- allreduce
@@ -597,11 +613,11 @@ def _allgather_twostage(tensors, name, process_set, what):
         names = _group_names('grouped_' + what, name, n, ps_id)
     staged = _device_staged(tensors[0])
     src = [t.cpu() for t in tensors] if staged else list(tensors)
-    for t in src:
-        _before_device(t)
+    stream = _before_device(src[0])
     h, rows, shapes = _allgather_shapes(src, names[0], ps_id)
 
     def second():
+        _order_after(stream)  # (the worker thread's own setting)
         ranks = _set_ranks(ps_id)
         outputs, handles = [], []
         rows_all = shapes.tolist()
@@ -825,7 +841,7 @@ def _alltoall_twostage(tensor, splits, name, process_set):
     full = _engine.op_name('alltoall', name, ps_id)
     staged = _device_staged(tensor)
     src = tensor.cpu() if staged else tensor
-    _before_device(src)
+    stream = _before_device(src)
     # Round one: every member's splits and shape row.
     meta = torch.tensor(split_list + _shape_row(src), dtype=torch.int64)
     gathered = torch.empty((n, meta.numel()), dtype=torch.int64)
@@ -835,6 +851,7 @@ def _alltoall_twostage(tensor, splits, name, process_set):
     my = _lib.hvd_pset_rank(ps_id)
 
     def second():
+        _order_after(stream)
         g = gathered.tolist()
         ranks = _set_ranks(ps_id)
         _check_shapes('alltoall', [row[n:] for row in g],

@@ -67,10 +67,8 @@ static PyObject *setup(PyObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
-/* submit(kind, name, send, recv, count, dtype, op_or_root, pset, prescale,
- *        postscale, group) -> handle (int > 0), or -status on failure
- * (hvd_last_error() of this thread has the message). */
-static PyObject *submit(PyObject *self, PyObject *args)
+/* Parses submit's arguments and submits; 0 or a status (with *h). */
+static int do_submit(PyObject *args, hvd_handle_t *hp, int *failed)
 {
 	int kind, dtype, arg, pset, group, st = -1;
 	const char *name;
@@ -79,13 +77,14 @@ static PyObject *submit(PyObject *self, PyObject *args)
 	hvd_opts_t o, *op = NULL;
 	hvd_handle_t h = NULL;
 
+	*failed = 1;
 	if (!PyArg_ParseTuple(args, "iyKKKiiiddi", &kind, &name, &send, &recv,
 			      &count, &dtype, &arg, &pset, &pre, &post, &group))
-		return NULL;
+		return -1;
 	if (!f_wait) {
 		PyErr_SetString(PyExc_RuntimeError,
 				"hvd._fast: setup() was not called");
-		return NULL;
+		return -1;
 	}
 	if (pset || pre != 1.0 || post != 1.0 || group) {
 		memset(&o, 0, sizeof(o));
@@ -122,11 +121,43 @@ static PyObject *submit(PyObject *self, PyObject *args)
 		break;
 	default:
 		PyErr_SetString(PyExc_ValueError, "hvd._fast: unknown kind");
-		return NULL;
+		return -1;
 	}
+	*failed = 0;
+	*hp = h;
+	return st;
+}
+
+/* submit(kind, name, send, recv, count, dtype, op_or_root, pset, prescale,
+ *        postscale, group) -> handle (int > 0), or -status on failure
+ * (hvd_last_error() of this thread has the message). */
+static PyObject *submit(PyObject *self, PyObject *args)
+{
+	hvd_handle_t h = NULL;
+	int failed, st = do_submit(args, &h, &failed);
+
+	if (failed)
+		return NULL;
 	if (st)
 		return PyLong_FromLong(-(long)st);
 	return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)h);
+}
+
+/* run(same arguments) -> status: submit, then wait with the GIL
+ * released (the synchronous operations: one call instead of two). */
+static PyObject *run(PyObject *self, PyObject *args)
+{
+	hvd_handle_t h = NULL;
+	int failed, st = do_submit(args, &h, &failed);
+
+	if (failed)
+		return NULL;
+	if (st)
+		return PyLong_FromLong((long)st);
+	Py_BEGIN_ALLOW_THREADS
+	st = f_wait(h);
+	Py_END_ALLOW_THREADS
+	return PyLong_FromLong((long)st);
 }
 
 /* wait(handle) -> status, the GIL released while it waits. */
@@ -158,6 +189,8 @@ static PyMethodDef methods[] = {
 	{"submit", submit, METH_VARARGS,
 	 "submit(kind, name, send, recv, count, dtype, op_or_root, pset, "
 	 "prescale, postscale, group) -> handle, or -status"},
+	{"run", run, METH_VARARGS,
+	 "run(the arguments of submit) -> status, once the operation is done"},
 	{"wait", wait_handle, METH_O, "wait(handle) -> status"},
 	{"test", test_handle, METH_O, "test(handle) -> status"},
 	{NULL, NULL, 0, NULL},

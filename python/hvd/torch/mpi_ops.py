@@ -233,6 +233,30 @@ def _wait1(h):
         raise _lib.error(st)
 
 
+_fast = _lib.fast
+
+
+def _run_allreduce(tensor, output, name, op, prescale_factor,
+                   postscale_factor, process_set):
+    """Synchronous allreduce in one C call when hvd._fast is there and the
+    case is the common one; False for the general path."""
+    ps_id = process_set.process_set_id
+    cop = _C_OPS_GET(op)
+    dt = _C_DTYPES_GET(tensor.dtype)
+    if _fast is None or ps_id is None or cop is None or dt is None or \
+            tensor.is_cuda or not tensor.is_contiguous() or \
+            tensor.is_sparse or \
+            (output is not tensor and not output.is_contiguous()):
+        return False
+    st = _fast.run(0, _engine.name_bytes('allreduce', name, ps_id),
+                   _IN_PLACE if output is tensor else tensor.data_ptr(),
+                   output.data_ptr(), tensor.numel(), dt, cop, ps_id,
+                   prescale_factor, postscale_factor, 0)
+    if st:
+        raise _lib.error(st)
+    return True
+
+
 def _allreduce_op(tensor, output, name, op, prescale_factor,
                   postscale_factor, process_set, prefix='allreduce'):
     h = _fast_allreduce(tensor, output, name, op, prescale_factor,
@@ -331,10 +355,8 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none,
     if compression is _NONE and average is None and op is not None and \
             not (_grad_enabled() and tensor.requires_grad):
         output = _empty_like(tensor)
-        h = _fast_allreduce(tensor, output, name, op, prescale_factor,
-                            postscale_factor, process_set)
-        if h is not None:
-            _wait1(h)
+        if _run_allreduce(tensor, output, name, op, prescale_factor,
+                          postscale_factor, process_set):
             return output
     tensor_compressed, ctx = compression.compress(tensor)
     if _needs_grad(tensor_compressed):
@@ -365,10 +387,8 @@ def allreduce_(tensor, average=None, name=None, op=None,
     """In-place allreduce; returns tensor."""
     if average is not None or op is None:
         op = handle_average_backwards_compatibility(op, average)
-    h = _fast_allreduce(tensor, tensor, name, op, prescale_factor,
-                        postscale_factor, process_set)
-    if h is not None:
-        _wait1(h)
+    if _run_allreduce(tensor, tensor, name, op, prescale_factor,
+                      postscale_factor, process_set):
         return tensor
     return _allreduce_op(tensor, tensor, name, op, prescale_factor,
                          postscale_factor, process_set).wait()

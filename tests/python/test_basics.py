@@ -134,3 +134,22 @@ def test_compat_never_shadows(hvd, tmp_path):
     assert out.stdout.strip() == 'True', out.stderr
     assert forced.stdout.strip() == 'False', forced.stderr
     assert alone.stdout.strip() == 'False', alone.stderr
+
+
+def test_compat_submodules(hvd):
+    """horovod.torch's submodules are hvd.torch's (one handle map)."""
+    import horovod.torch.mpi_ops as m
+    from horovod.torch.optimizer import DistributedOptimizer
+    import hvd.torch.mpi_ops as ours
+    assert m is ours
+    assert DistributedOptimizer is hvd.DistributedOptimizer
+    h = m.allreduce_async(torch.ones(1), name='compat.sub')
+    assert hvd.synchronize(h).tolist() == [1.0]
+
+
+def test_elastic_refused(hvd):
+    with pytest.raises(NotImplementedError, match='Checkpoint'):
+        hvd.elastic.TorchState
+    import horovod.torch.elastic as e
+    with pytest.raises(NotImplementedError, match='not supported'):
+        e.run(lambda: None)

@@ -23,7 +23,7 @@
 
 #include "comm/comm.h"
 #include "coll/shm/shm.h"
-#include "coll/shm/shm_impl.h"
+#include "coll/shm/shm_group.h"
 #include "kernels/kernels.h"
 #include "tap.h"
 

@@ -23,7 +23,8 @@
  */
 #include "config.h"
 
-#include "coll/shm/shm_impl.h"
+#include "coll/shm/shm.h"
+#include "coll/shm/shm_group.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,8 @@
  */
 #include "config.h"
 
-#include "coll/shm/shm_impl.h"
+#include "coll/shm/shm.h"
+#include "coll/shm/shm_group.h"
 
 #include <stdarg.h>
 #include <stdio.h>

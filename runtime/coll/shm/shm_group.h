@@ -1,14 +1,14 @@
 /*
- * shm_impl.h - what the shared-memory files share: the segment layout, the
+ * shm_group.h - what the shared-memory files share: the segment layout, the
  * group, the flag primitives and waiting, how data for peers is written,
  * and the pipeline.  shm.c (small path, collectives) opens with the
  * design; shm_setup.c makes the segment, shm_wait.c, shm_share.c and
  * shm_pipe.c hold the rest.
  */
-#ifndef HVD_SHM_IMPL_H
-#define HVD_SHM_IMPL_H
+#ifndef HVD_SHM_GROUP_H
+#define HVD_SHM_GROUP_H
 
-#include "coll/shm/shm.h"
+#include "base/base.h"
 #include "kernels/kernels.h"
 
 #include <sched.h>
@@ -19,6 +19,10 @@
 #include <unistd.h>
 
 #pragma GCC visibility push(hidden)
+
+/* The same typedef as shm.h's (C11 allows it twice): this header stands
+ * apart from shm.h, the collectives' contract, which needs none of it. */
+typedef struct shm_group shm_group_t;
 
 #define SHM_MAGIC 0x68766473686d3031ull /* "hvdshm01" */
 #define SHM_LINE 128
@@ -264,4 +268,4 @@ int shm_segment_check(int fd, int n, struct shm_header *h, char *why,
 
 #pragma GCC visibility pop
 
-#endif /* HVD_SHM_IMPL_H */
+#endif /* HVD_SHM_GROUP_H */

@@ -415,10 +415,9 @@ class GlobalSampler(torch.utils.data.Sampler):
 
     @staticmethod
     def _world(rank, size):
-        if rank is None or size is None:
-            from hvd.torch import mpi_ops
-            return mpi_ops.rank(), mpi_ops.size()
-        return rank, size
+        import hvd as _hvd
+        return (_hvd.rank() if rank is None else rank,
+                _hvd.size() if size is None else size)
 
     def set_epoch(self, epoch):
         """Start epoch `epoch` (its position is kept when it is the epoch

@@ -41,6 +41,19 @@ static const char *kind_str(hvd_ckpt_kind_t kind)
 	       : kind == HVD_CKPT_SHARDED ? "sharded" : "replicated";
 }
 
+/* "replicated, 4096 bytes", "sharded, 10 elements of 8 bytes" */
+static void describe(char *buf, size_t n, hvd_ckpt_kind_t kind,
+		     uint64_t bytes, uint64_t elem)
+{
+	if (kind == HVD_CKPT_SHARDED && elem)
+		ckpt_fmt(buf, n, "sharded, %llu elements of %llu bytes",
+			 (unsigned long long)(bytes / elem),
+			 (unsigned long long)elem);
+	else
+		ckpt_fmt(buf, n, "%s, %llu bytes", kind_str(kind),
+			 (unsigned long long)bytes);
+}
+
 static hvd_status_t check_compat(hvd_ckpt_t *c,
 				 const struct ckpt_manifest *m)
 {
@@ -61,17 +74,19 @@ static hvd_status_t check_compat(hvd_ckpt_t *c,
 
 		if (strcmp(b->name, r->name) != 0 || b->kind != r->kind ||
 		    b->bytes != rbytes ||
-		    (r->kind == HVD_CKPT_SHARDED && b->elem != r->elem))
+		    (r->kind == HVD_CKPT_SHARDED && b->elem != r->elem)) {
+			char was[96], is[96];
+
+			describe(was, sizeof(was), b->kind, b->bytes, b->elem);
+			describe(is, sizeof(is), r->kind, rbytes, r->elem);
 			return hvd_error(HVD_ERR_MISMATCH,
 					 "checkpoint step %ld: buffer %zu is "
-					 "\"%s\" (%s, %llu bytes), this program "
-					 "registered \"%s\" (%s, %llu bytes): "
+					 "\"%s\" (%s), this program "
+					 "registered \"%s\" (%s): "
 					 "register the same buffers, in the same "
 					 "order, as the run that wrote it",
-					 m->step, i, b->name, kind_str(b->kind),
-					 (unsigned long long)b->bytes, r->name,
-					 kind_str(r->kind),
-					 (unsigned long long)rbytes);
+					 m->step, i, b->name, was, r->name, is);
+		}
 	}
 	if (c->rank_bytes && m->world_size != c->size) {
 		const char *first = "";

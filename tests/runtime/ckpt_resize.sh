@@ -13,7 +13,7 @@ R=$top_builddir/tests/runtime/ckpt_resize
 [ -x "$R" ] || skip_all "$R not built"
 NP=$(ckpt_np)
 [ "$NP" -ge 2 ] || skip_all "needs several ranks (libhvd collectives and a launcher)"
-plan 25
+plan 27
 D=$W/ck
 O=$W/out
 mkdir -p "$O"
@@ -79,6 +79,7 @@ is "$(cat "$O"/seen.1.* | wc -l) $(cat "$O"/seen.2.* | wc -l) $(cat "$O"/seen.3.
 G=$W/grow
 run 2 "$R" "$G" "$O" 4 6 --async >"$W/g1" 2>&1
 is "$?" 85 "2 ranks, async: 6 steps, checkpoint, stop"
+cp -a "$G" "$W/damaged"   # for the damaged-file case below
 out=$(run 3 "$R" "$G" "$O" 5 0 2>&1)
 is "$(grep -c '^restored: epoch 0 consumed 48 rank . of 3 .*: ok$' <<<"$out") \
 $(grep -c '^finished: .*: ok$' <<<"$out")" "3 3" \
@@ -86,6 +87,17 @@ $(grep -c '^finished: .*: ok$' <<<"$out")" "3 3" \
 [ "$(cat_ranks save.tab 4 2 | wc -c)" -eq 592 ] &&
 	cmp -s <(cat_ranks save.tab 4 2) <(cat_ranks restore.tab 5 3)
 ok $? "sharded: 2 ranks' blocks reassembled are what 3 restored"
+
+# a damaged shard file of the newest checkpoint: found on another size
+# too (the writers' files are verified, spread over the ranks), and the
+# previous checkpoint (step 5, 40 samples) restores
+printf 'X' | dd of="$W/damaged/step-00000006/shard-00001.bin" bs=1 seek=3 \
+	conv=notrunc 2>/dev/null
+out=$(HOROVOD_LOG_LEVEL=warning run 3 "$R" "$W/damaged" "$O" 6 1 2>&1)
+is "$(grep -c '^restored: epoch 0 consumed 40 rank . of 3 .*: ok$' <<<"$out")" 3 \
+	"a damaged writer's shard file: skipped on 3 ranks, step 5 restored"
+like "$out" "shard-00001.bin: checksum [0-9a-f]+, the manifest says" \
+	"the warning names the file"
 
 # per-rank state cannot be divided: a clear error, and the same size works
 P=$W/perrank

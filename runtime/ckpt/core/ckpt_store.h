@@ -14,6 +14,7 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #pragma GCC visibility push(hidden)
@@ -46,6 +47,17 @@ hvd_status_t ckpt_dir_sub(const struct ckpt_dir *d, const char *name,
 hvd_status_t ckpt_dir_make(const struct ckpt_dir *d, const char *name,
 			   struct ckpt_dir *sub);
 void ckpt_dir_close(struct ckpt_dir *d);
+/* buf = d's path / name, for messages. */
+void ckpt_dir_path(char *buf, size_t n, const struct ckpt_dir *d,
+		   const char *name);
+/* Why sb (of d/name, from fstatat without following) is not a checkpoint
+ * directory of d's user; NULL when it is one. */
+const char *ckpt_dir_not_ours(const struct ckpt_dir *d,
+			      const struct stat *sb, char *why, size_t n);
+
+/* What the checkpointer creates: directories 0700, files 0600. */
+#define CKPT_DIR_MODE 0700
+#define CKPT_FILE_MODE 0600
 
 /* The directory's lock: an fcntl write lock (open file description) on
  * d/.lock, held while *fd stays open, so that one run at a time writes a

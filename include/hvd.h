@@ -59,6 +59,10 @@ typedef enum {
 	HVD_ERR_DUPLICATE_NAME = 21,  /* name already in flight on this rank */
 	HVD_ERR_INTERNAL = 22,
 } hvd_status_t;
+	/* Elastic training (hvd_elastic_*, below). */
+	HVD_HOSTS_UPDATED = 23,       /* ranks are waiting to join: re-form */
+	HVD_ERR_TOO_FEW_RANKS = 24,   /* fewer than HOROVOD_ELASTIC_MIN_SIZE */
+	HVD_ERR_REMOVED = 25,         /* this rank is out of the elastic job */
 
 /* Name of a status ("HVD_ERR_MISMATCH"). */
 const char *hvd_status_name(hvd_status_t status);

@@ -99,8 +99,14 @@ hvd_status_t hvd_verror(hvd_status_t status, const char *fmt, va_list ap)
 	char msg[ERRBUF];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	snprintf(last_error, sizeof(last_error), "%s %s",
-		 hvd_status_code(status), msg + code_len(msg));
+	/* A note that comes with success ("no checkpoint: starting from
+	 * step 0") is not an error: no code. */
+	if (status == HVD_OK || status == HVD_IN_PROGRESS)
+		snprintf(last_error, sizeof(last_error), "%s",
+			 msg + code_len(msg));
+	else
+		snprintf(last_error, sizeof(last_error), "%s %s",
+			 hvd_status_code(status), msg + code_len(msg));
 	hvd_log(HVD_LOG_DEBUG, "%s: %s", hvd_status_name(status), last_error);
 	return status;
 }

@@ -13,6 +13,7 @@
 #include "err.h"
 #include "path.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -96,6 +97,60 @@ static int final_bad(const struct stat *st, uid_t uid, const char *dir,
 	return 0;
 }
 
+/* A name that is the user's: the login name or uid as a whole word
+ * ("alice", "hvd-1000", "alice.ckpt"). */
+static int personal(const char *name, uid_t uid)
+{
+	char ids[2][64], pwbuf[1024];
+	struct passwd pw, *pwp = NULL;
+
+	snprintf(ids[0], sizeof(ids[0]), "%u", (unsigned)uid);
+	ids[1][0] = '\0';
+	if (getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
+		snprintf(ids[1], sizeof(ids[1]), "%.63s", pw.pw_name);
+	for (int k = 0; k < 2; k++) {
+		size_t len = strlen(ids[k]);
+
+		for (const char *q = name; len && (q = strstr(q, ids[k])); q++)
+			if ((q == name || !isalnum((unsigned char)q[-1])) &&
+			    !isalnum((unsigned char)q[len]))
+				return 1;
+	}
+	return 0;
+}
+
+/* Create `name` (not the last component) in the directory fd, whose
+ * status is st: 0, -1 (errno says why) or -2 (refused, err says why).  A directory one user creates in a directory everyone
+ * can write (/var/tmp) is of no use to the others: they could not trust
+ * it and would be locked out of the path.  So there the user's job only
+ * creates a directory named after the user, and a shared one is root's to
+ * create, as /tmp is (mode 1777) -- the rule libhvd's checkpointer follows
+ * when it opens the directory (runtime/ckpt/core/ckpt_store.c). */
+static int make_parent(int fd, const struct stat *st, const char *name,
+		       const char *dir, uid_t uid, char *err, size_t errlen)
+{
+	int shared = (st->st_mode & (S_IWGRP | S_IWOTH)) != 0;
+
+	if (shared && !personal(name, uid) && geteuid() != 0) {
+		err_set(err, errlen,
+			"will not create %.200s: the directory above it is "
+			"writable by others, and a directory one user creates "
+			"there is of no use to the others (they could not "
+			"trust it, and would be locked out of the path); ask "
+			"your admin to create it (owner root, mode 1777, as "
+			"/tmp), or use a path whose directories there carry "
+			"your name (%.200s-$USER/...)",
+			dir, dir);
+		return -2;
+	}
+	if (mkdirat(fd, name, 0700))
+		return -1;
+	/* chmod, not mkdir's mode: the umask must not take the bits away */
+	if (shared && !personal(name, uid) && fchmodat(fd, name, 01777, 0))
+		return -1;
+	return 0;
+}
+
 /* Why `name` in directory `dfd` could not be opened as a directory. */
 static void open_failed(int dfd, const char *name, const char *dir, int e,
 			char *err, size_t errlen)
@@ -171,9 +226,14 @@ int ckptdir_make(const char *path, uid_t uid, char *err, size_t errlen)
 		nfd = openat(fd, name, flags);
 		if (nfd < 0 && errno == ENOENT) {
 			mode_t old = umask(077);
-			int mk = mkdirat(fd, name, 0700), e = errno;
+			int mk = last ? mkdirat(fd, name, 0700)
+				      : make_parent(fd, &st, name, dir, uid,
+						    err, errlen),
+			    e = errno;
 
 			umask(old);
+			if (mk == -2)
+				goto out;
 			if (mk && e != EEXIST) {
 				err_set(err, errlen,
 					"cannot create %.200s: %s%s", dir,

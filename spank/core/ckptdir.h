@@ -15,6 +15,10 @@
  *     and sticky (/tmp, /var/tmp): nobody else can then rename or replace
  *     what lies below it;
  *   - what is missing is created with mode 0700 (mkdirat), as the caller;
+ *     but in a directory everyone can write (root's and sticky) a user
+ *     creates only a directory named after the user, and root a shared
+ *     one with mode 1777, as /tmp (libhvd's checkpointer has the same
+ *     rule);
  *   - the last directory must be owned by the user and not writable by
  *     group or others.
  *

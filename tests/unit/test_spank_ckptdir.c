@@ -244,11 +244,30 @@ static void ordinary(void)
 	   (unsigned)uid);
 	ok(victim_make("shared/daemon/ckpt/17", msg, sizeof(msg)) == 0,
 	   "the same again: it exists, still fine");
-	snprintf(path, sizeof(path), "%s/shared/um/a", base);
+	snprintf(path, sizeof(path), "%s/shared/daemon-um/a", base);
 	rc = as_user(victim, victim_g, do_make_umask0, path, msg, sizeof(msg));
 	if (rc == 0)
-		rc = mode_owner("shared/um/a", &mode, &uid);
+		rc = mode_owner("shared/daemon-um/a", &mode, &uid);
 	ok(rc == 0 && mode == 0700, "with umask 0 still 0700 (%o)", mode);
+	/* A shared parent of everyone's directories (/var/tmp/hvd-ckpt):
+	 * a user would lock the others out, so only root makes it, as /tmp. */
+	ok(victim_make("shared/hvd-ckpt2/daemon/1", msg, sizeof(msg)) == -1 &&
+		   strstr(msg, "ask your admin") &&
+		   entries("shared") >= 0 && mode_owner("shared/hvd-ckpt2",
+							&mode, &uid) < 0,
+	   "a user's job does not create a shared parent in a directory "
+	   "everyone can write: %s",
+	   msg);
+	snprintf(path, sizeof(path), "%s/shared/hvd-ckpt3/root/1", base);
+	rc = as_user(0, 0, do_make, path, msg, sizeof(msg));
+	if (rc == 0)
+		rc = mode_owner("shared/hvd-ckpt3", &mode, &uid);
+	ok(rc == 0 && mode == 01777 && uid == 0,
+	   "root's job creates it root's, mode 1777 (%o, uid %u)", mode,
+	   (unsigned)uid);
+	ok(victim_make("shared/hvd-ckpt3/daemon/1", msg, sizeof(msg)) == 0,
+	   "... where the next user's job then makes its own%s%s",
+	   msg[0] ? ": " : "", msg);
 	ok(as_user(victim, victim_g, do_make, "relative/x", msg, sizeof(msg)) ==
 		   -1 &&
 	       strstr(msg, "not an absolute"),

@@ -453,6 +453,25 @@ struct found {
 	char step[256];
 };
 
+/*
+ * An elastic world leaves PMIx once it is up.  Slurm's PMIx plugin
+ * (mpi/pmix, pmixp_client_v2.c, _errhandler) registers one handler for
+ * every PMIx event in slurmstepd and kills the whole step (SIGKILL) in it;
+ * the event comes when a task that is still a PMIx client dies on a node
+ * where other tasks of the step run: with two tasks per node, killing one
+ * ended the step ("Error handler invoked: status = -61 ... STEP CANCELLED").
+ * A task that called PMIx_Finalize is no longer a client whose death
+ * raises anything.  Nothing after hvd_init needs PMIx: failures are seen
+ * by the transport (Slurm 22.05 delivers no termination events to clients
+ * anyway), and the fence of hvd_finalize is replaced by a barrier.
+ */
+static void detach_pmix(void)
+{
+	bootstrap_finalize();
+	hvd_log(HVD_LOG_DEBUG, "elastic: left PMIx (failures are the "
+			       "transport's to see from now on)");
+}
+
 hvd_status_t elastic_init(void)
 {
 	const struct hvd_world *w = hvd_world();
@@ -484,8 +503,10 @@ hvd_status_t elastic_init(void)
 		"elastic: on, HOROVOD_ELASTIC_MIN_SIZE=%d "
 		"HOROVOD_ELASTIC_TIMEOUT=%g, rendezvous %s",
 		el.min_size, el.timeout, el.have_dir ? el.dir : why);
-	if (!el.have_dir)
+	if (!el.have_dir) {
+		detach_pmix();
 		return HVD_OK;
+	}
 
 	memset(&f, 0, sizeof(f));
 	memset(&r, 0, sizeof(r));
@@ -522,17 +543,16 @@ hvd_status_t elastic_init(void)
 		rdv_info_free(&r);
 		if (st != HVD_OK)
 			return st;
-		publish();
-		return HVD_OK;
 	}
 	publish();
+	detach_pmix();
 	return HVD_OK;
 }
 
 int elastic_finalize(void)
 {
 	const struct hvd_world *w = hvd_world();
-	int fence = 1;
+	int fence;
 
 	if (!el.enabled || !w)
 		return 1;
@@ -540,12 +560,11 @@ int elastic_finalize(void)
 		rdv_remove(el.dir, el.job, el.first_nspace);
 	el.published = 0;
 	memb_joins_clear();
-	if (w->epoch > 0) {
-		/* Everyone is done sending before endpoints close. */
-		if (comm_world() && comm_failed(comm_world()) < 0)
-			coll_barrier(comm_world());
-		fence = 0;
-	}
+	/* PMIx was left at the end of hvd_init (detach_pmix): everyone is
+	 * done sending before endpoints close, through the transport. */
+	if (comm_world() && comm_failed(comm_world()) < 0)
+		coll_barrier(comm_world());
+	fence = 0;
 	reform_set_pmix_map(NULL, 0);
 	return fence;
 }

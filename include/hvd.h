@@ -367,8 +367,9 @@ typedef struct {
 
 /* Horovod's elastic run loop (without elastic: sync and train once, a
  * failure ends it as before): sync, then train; on HVD_ERR_PEER_FAILED
- * restore, re-form, on_reset, sync and train again; on HVD_HOSTS_UPDATED
- * re-form, on_reset, sync and train again.  Returns HVD_OK when train
+ * (or HVD_ERR_TIMEOUT, HVD_ERR_TRANSPORT) restore, re-form, on_reset,
+ * sync and train again; on HVD_HOSTS_UPDATED re-form, on_reset, sync and
+ * train again.  Returns HVD_OK when train
  * does, or the first status it cannot handle (HVD_ERR_TOO_FEW_RANKS with
  * the world re-formed, HVD_ERR_REMOVED, ...). */
 hvd_status_t hvd_elastic_run(const hvd_elastic_hooks_t *hooks, void *arg);

@@ -571,6 +571,16 @@ int elastic_finalize(void)
 
 /* ------------------------------------------------------- the run loop */
 
+/* What a re-forming can cure: a dead peer, one that stopped answering
+ * (HOROVOD_PEER_TIMEOUT: the agreement decides whether it is alive), a
+ * transport broken around them.  A mismatch or a bad argument is the
+ * program's, and comes back to it. */
+static int recoverable(hvd_status_t st)
+{
+	return st == HVD_ERR_PEER_FAILED || st == HVD_ERR_TIMEOUT ||
+	       st == HVD_ERR_TRANSPORT;
+}
+
 hvd_status_t hvd_elastic_run(const hvd_elastic_hooks_t *h, void *arg)
 {
 	int reset = 0, sync = 1;
@@ -591,7 +601,7 @@ hvd_status_t hvd_elastic_run(const hvd_elastic_hooks_t *h, void *arg)
 	for (;;) {
 		if (reset) {
 			st = hvd_elastic_reset();
-			if (st == HVD_ERR_PEER_FAILED) {
+			if (recoverable(st)) {
 				h->restore(arg);
 				continue;
 			}
@@ -603,7 +613,7 @@ hvd_status_t hvd_elastic_run(const hvd_elastic_hooks_t *h, void *arg)
 		}
 		if (sync) {
 			st = h->sync(arg);
-			if (st == HVD_ERR_PEER_FAILED) {
+			if (recoverable(st)) {
 				h->restore(arg);
 				reset = 1;
 				continue;
@@ -614,7 +624,7 @@ hvd_status_t hvd_elastic_run(const hvd_elastic_hooks_t *h, void *arg)
 		st = h->train(arg);
 		if (st == HVD_OK)
 			return HVD_OK;
-		if (st == HVD_ERR_PEER_FAILED)
+		if (recoverable(st))
 			h->restore(arg); /* back to the last commit */
 		else if (st != HVD_HOSTS_UPDATED)
 			return st;

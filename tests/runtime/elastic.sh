@@ -19,7 +19,7 @@ HVDRUN=$top_builddir/runtime/hvdrun
 TRIALS=${ELASTIC_TRIALS:-3}
 TOL=${ELASTIC_ACC_TOL:-0.02}
 NP=3
-plan $((6 + 5 * TRIALS + 5 + 4 + 3 + 3))
+plan $((6 + 5 * TRIALS + 5 + 4 + 4 + 3 + 3))
 
 now() { date +%s.%N; }
 
@@ -175,6 +175,22 @@ grep -q "HVD-5010 hvd: elastic: 2 ranks are left, fewer than HOROVOD_ELASTIC_MIN
 ok $? "... and the message says so"
 gone "$(pid_of "$T" 0)" "$(pid_of "$T" 2)"
 ok $? "... nobody left behind"
+
+# ------------------------------------------------------------ growing
+# A second hvdrun with the same rendezvous directory joins the first; the
+# three ranks share one node, so the re-formed world runs on shared memory.
+T=$TMP/grow
+HOROVOD_ELASTIC_DIR=$TMP/rdv start "$T" -np 2 --elastic
+wait_step "$T" 30
+HOROVOD_ELASTIC_DIR=$TMP/rdv ELASTIC_STEP_MS=15 timeout "$LIMIT" "$HVDRUN" \
+	--elastic -np 1 "$PROG" 3 >"$T.b" 2>"$T.b.err"
+is "$?" 0 "a second hvdrun -np 1 with the same HOROVOD_ELASTIC_DIR: joins and finishes"
+finish "$T"
+is "$st" 0 "... the first one finishes too"
+is "$(awk '$1 == "start" { print $3, $5, $9 }' "$T.b")" "2 3 1" \
+	"... the newcomer is rank 2 of 3, epoch 1"
+is "$(cat "$T" "$T.b" | awk '$1 == "sync" && $3 == 1 { print $9 }' | sort -u | wc -l)" 1 \
+	"... and after the sync all three hold the same state"
 
 # ------------------------------------------------------ without elastic
 T=$TMP/plain

@@ -205,6 +205,8 @@ hvd_status_t hvd_dtype_parse(const char *name, hvd_dtype_t *dtype)
 
 const char *hvd_op_name(hvd_op_t op)
 {
+	if (op == HVD_ADASUM)
+		return "adasum";
 	return (unsigned)op < HVD_OP_COUNT ? op_names[op] : NULL;
 }
 
@@ -223,6 +225,10 @@ hvd_status_t hvd_op_parse(const char *name, hvd_op_t *op)
 	}
 	if (strcasecmp(name, "product") == 0) {
 		*op = HVD_PRODUCT;
+		return HVD_OK;
+	}
+	if (strcasecmp(name, "adasum") == 0) {
+		*op = HVD_ADASUM;
 		return HVD_OK;
 	}
 	return hvd_error(HVD_ERR_BAD_OP,

@@ -155,3 +155,31 @@ def test_reset_callbacks(hvd):
     state.restore()
     assert state.x == 5
     assert elastic.elastic_enabled() is False and elastic.epoch() == 0
+
+
+def test_commit_reuses_its_copy(hvd):
+    # A commit writes into the previous commit's tensors (no new copy of
+    # the state each step) and never into the live ones; a module's
+    # metadata (BatchNorm's version) survives.
+    model = torch.nn.Sequential(torch.nn.Linear(6, 4),
+                                torch.nn.BatchNorm1d(4))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    _step(model, opt)
+    state = hvd.elastic.TorchState(model, opt)
+    saved = state._handlers['model']._saved
+    ptrs = [t.data_ptr() for t in saved.values()]
+    _step(model, opt)
+    state.commit()
+    again = state._handlers['model']._saved
+    assert [t.data_ptr() for t in again.values()] == ptrs
+    assert again._metadata == model.state_dict()._metadata
+    live = {t.data_ptr() for t in model.state_dict().values()}
+    assert not live & set(ptrs)
+    before = _flat(model, opt)
+    _step(model, opt)
+    state.restore()
+    assert torch.equal(_flat(model, opt), before)
+    state.commit()
+    _step(model, opt)
+    state.restore()
+    assert torch.equal(_flat(model, opt), before)

@@ -152,62 +152,69 @@ class StateHandler:
         self.save()
 
 
-class ModelStateHandler(StateHandler):
-    def __init__(self, model):
-        super().__init__(model)
-        self._saved = copy.deepcopy(self.value.state_dict())
+def _copy_into(saved, value):
+    """A copy of value (a state_dict: nested dicts, lists and tensors),
+    written into the tensors of saved, the previous copy, where their
+    shape, dtype and device still match: a commit then costs one memory
+    copy of the state, without allocating (and faulting in) it anew."""
+    if torch.is_tensor(value):
+        if torch.is_tensor(saved) and saved.shape == value.shape and \
+                saved.dtype == value.dtype and saved.device == value.device \
+                and saved.layout == value.layout == torch.strided \
+                and saved.data_ptr() != value.data_ptr():
+            with torch.no_grad():
+                saved.copy_(value)
+            return saved
+        return value.detach().clone()
+    if isinstance(value, dict):
+        old = saved if isinstance(saved, dict) else {}
+        out = type(value)()
+        for k, v in value.items():
+            out[k] = _copy_into(old.get(k), v)
+        if hasattr(value, '_metadata'):  # a module's: versions per layer
+            out._metadata = copy.deepcopy(value._metadata)
+        return out
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        old = saved if isinstance(saved, type(value)) and \
+            len(saved) == len(value) else [None] * len(value)
+        return type(value)(_copy_into(o, v) for o, v in zip(old, value))
+    return copy.deepcopy(value)
+
+
+class _StateDictHandler(StateHandler):
+    """An object with state_dict() / load_state_dict(): commit copies the
+    state_dict (the tensors into the previous copy's), restore loads it."""
+
+    def __init__(self, value):
+        super().__init__(value)
+        self._saved = None
+        self.save()
 
     def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
+        self._saved = _copy_into(self._saved, self.value.state_dict())
 
     def restore(self):
         self.value.load_state_dict(self._saved)
 
+
+class ModelStateHandler(_StateDictHandler):
     def sync(self):
         broadcast_parameters(self.value.state_dict(), root_rank=0)
 
 
-class OptimizerStateHandler(StateHandler):
-    def __init__(self, optimizer):
-        super().__init__(optimizer)
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
+class OptimizerStateHandler(_StateDictHandler):
+    # (restore: torch's load_state_dict deep-copies, so the saved copy
+    # stays apart from the optimizer's state)
     def sync(self):
         broadcast_optimizer_state(self.value, root_rank=0)
 
 
-class LRSchedulerStateHandler(StateHandler):
-    def __init__(self, scheduler):
-        super().__init__(scheduler)
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
+class LRSchedulerStateHandler(_StateDictHandler):
     def sync(self):
         self.value.load_state_dict(broadcast_object(self.value.state_dict()))
 
 
-class SamplerStateHandler(StateHandler):
-    def __init__(self, sampler):
-        super().__init__(sampler)
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
+class SamplerStateHandler(_StateDictHandler):
     def sync(self):
         self.value.load_state_dict(broadcast_object(self.value.state_dict()))
 

@@ -34,7 +34,8 @@ import torch
 import torch.utils.data
 
 from hvd import elastic as _elastic
-from hvd.elastic import HostUpdateResult, ObjectState, State  # noqa: F401
+from hvd.elastic import (HostUpdateResult, ObjectState, State,  # noqa: F401
+                         elastic_enabled, epoch)
 from hvd.exceptions import (ElasticError, HorovodInternalError,  # noqa: F401
                             HostsUpdatedInterrupt)
 from hvd.torch import _engine
@@ -304,4 +305,5 @@ class TorchState(ObjectState):
 
 __all__ = ['run', 'TorchState', 'ObjectState', 'ElasticSampler', 'State',
            'StateHandler', 'HorovodInternalError', 'HostsUpdatedInterrupt',
-           'ElasticError', 'get_handler_registry', 'set_handler_registry']
+           'ElasticError', 'get_handler_registry', 'set_handler_registry',
+           'HostUpdateResult', 'elastic_enabled', 'epoch']

@@ -170,12 +170,27 @@ def reset():
     raise e
 
 
+# Failures the loop recovers from (libhvd's hvd_elastic_run: a peer died,
+# or the transport broke or timed out around it); None: raised by the
+# program itself, as Horovod's examples do.  A mismatch, a stall or a bad
+# argument is the program's and propagates: re-running it would fail again.
+_RECOVERABLE = ('HVD_ERR_PEER_FAILED', 'HVD_ERR_TIMEOUT',
+                'HVD_ERR_TRANSPORT', None)
+
+
+def _recoverable(e):
+    return getattr(e, 'status', None) in _RECOVERABLE
+
+
 def run_fn(func, reset_fn=None):
     """Horovod's run loop around func(state, ...): sync the state, run
-    func; on HorovodInternalError restore the last commit, on
-    HostsUpdatedInterrupt keep the state; then re-form, run the reset
-    callbacks, sync again and call func again.  Without elastic, func
-    runs once and an error propagates as it would without the loop."""
+    func; on HorovodInternalError (a peer failed) restore the last commit,
+    on HostsUpdatedInterrupt keep the state; then re-form (reset_fn), run
+    the reset callbacks, sync again and call func again.  A failure during
+    the re-forming or the callbacks restores and re-forms again; errors
+    that are the program's (HVD_ERR_MISMATCH, ...) and ElasticError
+    propagate.  Without elastic, func runs once after a sync and an error
+    propagates as it would without the loop."""
     if reset_fn is None:
         reset_fn = reset
 
@@ -185,18 +200,24 @@ def run_fn(func, reset_fn=None):
             state.sync()
             return func(state, *args, **kwargs)
         skip_sync = False
+        reform = False
         while True:
             try:
+                if reform:
+                    reset_fn()
+                    state.on_reset()
+                    reform = False
                 if not skip_sync:
                     state.sync()
                 return func(state, *args, **kwargs)
-            except HorovodInternalError:
+            except HorovodInternalError as e:
+                if not _recoverable(e):
+                    raise
                 state.restore()
                 skip_sync = False
             except HostsUpdatedInterrupt as e:
                 skip_sync = e.skip_sync
-            reset_fn()
-            state.on_reset()
+            reform = True
     return wrapper
 
 

@@ -2,7 +2,8 @@
 hvdrun --elastic: uninterrupted; one rank SIGKILLed mid-training (the
 survivors finish at size 2 with the accuracy of the uninterrupted run
 within ACC_TOL, every sample of every epoch seen exactly once, nobody left
-behind, no hang); and a second hvdrun joining a running one (growing: the
+behind, no hang); below HOROVOD_ELASTIC_MIN_SIZE (ElasticError on the
+survivors); and a second hvdrun joining a running one (growing: the
 newcomer starts from the survivors' model and optimizer state, bit for
 bit: SHA-256 of their bytes).
 
@@ -187,4 +188,23 @@ def test_grow(reference, tmp_path):
     assert all(missed == 0 and extra <= 2 and once + extra == NTRAIN
                for _, once, extra, missed in eps), eps
     assert len(a.lines('reset')) == 2 and b.lines('reset') == []
+    assert not any(_alive(p) for p in pids)
+
+
+def test_too_few_ranks(tmp_path):
+    # Below HOROVOD_ELASTIC_MIN_SIZE the unchanged script's run loop
+    # raises ElasticError (HVD-5010) on both survivors: they exit, nobody
+    # hangs or trains on.
+    r = Run(tmp_path, 'min', 3, step_ms=30, HOROVOD_ELASTIC_MIN_SIZE='3')
+    pids = [r.pid(k) for k in range(3)]
+    r.wait_for('step', lambda ln: int(ln[1]) >= 20)
+    os.kill(pids[2], signal.SIGKILL)
+    rc = r.finish()
+    with open(r.err) as f:
+        err = f.read()
+    assert rc == 1, err[-2000:]
+    assert err.count('hvd.exceptions.ElasticError: HVD-5010') == 2, \
+        err[-2000:]
+    assert 'fewer than HOROVOD_ELASTIC_MIN_SIZE=3' in err
+    assert r.done() == {}
     assert not any(_alive(p) for p in pids)

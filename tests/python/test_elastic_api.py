@@ -183,3 +183,48 @@ def test_commit_reuses_its_copy(hvd):
     _step(model, opt)
     state.restore()
     assert torch.equal(_flat(model, opt), before)
+
+
+def test_run_loop(hvd, monkeypatch):
+    # The loop's decisions, with the re-forming replaced by a counter (the
+    # world does not change here; test_elastic.py has real failures).
+    monkeypatch.setattr(elastic, 'elastic_enabled', lambda: True)
+    log = []
+
+    def reform():
+        log.append('reset')
+        if log.count('reset') == 2:  # a peer died during the re-forming
+            e = HorovodInternalError('peer')
+            e.status = 'HVD_ERR_PEER_FAILED'
+            raise e
+
+    state = hvd.elastic.ObjectState(hvd.broadcast_object, hvd.rank, x=0)
+    state.register_reset_callbacks([lambda: log.append('callback')])
+    calls = []
+
+    def train(st):
+        calls.append(st.x)
+        st.x = len(calls) * 10
+        if len(calls) == 1:
+            raise HorovodInternalError('peer died')  # restore, re-form
+        if len(calls) == 2:
+            raise hvd.elastic.HostsUpdatedInterrupt()  # keep the state
+        return 'done'
+
+    assert elastic.run_fn(train, reform)(state) == 'done'
+    # 1st: x=0; restored to 0; 2nd: x=0 again, set to 20 and kept; the
+    # re-forming failed once (restore: back to the commit, 0) and ran again
+    assert calls == [0, 0, 0]
+    assert log == ['reset', 'callback', 'reset', 'reset', 'callback']
+
+    def mismatch(st):
+        calls.append('m')
+        e = HorovodInternalError('mismatch')
+        e.status = 'HVD_ERR_MISMATCH'
+        raise e
+
+    # the program's own error: no re-forming, it propagates
+    del log[:]
+    with pytest.raises(HorovodInternalError):
+        elastic.run_fn(mismatch, reform)(state)
+    assert log == [] and calls[-1] == 'm' and calls.count('m') == 1

@@ -29,6 +29,7 @@ the ranks there are now.
 
 import copy
 import math
+import random
 
 import torch
 import torch.utils.data
@@ -95,11 +96,6 @@ class ElasticSampler(torch.utils.data.Sampler):
         """batch_size samples were processed on every rank."""
         self.processed_num += batch_size * self.num_replicas
 
-    def record_indices(self, indices):
-        """len(indices) samples were processed on every rank (Horovod's
-        older spelling of record_batch)."""
-        self.processed_num += len(indices) * self.num_replicas
-
     def load_state_dict(self, state_dict):
         self.epoch = state_dict['epoch']
         self.processed_num = state_dict['processed_num']
@@ -114,10 +110,8 @@ class ElasticSampler(torch.utils.data.Sampler):
         self.rank = rank()
         order = list(range(len(self.dataset)))
         if self.shuffle:
-            # Horovod's order: torch.randperm seeded with seed + epoch.
-            g = torch.Generator()
-            g.manual_seed(self.seed + self.epoch)
-            order = torch.randperm(len(order), generator=g).tolist()
+            # Horovod's order: random.Random(seed + epoch).shuffle
+            random.Random(self.seed + self.epoch).shuffle(order)
         self.remaining_indices = order[self.processed_num:]
         self.num_samples = int(math.ceil(
             len(self.remaining_indices) / float(self.num_replicas)))

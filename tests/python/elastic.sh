@@ -11,4 +11,4 @@ export HVD_TEST_HVDRUN
 PY_LIMIT=${HVD_PY_TEST_TIMEOUT:-600}
 # -s: the figures the tests print go to the log (and below)
 py_pytest elastic 1 env -- test_elastic.py -- -s --basetemp "$OUT/pytest"
-grep -o 'elastic: kill.*' "$OUT/log.elastic" | sed 's/^/# /'
+grep -o 'elastic: kill of.*' "$OUT/log.elastic" | sed 's/^/# /'

@@ -5,6 +5,9 @@
 # with the accuracy of an uninterrupted run (within ELASTIC_ACC_TOL, 0.03),
 # every sample of every epoch seen exactly once, no task left behind.  The
 # time from the kill to the first step at size 2 goes to the log.
+# Growing: in one allocation of 3 nodes, 2 tasks train and a second srun
+# --horovod=elastic step of 1 task joins them: the newcomer enters
+# training with the survivors' model and optimizer state bit for bit.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 . "$top_srcdir/tests/python/lib.sh"
 . "$top_srcdir/tests/slurm/elastic_lib.sh"
@@ -20,7 +23,7 @@ EL_TOL=${ELASTIC_ACC_TOL:-0.03}
 ((HVD_TEST_TIMEOUT >= 300)) || HVD_TEST_TIMEOUT=300
 PROG=$PYTESTS/elastic_prog.py
 NTRAIN=1920
-plan 8
+plan 14
 wd=$(slurm_workdir)
 cd "$wd" || bail_out "no $wd"
 E=(--no-kill --kill-on-bad-exit=0 --horovod=elastic -N3 -n3)
@@ -84,4 +87,41 @@ is "$(el_left $el_pids)" "" "... no task left behind"
 d=$(awk -v tk="$tk" '$1 == "step" && $6 == 2 { sub("t=", "", $7); printf "%.3f", $7 - tk; exit }' "$out")
 [[ -n $d ]]
 ok $? "... training went on at size 2 ${d}s after the kill"
+
+# ------------------------------------------------------------ growing
+cat >"$wd/pygrow.sh" <<'JOB'
+#!/bin/bash
+mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+E=(--no-kill --kill-on-bad-exit=0 --horovod=elastic)
+export ELASTIC_STEP_MS=30
+srun -N2 -n2 -w "${nodes[0]},${nodes[1]}" "${E[@]}" "$PY" "$PROG" 3 >pa.out 2>pa.err &
+a=$!
+for ((i = 0; i < 6000; i++)); do
+	grep -q "^step 30 " pa.out 2>/dev/null && break
+	sleep 0.02
+done
+srun -N1 -n1 -w "${nodes[2]}" "${E[@]}" "$PY" "$PROG" 3 >pb.out 2>pb.err
+echo "b $?" >prc
+wait $a
+echo "a $?" >>prc
+JOB
+chmod +x "$wd/pygrow.sh"
+rm -f "$wd/prc"
+out=$(PY=$HVD_PYTHON PROG=$PROG run_timeout "$HVD_TEST_TIMEOUT" salloc -Q -N3 --no-kill \
+	"$wd/pygrow.sh" 2>&1)
+is "$(tr '\n' ' ' <"$wd/prc" 2>/dev/null)" "b 0 a 0 " \
+	"2 tasks train, a step of 1 task joins them: both steps exit 0" ||
+	diag "$out"$'\n'"$(tail -20 "$wd/pb.err" 2>/dev/null)"
+is "$(awk '$1 == "start" { print $3, $5 }' "$wd/pb.out")" "2 3" \
+	"... the newcomer is rank 2 of 3"
+hashes=$(cat "$wd/pa.out" "$wd/pb.out" | awk '$1 == "enter" && $5 == 3 { print $3, $7 }' | sort)
+is "$(awk '{ print $1 }' <<<"$hashes" | tr '\n' ' ')" "0 1 2 " \
+	"... all three enter training at size 3"
+is "$(awk '{ print $2 }' <<<"$hashes" | sort -u | wc -l)" 1 \
+	"... with the same model and optimizer state, the newcomer's bit for bit the survivors' ($(awk '{ print $2; exit }' <<<"$hashes"))"
+old=$(awk '$1 == "enter" && $5 == 2 { print $7 }' "$wd/pa.out" | sort -u)
+[[ -n $old && $old != "$(awk '{ print $2; exit }' <<<"$hashes")" ]]
+ok $? "... which is the trained state, not the initial one ($old)"
+is "$(cat "$wd/pa.out" "$wd/pb.out" | sizes_of /dev/stdin)" "3x3" \
+	"... and all three finish at size 3"
 exit 0

@@ -18,9 +18,9 @@ training (hvd.elastic has the loop and doc/elastic.md the whole story).
                                    epoch=0, batch=0)
     train(state)
 
-TorchState's commit deep-copies the model's and the optimizer's
-state_dict() (and a sampler's and a learning-rate scheduler's) to host
-memory, restore loads them back, sync broadcasts them from rank 0
+TorchState's commit copies the model's and the optimizer's state_dict()
+(and a sampler's and a learning-rate scheduler's) into the tensors of the
+previous commit (Horovod deep-copies them anew), restore loads them back, sync broadcasts them from rank 0
 (broadcast_parameters, broadcast_optimizer_state, broadcast_object); other
 keyword arguments are ObjectState attributes.  ElasticSampler splits what
 is left of the epoch, from a position that is the same on every rank, over

@@ -208,6 +208,12 @@ hvd_elastic_epoch = _proto('hvd_elastic_epoch', _c.c_uint, optional=True)
 hvd_elastic_reset = _proto('hvd_elastic_reset', _I, optional=True)
 hvd_elastic_check_hosts = _proto('hvd_elastic_check_hosts', _I,
                                  optional=True)
+hvd_ckpt_sampler_batch = _proto('hvd_ckpt_sampler_batch', _SZ, _c.c_uint64,
+                                _c.c_uint64, _I, _I, _SZ,
+                                _c.POINTER(_c.c_uint64), optional=True)
+hvd_ckpt_sampler_advance = _proto('hvd_ckpt_sampler_advance', _c.c_uint64,
+                                  _c.c_uint64, _c.c_uint64, _I, _SZ,
+                                  optional=True)
 
 CKPT_EXIT_STATUS = 85
 

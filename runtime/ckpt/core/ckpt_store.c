@@ -811,19 +811,73 @@ err_close:
 hvd_status_t ckpt_verify(const struct ckpt_dir *ck,
 			 const struct ckpt_manifest *m, int rank)
 {
-	char own[CKPT_FILE_NAME_MAX];
+	char own[CKPT_FILE_NAME_MAX], shard[CKPT_FILE_NAME_MAX];
 
-	if (rank >= 0)
+	if (rank >= 0) {
 		ckpt_rank_file(own, sizeof(own), rank);
+		ckpt_shard_file(shard, sizeof(shard), rank);
+	}
 	for (size_t i = 0; i < m->nfiles; i++) {
 		const struct ckpt_file *f = &m->files[i];
 
 		if (rank >= 0 && strcmp(f->name, CKPT_REPLICATED_FILE) != 0 &&
-		    strcmp(f->name, own) != 0)
+		    strcmp(f->name, own) != 0 && strcmp(f->name, shard) != 0)
 			continue;
 		HVD_CHECK(ckpt_verify_file(ck, f, NULL, 0));
 	}
 	return HVD_OK;
+}
+
+hvd_status_t ckpt_read_range(const struct ckpt_dir *ck,
+			     const struct ckpt_file *f, uint64_t off,
+			     void *buf, size_t len)
+{
+	char path[PATH_MAX];
+	hvd_status_t st = HVD_OK;
+	struct stat sb;
+	char *p = buf;
+	int fd;
+
+	join(path, sizeof(path), ck, f->name);
+	if (off > f->size || len > f->size - off)
+		return hvd_error(HVD_ERR_CORRUPT,
+				 "checkpoint file %s: %zu bytes at %llu are "
+				 "beyond its %llu bytes", path, len,
+				 (unsigned long long)off,
+				 (unsigned long long)f->size);
+	fd = open_regular(ck, f->name, &sb, path, &st);
+	if (fd < 0)
+		return st;
+	if ((uint64_t)sb.st_size != f->size) {
+		st = hvd_error(HVD_ERR_CORRUPT,
+			       "checkpoint file %s is %lld bytes, the manifest "
+			       "says %llu (truncated or overwritten)",
+			       path, (long long)sb.st_size,
+			       (unsigned long long)f->size);
+		goto out;
+	}
+	while (len) {
+		size_t want = len < IO_CHUNK ? len : IO_CHUNK;
+		ssize_t r = pread(fd, p, want, (off_t)off);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			st = ckpt_errno(errno, "cannot read", path);
+			goto out;
+		}
+		if (r == 0) {
+			st = hvd_error(HVD_ERR_CORRUPT, "checkpoint file %s "
+				       "shrank while being read", path);
+			goto out;
+		}
+		p += r;
+		off += (uint64_t)r;
+		len -= (size_t)r;
+	}
+out:
+	close(fd);
+	return st;
 }
 
 /* ---------------------------------------------------- scan and prune */

@@ -107,10 +107,18 @@ struct ckpt_dst {
 hvd_status_t ckpt_verify_file(const struct ckpt_dir *ck,
 			      const struct ckpt_file *f,
 			      const struct ckpt_dst *dsts, size_t ndst);
-/* Verify what rank `rank` needs (replicated.bin and its own file), or every
- * file when rank < 0. */
+/* Verify what rank `rank` needs (replicated.bin, its own rank and shard
+ * files: a restore on the size that wrote it), or every file when
+ * rank < 0. */
 hvd_status_t ckpt_verify(const struct ckpt_dir *ck,
 			 const struct ckpt_manifest *m, int rank);
+
+/* Read len bytes at off of ck/f->name (a regular file, not through a
+ * link, of the manifest's size) into buf, unchecked: a reshard reads
+ * pieces of files that whole-file checksums verified before. */
+hvd_status_t ckpt_read_range(const struct ckpt_dir *ck,
+			     const struct ckpt_file *f, uint64_t off,
+			     void *buf, size_t len);
 
 /* Entries of d named like checkpoints, classified and sorted newest
  * first.  own_tag marks this run's partials (NULL: none). */

@@ -133,6 +133,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
+        # (hvd.elastic's restore comes here after a failed step: its
+        # grouped allreduces start from nothing too)
+        for group in self._group_counts:
+            self._group_counts[group] = 0
         super(self.__class__, self).load_state_dict(*args, **kwargs)
 
     @staticmethod
@@ -266,6 +270,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
                 self._handles[p] = self._allreduce_grad_async(p)
+        try:
+            self._wait_all()
+        except BaseException:
+            # A failed step (a peer died): forget its handles, so that the
+            # next step - after hvd.elastic's reset and restore - starts as
+            # if this one never ran.
+            self._handles.clear()
+            for p in self._allreduce_delay:
+                self._allreduce_delay[p] = self.backward_passes_per_step
+            raise
+        self._handles.clear()
+        self._synchronized = True
+
+    def _wait_all(self):
         for p, (handle, ctx) in self._handles.items():
             if isinstance(p, tuple):
                 outputs = synchronize(handle)
@@ -291,8 +309,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     p.grad.zero_().add_(aggregated)
                 else:
                     p.grad.set_(self._compression.decompress(output, ctx))
-        self._handles.clear()
-        self._synchronized = True
 
     @contextmanager
     def skip_synchronize(self):

@@ -14,6 +14,7 @@
 
 #include "coll/coll_impl.h"
 #include "net/service.h"
+#include "net/watch.h"
 
 #include <stdio.h>
 
@@ -63,6 +64,15 @@ static hvd_status_t shm_setup_bcast(void *arg, void *buf, size_t bytes)
 	return svc_bcast(arg, buf, bytes, 0);
 }
 
+/* A failure anywhere in the job ends a shared-memory wait, as it ends a
+ * transfer (net/transport.c, watch): a node-mate may have left the
+ * collective for a rank that died on another node. */
+static int shm_world_check(void *arg, char *why, size_t len)
+{
+	(void)arg;
+	return transport_watch(why, len) >= 0;
+}
+
 shm_group_t *coll_shm(hvd_comm_t *comm)
 {
 	const struct hvd_world *w = hvd_world();
@@ -109,6 +119,7 @@ shm_group_t *coll_shm(hvd_comm_t *comm)
 			shm_group_destroy(g);
 		return NULL;
 	}
+	shm_group_set_check(g, shm_world_check, NULL);
 	s->state = g;
 	s->status = 1;
 	return g;

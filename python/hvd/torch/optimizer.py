@@ -77,6 +77,9 @@ def _grad_accumulator(p):
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
+    # step() collective; broadcast_optimizer_state steps the wrapped one
+    _hvd_collective_step = True
+
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step=1, op=Average,
                  gradient_predivide_factor=1.0, groups=None,
@@ -130,6 +133,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
+        # (hvd.elastic's restore comes here after a failed step: its
+        # grouped allreduces start from nothing too)
+        for group in self._group_counts:
+            self._group_counts[group] = 0
         super(self.__class__, self).load_state_dict(*args, **kwargs)
 
     @staticmethod
@@ -263,6 +270,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
                 self._handles[p] = self._allreduce_grad_async(p)
+        try:
+            self._wait_all()
+        except BaseException:
+            # A failed step (a peer died): forget its handles, so that the
+            # next step - after hvd.elastic's reset and restore - starts as
+            # if this one never ran.
+            self._handles.clear()
+            for p in self._allreduce_delay:
+                self._allreduce_delay[p] = self.backward_passes_per_step
+            raise
+        self._handles.clear()
+        self._synchronized = True
+
+    def _wait_all(self):
         for p, (handle, ctx) in self._handles.items():
             if isinstance(p, tuple):
                 outputs = synchronize(handle)
@@ -288,8 +309,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     p.grad.zero_().add_(aggregated)
                 else:
                     p.grad.set_(self._compression.decompress(output, ctx))
-        self._handles.clear()
-        self._synchronized = True
 
     @contextmanager
     def skip_synchronize(self):
@@ -325,6 +344,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
+    # step() collective; broadcast_optimizer_state steps the wrapped one
+    _hvd_collective_step = True
+
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step=1):
         super(self.__class__, self).__init__(params)

@@ -94,6 +94,9 @@ struct shm_group {
 	unsigned spin_now; /* the same, for the running collective */
 	int oversub;	   /* more members than the node has CPUs */
 	double timeout;	   /* HOROVOD_PEER_TIMEOUT             */
+	/* a failure elsewhere (may be NULL): shm.h's shm_check_fn */
+	int (*check)(void *arg, char *why, size_t len);
+	void *check_arg;
 	hvd_status_t failed;
 	char failmsg[256];
 	const char *what; /* name of the running collective, for errors */

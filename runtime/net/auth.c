@@ -49,6 +49,11 @@ void auth_set_key(const uint8_t key[AUTH_KEY_BYTES])
 	auth_tag_key = siphash24(job_key, what, sizeof(what) - 1);
 }
 
+void auth_get_key(uint8_t key[AUTH_KEY_BYTES])
+{
+	memcpy(key, job_key, AUTH_KEY_BYTES);
+}
+
 void auth_clear(void)
 {
 	/* volatile: a plain memset of memory no longer read is dropped */

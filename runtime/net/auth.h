@@ -35,6 +35,9 @@ hvd_status_t auth_draw_key(uint8_t key[AUTH_KEY_BYTES]);
 /* The job's key (until auth_clear): derives the tag key. */
 void auth_set_key(const uint8_t key[AUTH_KEY_BYTES]);
 void auth_clear(void);
+/* The key now set (zeros without one): what a step that joins an elastic
+ * world must take on (api/elastic.c, through the rendezvous file). */
+void auth_get_key(uint8_t key[AUTH_KEY_BYTES]);
 
 /* XORed into every tag sent and every tag received (0 without a key). */
 extern uint64_t auth_tag_key;

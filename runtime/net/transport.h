@@ -69,6 +69,12 @@ int xfer_send(struct xfer *x, int peer, const void *buf, size_t len);
 int xfer_recv(struct xfer *x, int peer, void *buf, size_t len);
 /* Progress until op idx is done (others progress too). */
 hvd_status_t xfer_wait(struct xfer *x, int idx);
+/* Progress until op a or op b is done; returns which (a when both), or
+ * -1 on an error (x->st says). */
+int xfer_wait_either(struct xfer *x, int a, int b);
+/* 1 when op idx is done, 0 while it is in flight, -1 on its error (or an
+ * earlier one: x->st).  Progresses the worker once when not done. */
+int xfer_test(struct xfer *x, int idx);
 /* Progress until every posted op is done. */
 hvd_status_t xfer_waitall(struct xfer *x);
 /* Wait for everything (when no error so far), release, return status.

@@ -38,6 +38,13 @@ hvd_status_t ucx_set_peers(const struct hvd_world *w);
 void ucx_send_cb(void *request, ucs_status_t status, void *user_data);
 void ucx_recv_cb(void *request, ucs_status_t status,
 		 const ucp_tag_recv_info_t *info, void *user_data);
+/* Block until the worker has an event or timeout_ms passed (after the
+ * caller progressed until nothing was left).  0: blocking is not
+ * available (no UCP_FEATURE_WAKEUP), the caller must poll. */
+int ucx_block(int timeout_ms);
+/* Another thread may be blocked in ucx_block() on an event this thread's
+ * progress just consumed: wake it so that it looks at its requests. */
+void ucx_wake_sleepers(void);
 /* Oversubscribed node (or HVD_POLL_YIELD=1): waiters yield at once. */
 int ucx_yield_always(void);
 /* Seconds without progress before a peer counts as dead

@@ -249,7 +249,10 @@ int main(int argc, char **argv)
 	unsetenv("HOROVOD_CHECKPOINT_EVERY");
 	/* a directory of its own, emptied first: older checkpoints of higher
 	 * steps would count as the newest */
-	snprintf(path, sizeof(path), "%s/hvd-ckpt-bench", dir);
+	/* the user's own name in it: a directory another user's run made
+	 * is refused (doc/checkpoint.md) */
+	snprintf(path, sizeof(path), "%s/hvd-ckpt-bench-%u", dir,
+		 (unsigned)getuid());
 	dir = path;
 	if (rank == 0) {
 		char cmd[4300];

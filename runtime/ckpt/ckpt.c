@@ -1,8 +1,11 @@
 /*
- * ckpt.c - the checkpointer: open, register, metadata, save/step/wait/close.
- * The commit protocol is in ckpt_commit.c, async mode (the checkpoint in
- * flight) in ckpt_async.c, staging memory (async, GPU buffers) in
- * ckpt_stage.c, restore in ckpt_restore.c.
+ * ckpt.c - the checkpointer's front: open (settings, world, directory,
+ * signals), save, step, wait, close.  What a checkpoint holds is in
+ * ckpt_registry.c, the commit protocol in ckpt_commit.c, async mode (the
+ * checkpoint in flight) in ckpt_async.c, staging memory (async, GPU
+ * buffers) in ckpt_stage.c, restore in ckpt_restore.c, agreement between
+ * ranks in ckpt_coll.c.  Calls go one way: this file and ckpt_restore.c
+ * call the others, never the reverse.
  *
  * Every hvd_ckpt_step() costs one small allreduce, which carries the stop
  * flag and, in async mode, the progress of the checkpoint in flight: the
@@ -19,172 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
-
-/* The collectives are implemented by another part of libhvd; referencing
- * them weakly lets the pure checkpointer (and its unit tests) link without
- * them, in which case it runs as a world of one. */
-#pragma weak hvd_is_initialized
-#pragma weak hvd_allreduce
-#pragma weak hvd_rank
-#pragma weak hvd_size
-#pragma weak hvd_local_size
-#pragma weak hvd_allreduce_async
-#pragma weak hvd_wait
-
-static int world_up(void)
-{
-	return hvd_is_initialized && hvd_allreduce && hvd_is_initialized();
-}
-
-hvd_status_t ckpt_allreduce(hvd_ckpt_t *c, int64_t *v, size_t n, hvd_op_t op)
-{
-	hvd_status_t st;
-
-	if (c->size <= 1)
-		return HVD_OK;
-	st = hvd_allreduce(HVD_IN_PLACE, v, n, HVD_INT64, op);
-	if (st != HVD_OK)
-		return hvd_error_prefix(st, "checkpoint: agreement between "
-					"ranks failed");
-	return HVD_OK;
-}
-
-/* ------------------------------------------------------- per-step poll */
-
-/* The per-step allreduce (stop flag, progress of the checkpoint in flight)
- * is pipelined where the engine is there: posted at the end of a step on
- * the engine (its own communicator: it never mixes with the program's
- * blocking collectives), its answer taken at the start of the next step.
- * So hvd_ckpt_step() does not hold every rank to the slowest one at every
- * step: jitter of up to a step costs nothing.  What the answer says is as
- * of the post; every other collective entry point drops it first, since a
- * save, wait, close or restore changes what it was about (a stop flag in
- * it is not lost: it stays set and goes out with the next post). */
-static int pipelined(hvd_ckpt_t *c)
-{
-	return c->size > 1 && hvd_allreduce_async && hvd_wait;
-}
-
-static void poll_values(hvd_ckpt_t *c, int64_t *v)
-{
-	v[0] = ckpt_signals_pending();
-	ckpt_async_poll(c, &v[1], &v[2]);
-}
-
-static hvd_status_t poll_post(hvd_ckpt_t *c)
-{
-	char name[128];
-	hvd_status_t st;
-
-	poll_values(c, c->poll_v);
-	ckpt_fmt(name, sizeof(name), "hvd.ckpt.%s.poll", c->tag);
-	st = hvd_allreduce_async(name, HVD_IN_PLACE, c->poll_v, 3, HVD_INT64,
-				 HVD_MAX, NULL, &c->poll_h);
-	if (st != HVD_OK)
-		return hvd_error_prefix(st, "checkpoint: agreement between "
-					"ranks failed");
-	c->poll_posted = 1;
-	return HVD_OK;
-}
-
-/* The answer of the poll in flight; when none is, v says "nothing to do":
- * no stop, and busy (the first step after a save, wait, close or restore
- * must not take the silence for "every writer is done"). */
-static hvd_status_t poll_take(hvd_ckpt_t *c, int64_t *v)
-{
-	hvd_status_t st;
-
-	v[0] = 0;
-	v[1] = 1;
-	v[2] = 0;
-	if (!c->poll_posted)
-		return HVD_OK;
-	c->poll_posted = 0;
-	st = hvd_wait(c->poll_h);
-	if (st != HVD_OK)
-		return hvd_error_prefix(st, "checkpoint: agreement between "
-					"ranks failed");
-	memcpy(v, c->poll_v, 3 * sizeof(*v));
-	return HVD_OK;
-}
-
-hvd_status_t ckpt_poll_drop(hvd_ckpt_t *c)
-{
-	int64_t v[3];
-
-	return poll_take(c, v);
-}
-
-void ckpt_path(hvd_ckpt_t *c, char *buf, size_t n, const char *name)
-{
-	ckpt_fmt(buf, n, "%s/%s", c->dir, name);
-}
-
-/* ------------------------------------------------------------ test knobs */
-
-static hvd_ckpt_t *hook_ckpt;
-
-static void write_hook(const char *path, uint64_t written)
-{
-	hvd_ckpt_t *c = hook_ckpt;
-
-	if (c && written && written >= (uint64_t)ckpt_write_chunk)
-		ckpt_test_point(c, "mid-file",
-				c->in_flight ? c->w.step : -1);
-}
-
-void ckpt_test_point(hvd_ckpt_t *c, const char *point, long step)
-{
-	if (c->delay_ms > 0) {
-		struct timespec ts = { c->delay_ms / 1000,
-				       (c->delay_ms % 1000) * 1000000L };
-
-		nanosleep(&ts, NULL);
-	}
-	if (!c->crash_point[0] || strcmp(c->crash_point, point) != 0)
-		return;
-	if ((c->crash_step >= 0 && step >= 0 && step != c->crash_step) ||
-	    (c->crash_rank >= 0 && c->crash_rank != c->rank))
-		return;
-	fprintf(stderr, "hvd: [%d] test: crashing at %s (step %ld)\n",
-		c->rank, point, step);
-	raise(SIGKILL);
-}
-
-/* HVD_CKPT_TEST_CRASH=point[:step[:rank]], HVD_CKPT_TEST_DELAY_MS=n,
- * HVD_CKPT_TEST_CHUNK=bytes: for the crash-injection tests only. */
-static void read_test_knobs(hvd_ckpt_t *c)
-{
-	const char *v = getenv("HVD_CKPT_TEST_CRASH");
-
-	c->crash_step = -1;
-	c->crash_rank = -1;
-	if (v && *v) {
-		char buf[96], *p, *q;
-
-		ckpt_fmt(buf, sizeof(buf), "%s", v);
-		p = strchr(buf, ':');
-		if (p) {
-			*p++ = '\0';
-			c->crash_step = strtol(p, &q, 10);
-			if (*q == ':')
-				c->crash_rank = (int)strtol(q + 1, NULL, 10);
-		}
-		ckpt_fmt(c->crash_point, sizeof(c->crash_point), "%s", buf);
-	}
-	c->delay_ms = hvd_env_long("HVD_CKPT_TEST_DELAY_MS", 0);
-	if (getenv("HVD_CKPT_TEST_CHUNK"))
-		ckpt_write_chunk = hvd_env_size("HVD_CKPT_TEST_CHUNK",
-						ckpt_write_chunk);
-	if (c->crash_point[0] || getenv("HVD_CKPT_TEST_CHUNK")) {
-		hook_ckpt = c;
-		ckpt_write_hook = write_hook;
-	}
-}
 
 /* ------------------------------------------------------------------ open */
 
@@ -197,21 +37,15 @@ static void copy_token(char *dst, size_t n, const char *src)
 	dst[i] = '\0';
 }
 
-hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
-			   hvd_ckpt_t **ckpt)
+/* The directory: config->dir, else HOROVOD_CHECKPOINT_DIR; trailing
+ * slashes dropped, room left for the names below it. */
+static hvd_status_t settings_dir(char *out, const hvd_ckpt_config_t *config)
 {
-	const char *dir;
-	hvd_ckpt_t *c;
-	hvd_status_t st;
-	int64_t v[3];
+	const char *dir = config && config->dir
+				  ? config->dir
+				  : getenv("HOROVOD_CHECKPOINT_DIR");
 	size_t len;
 
-	if (!ckpt)
-		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "hvd_ckpt_open: ckpt is NULL");
-	*ckpt = NULL;
-	dir = config && config->dir ? config->dir
-				    : getenv("HOROVOD_CHECKPOINT_DIR");
 	if (!dir || !*dir)
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "hvd_ckpt_open: no checkpoint directory: pass "
@@ -224,12 +58,14 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "hvd_ckpt_open: checkpoint directory name is "
 				 "too long (%zu bytes)", len);
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return hvd_error(HVD_ERR_NO_MEMORY, "hvd_ckpt_open: out of "
-				 "memory");
-	memcpy(c->dir, dir, len);
-	c->dir[len] = '\0';
+	memcpy(out, dir, len);
+	out[len] = '\0';
+	return HVD_OK;
+}
+
+/* every, keep, async, overlap: the config's, else the environment's. */
+static void settings(hvd_ckpt_t *c, const hvd_ckpt_config_t *config)
+{
 	c->every = config && config->every > 0
 			   ? config->every
 			   : hvd_env_long("HOROVOD_CHECKPOINT_EVERY", 0);
@@ -252,245 +88,279 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 	/* only from the config, never from the environment: it is safe only
 	 * in a program that calls hvd_ckpt_fence() */
 	c->overlap = c->async && config && config->overlap;
+	copy_token(c->job, sizeof(c->job), getenv("SLURM_JOB_ID"));
+	if (!c->job[0])
+		ckpt_fmt(c->job, sizeof(c->job), "-");
+	/* the node as Slurm names it (the mini-cluster's nodes share one
+	 * host name), else the host name */
+	copy_token(c->node, sizeof(c->node), getenv("SLURMD_NODENAME"));
+	if (!c->node[0] && gethostname(c->node, sizeof(c->node) - 1) != 0)
+		ckpt_fmt(c->node, sizeof(c->node), "?");
+}
+
+/* Staging copy threads: the cores per local rank, at most 4. */
+static void settings_copy_threads(hvd_ckpt_t *c)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long def = cpus > 0 && c->local_size > 0 ? cpus / c->local_size : 1;
+
+	if (def > 4)
+		def = 4;
+	c->copy_threads = (int)hvd_env_long("HOROVOD_CHECKPOINT_COPY_THREADS",
+					    def < 1 ? 1 : def);
+	if (c->copy_threads < 1)
+		c->copy_threads = 1;
+}
+
+/* The partial-directory tag: rank 0's pid and clock, so that a crashed
+ * run's leftovers are told apart from this run's write in flight. */
+static hvd_status_t agree_tag(hvd_ckpt_t *c)
+{
+	int64_t v[3] = { 0, 0, 0 };
+
+	if (c->rank == 0) {
+		uint64_t token = 0;
+
+		v[0] = (int64_t)getpid();
+		v[1] = (int64_t)(hvd_now_ns() & 0xffffffffffULL);
+		/* the directory's token (same_dir_everywhere): random, or
+		 * at least this run's (a short read of getrandom) */
+		if (getrandom(&token, sizeof(token), 0) != sizeof(token))
+			token ^= (uint64_t)hvd_now_ns() ^
+				 (uint64_t)getpid() << 40;
+		v[2] = (int64_t)(token >> 1);
+	}
+	HVD_CHECK(ckpt_allreduce(c, v, 3, HVD_SUM));
+	ckpt_fmt(c->tag, sizeof(c->tag), "%lld-%llx", (long long)v[0],
+		 (unsigned long long)v[1]);
+	c->dir_token = (uint64_t)v[2];
+	return HVD_OK;
+}
+
+/* Rank 0 holds the directory's lock while the checkpointer is open; what
+ * it writes there names it to a second run. */
+static hvd_status_t lock_dir(hvd_ckpt_t *c)
+{
+	char holder[512], when[32], step[80] = "";
+	const char *sid = getenv("SLURM_STEP_ID");
+	time_t now = time(NULL);
+	struct tm tm;
+
+	if (!localtime_r(&now, &tm) ||
+	    !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm))
+		ckpt_fmt(when, sizeof(when), "%lld", (long long)now);
+	if (strcmp(c->job, "-") != 0)
+		ckpt_fmt(step, sizeof(step), ", Slurm job %s%s%s", c->job,
+			 sid ? "." : "", sid ? sid : "");
+	ckpt_fmt(holder, sizeof(holder), "pid %ld on %s%s, %d rank%s, since "
+		 "%s\ntoken %016llx\n", (long)getpid(), c->node, step,
+		 c->size, c->size == 1 ? "" : "s", when,
+		 (unsigned long long)c->dir_token);
+	return ckpt_dir_lock(&c->dir, holder, &c->lock_fd);
+}
+
+/* Does this rank see rank 0's directory: the token rank 0 wrote into its
+ * lock file? */
+static int sees_rank0_dir(hvd_ckpt_t *c)
+{
+	unsigned long long token;
+	const char *line;
+	char *text;
+	size_t len;
+	int same;
+
+	if (ckpt_read_small(&c->dir, CKPT_LOCK_NAME, 4096, &text, &len) !=
+	    HVD_OK)
+		return 0;
+	line = strstr(text, "\ntoken ");
+	same = line && sscanf(line + 7, "%16llx", &token) == 1 &&
+	       token == c->dir_token;
+	free(text);
+	return same;
+}
+
+/* One record per rank in the gather of same_dir_everywhere. */
+struct dir_view {
+	int32_t other;          /* 1: another directory than rank 0's */
+	char node[60];
+};
+
+/* "node2 (rank 1), node3 (ranks 2, 5)": the ranks with v[r].other. */
+static void other_nodes(const struct dir_view *v, int size, char *buf,
+			size_t n)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (int r = 0; r < size && len + 16 < n; r++) {
+		int first = 1, count = 0;
+
+		if (!v[r].other)
+			continue;
+		for (int q = 0; q < r && first; q++)
+			if (v[q].other && strcmp(v[q].node, v[r].node) == 0)
+				first = 0;
+		if (!first)
+			continue;
+		for (int q = r; q < size; q++)
+			count += v[q].other && strcmp(v[q].node, v[r].node) == 0;
+		len += (size_t)snprintf(buf + len, n - len, "%s%.59s (rank%s",
+					len ? ", " : "", v[r].node,
+					count > 1 ? "s" : "");
+		for (int q = r, k = 0; q < size && len + 16 < n; q++)
+			if (v[q].other && strcmp(v[q].node, v[r].node) == 0)
+				len += (size_t)snprintf(buf + len, n - len,
+							"%s%d", k++ ? ", " : " ",
+							q);
+		len += (size_t)snprintf(buf + len, n - len, ")");
+	}
+	if (len + 16 >= n)
+		ckpt_fmt(buf + n - 5, 5, "...");
+}
+
+/* Only rank 0 writes the manifest and renames: a directory that is not
+ * the same one on every node (a node-local /tmp or /var/tmp behind one
+ * path) would take checkpoints the other nodes can never restore.  Rank
+ * 0's token is in its lock file (written and fsynced before the barrier
+ * of check_dir); every rank reads it back (after the barrier: NFS's
+ * close-to-open consistency gives it the new contents) and the ranks
+ * gather who saw another directory, to name the nodes. */
+static hvd_status_t same_dir_everywhere(hvd_ckpt_t *c)
+{
+	struct dir_view mine = { 0 }, *all;
+	char nodes[512];
+	hvd_status_t st;
+	int others = 0;
+
+	if (c->size <= 1)
+		return HVD_OK;
+	mine.other = c->rank != 0 && !sees_rank0_dir(c);
+	ckpt_fmt(mine.node, sizeof(mine.node), "%s", c->node);
+	all = calloc((size_t)c->size, sizeof(*all));
+	if (!all)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd_ckpt_open: out of "
+				 "memory");
+	st = hvd_allgather(&mine, all, sizeof(mine), HVD_UINT8);
+	if (st != HVD_OK) {
+		free(all);
+		return hvd_error_prefix(st, "checkpoint: agreement between "
+					"ranks failed");
+	}
+	for (int r = 0; r < c->size; r++)
+		others += all[r].other != 0;
+	if (others) {
+		other_nodes(all, c->size, nodes, sizeof(nodes));
+		st = hvd_error(HVD_ERR_IO,
+			       "checkpoint: %s is not the same directory on "
+			       "every node: %s see%s another one than rank 0 on "
+			       "%.59s (a file system of each node's own, such "
+			       "as /tmp or /var/tmp?); only rank 0 commits "
+			       "checkpoints, so the other nodes could never "
+			       "restore them: use a directory on a file system "
+			       "every node shares (/scratch/$USER/..., "
+			       "$HOME/...)", c->dir.path, nodes,
+			       others > 1 ? "" : "s", all[0].node);
+	}
+	free(all);
+	return st;
+}
+
+/* Every rank must be able to write there: say so now, not at the first
+ * checkpoint an hour into training. */
+static hvd_status_t check_dir(hvd_ckpt_t *c)
+{
+	hvd_status_t st;
+	int64_t v[1];
+
+	st = ckpt_dir_open(&c->dir, c->dir.path, CKPT_OPEN_CREATE);
+	if (st == HVD_OK &&
+	    faccessat(c->dir.fd, ".", W_OK | X_OK, AT_EACCESS) != 0)
+		st = ckpt_errno(errno, "cannot write in", c->dir.path);
+	if (st == HVD_OK && c->rank == 0)
+		st = lock_dir(c);
+	v[0] = st == HVD_OK ? INT64_MAX : c->rank;
+	if (st != HVD_OK)
+		hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
+	HVD_CHECK(ckpt_allreduce(c, v, 1, HVD_MIN));
+	if (v[0] == INT64_MAX)
+		return HVD_OK;
+	if (st != HVD_OK)
+		return st;
+	return hvd_error(HVD_ERR_IO,
+			 "hvd_ckpt_open: rank %lld cannot use the checkpoint "
+			 "directory %s (its message says why)",
+			 (long long)v[0], c->dir.path);
+}
+
+static void ckpt_free(hvd_ckpt_t *c)
+{
+	ckpt_inject_release(c);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd); /* releases the lock */
+	ckpt_dir_close(&c->dir);
+	pthread_cond_destroy(&c->copy_cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c->regs);
+	free(c->meta);
+	free(c->loaded_meta);
+	ckpt_stage_free(c, c->stage_repl);
+	ckpt_stage_free(c, c->stage_rank);
+	free(c);
+}
+
+hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
+			   hvd_ckpt_t **ckpt)
+{
+	hvd_ckpt_t *c;
+	hvd_status_t st;
+
+	if (!ckpt)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd_ckpt_open: ckpt is NULL");
+	*ckpt = NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd_ckpt_open: out of "
+				 "memory");
+	c->dir.fd = -1;
+	c->lock_fd = -1;
 	c->last_step = -1;
 	c->restored_step = -1;
 	c->prune_step = -1;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->copy_cv, NULL);
-	copy_token(c->job, sizeof(c->job), getenv("SLURM_JOB_ID"));
-	if (!c->job[0])
-		ckpt_fmt(c->job, sizeof(c->job), "-");
-
-	if (world_up()) {
-		c->rank = hvd_rank();
-		c->size = hvd_size();
-	} else {
-		long size = hvd_env_long("HOROVOD_SIZE", 1);
-
-		if (size > 1) {
-			st = hvd_error(HVD_ERR_NOT_INITIALIZED,
-				       "hvd_ckpt_open: HOROVOD_SIZE=%ld but "
-				       "hvd_init() was not called: call it "
-				       "before hvd_ckpt_open() so that the "
-				       "ranks write one checkpoint together",
-				       size);
-			goto err_free;
-		}
-		c->rank = 0;
-		c->size = 1;
-	}
-	read_test_knobs(c);
-	{
-		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		int local = world_up() && hvd_local_size ? hvd_local_size() : 1;
-		long def = cpus > 0 && local > 0 ? cpus / local : 1;
-
-		if (def > 4)
-			def = 4;
-		c->copy_threads = (int)hvd_env_long(
-			"HOROVOD_CHECKPOINT_COPY_THREADS", def < 1 ? 1 : def);
-		if (c->copy_threads < 1)
-			c->copy_threads = 1;
-	}
-
-	/* The partial-directory tag: rank 0's pid and clock, so that a crashed
-	 * run's leftovers are told apart from this run's write in flight. */
-	v[0] = c->rank == 0 ? (int64_t)getpid() : 0;
-	v[1] = c->rank == 0 ? (int64_t)(hvd_now_ns() & 0xffffffffffULL) : 0;
-	st = ckpt_allreduce(c, v, 2, HVD_SUM);
-	if (st != HVD_OK)
-		goto err_free;
-	ckpt_fmt(c->tag, sizeof(c->tag), "%lld-%llx", (long long)v[0],
-		 (unsigned long long)v[1]);
-
-	/* Every rank must be able to write there: say so now, not at the
-	 * first checkpoint an hour into training. */
-	st = ckpt_mkdirs(c->dir);
-	if (st == HVD_OK && access(c->dir, W_OK | X_OK) != 0)
-		st = ckpt_errno(errno, "cannot write in", c->dir);
-	v[0] = st == HVD_OK ? INT64_MAX : c->rank;
-	if (st != HVD_OK)
-		hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
-	if (ckpt_allreduce(c, v, 1, HVD_MIN) != HVD_OK)
-		goto err_free;
-	if (v[0] != INT64_MAX) {
-		if (st == HVD_OK)
-			st = hvd_error(HVD_ERR_IO,
-				       "hvd_ckpt_open: rank %lld cannot use the "
-				       "checkpoint directory %s (its message "
-				       "says why)", (long long)v[0], c->dir);
-		goto err_free;
-	}
+	HVD_CHECK_GOTO(settings_dir(c->dir.path, config), st, err_free);
+	settings(c, config);
+	HVD_CHECK_GOTO(ckpt_world_init(c), st, err_free);
+	ckpt_inject_setup(c);
+	settings_copy_threads(c);
+	HVD_CHECK_GOTO(agree_tag(c), st, err_free);
+	HVD_CHECK_GOTO(check_dir(c), st, err_free);
+	HVD_CHECK_GOTO(same_dir_everywhere(c), st, err_free);
 	if (hvd_env_bool("HOROVOD_CHECKPOINT_SIGNALS", 1)) {
-		st = ckpt_signals_install();
-		if (st != HVD_OK)
-			goto err_free;
+		HVD_CHECK_GOTO(ckpt_signals_install(), st, err_free);
+		c->signals = 1;
 	}
 	hvd_log(HVD_LOG_INFO, "checkpoint: dir %s, every %ld, keep %d, %s, "
-		"rank %d of %d", c->dir, c->every, c->keep,
+		"rank %d of %d", c->dir.path, c->every, c->keep,
 		c->overlap ? "async, overlapped staging copy"
 			   : c->async ? "async" : "sync", c->rank, c->size);
 	*ckpt = c;
 	return HVD_OK;
 err_free:
-	if (hook_ckpt == c) {
-		hook_ckpt = NULL;
-		ckpt_write_hook = NULL;
-	}
-	pthread_cond_destroy(&c->copy_cv);
-	pthread_mutex_destroy(&c->mu);
-	free(c);
+	ckpt_free(c);
 	return st;
 }
 
-hvd_status_t hvd_ckpt_register(hvd_ckpt_t *c, const char *name, void *buf,
-			       size_t bytes, hvd_ckpt_kind_t kind)
+/* ------------------------------------------------------- save and step */
+
+/* This rank's part of the per-step allreduce MAX: its stop signal (0:
+ * none), and whether its part of the checkpoint in flight is busy or
+ * failed. */
+static void poll_values(hvd_ckpt_t *c, int64_t v[3])
 {
-	struct ckpt_reg *nr;
-
-	if (!c || !buf || bytes == 0)
-		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "hvd_ckpt_register: %s", !c ? "ckpt is NULL"
-				 : !buf ? "buf is NULL" : "bytes is 0");
-	if (!ckpt_name_valid(name))
-		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "hvd_ckpt_register: name \"%s\": expected 1 to "
-				 "%d characters of A-Z a-z 0-9 _ . : / + -",
-				 name ? name : "(null)", CKPT_NAME_MAX);
-	if (kind != HVD_CKPT_REPLICATED && kind != HVD_CKPT_PER_RANK)
-		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "hvd_ckpt_register: %s: kind %d is neither "
-				 "HVD_CKPT_REPLICATED nor HVD_CKPT_PER_RANK",
-				 name, (int)kind);
-	if (c->frozen)
-		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "hvd_ckpt_register: %s: register every buffer "
-				 "before the first restore or save", name);
-	for (size_t i = 0; i < c->nregs; i++)
-		if (strcmp(c->regs[i].name, name) == 0)
-			return hvd_error(HVD_ERR_DUPLICATE_NAME,
-					 "hvd_ckpt_register: buffer \"%s\" is "
-					 "already registered", name);
-	nr = realloc(c->regs, (c->nregs + 1) * sizeof(*nr));
-	if (!nr)
-		return hvd_error(HVD_ERR_NO_MEMORY, "hvd_ckpt_register: out "
-				 "of memory");
-	c->regs = nr;
-	nr = &c->regs[c->nregs++];
-	memset(nr, 0, sizeof(*nr));
-	ckpt_fmt(nr->name, sizeof(nr->name), "%s", name);
-	nr->buf = buf;
-	nr->bytes = bytes;
-	nr->kind = kind;
-	nr->device = ckpt_dev_is_device(buf);
-	c->has_device |= nr->device;
-	if (kind == HVD_CKPT_REPLICATED) {
-		nr->offset = c->repl_bytes;
-		c->repl_bytes += bytes;
-	} else {
-		nr->offset = c->rank_bytes;
-		c->rank_bytes += bytes;
-	}
-	return HVD_OK;
-}
-
-hvd_status_t hvd_ckpt_set_meta(hvd_ckpt_t *c, const void *meta, size_t bytes)
-{
-	unsigned char *p = NULL;
-
-	if (!c || (bytes && !meta))
-		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_set_meta: %s",
-				 !c ? "ckpt is NULL" : "meta is NULL");
-	if (bytes > CKPT_META_MAX)
-		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "hvd_ckpt_set_meta: %zu bytes, at most %u "
-				 "(keep large state in a registered buffer)",
-				 bytes, CKPT_META_MAX);
-	if (bytes) {
-		p = malloc(bytes);
-		if (!p)
-			return hvd_error(HVD_ERR_NO_MEMORY,
-					 "hvd_ckpt_set_meta: out of memory");
-		memcpy(p, meta, bytes);
-	}
-	pthread_mutex_lock(&c->mu);
-	free(c->meta);
-	c->meta = p;
-	c->meta_len = bytes;
-	pthread_mutex_unlock(&c->mu);
-	return HVD_OK;
-}
-
-hvd_status_t hvd_ckpt_get_meta(hvd_ckpt_t *c, void *meta, size_t max,
-			       size_t *bytes)
-{
-	if (!c || (max && !meta))
-		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_get_meta: %s",
-				 !c ? "ckpt is NULL" : "meta is NULL");
-	if (bytes)
-		*bytes = c->have_loaded_meta ? c->loaded_meta_len : 0;
-	if (!c->have_loaded_meta)
-		return hvd_error(HVD_OK, "hvd_ckpt_get_meta: no checkpoint was "
-				 "restored, so there is no metadata");
-	if (c->loaded_meta_len > max)
-		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "hvd_ckpt_get_meta: the metadata is %zu bytes, "
-				 "the buffer %zu", c->loaded_meta_len, max);
-	if (c->loaded_meta_len)
-		memcpy(meta, c->loaded_meta, c->loaded_meta_len);
-	return HVD_OK;
-}
-
-/* ------------------------------------------------------------- registry */
-
-hvd_status_t ckpt_freeze(hvd_ckpt_t *c)
-{
-	XXH3_state_t *xs;
-	uint64_t h;
-	int64_t v[2];
-	hvd_status_t st;
-
-	if (c->frozen)
-		return HVD_OK;
-	if (c->nregs == 0)
-		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "checkpoint: no buffer registered: call "
-				 "hvd_ckpt_register() first");
-	xs = XXH3_createState();
-	if (!xs)
-		return hvd_error(HVD_ERR_NO_MEMORY, "checkpoint: out of memory");
-	XXH3_64bits_reset(xs);
-	for (size_t i = 0; i < c->nregs; i++) {
-		uint64_t sz = c->regs[i].bytes, kind = c->regs[i].kind;
-
-		XXH3_64bits_update(xs, c->regs[i].name,
-				   strlen(c->regs[i].name) + 1);
-		XXH3_64bits_update(xs, &sz, sizeof(sz));
-		XXH3_64bits_update(xs, &kind, sizeof(kind));
-	}
-	h = XXH3_64bits_digest(xs) >> 2;
-	XXH3_freeState(xs);
-	v[0] = (int64_t)h;
-	v[1] = -(int64_t)h;
-	st = ckpt_allreduce(c, v, 2, HVD_MIN);
-	if (st != HVD_OK)
-		return st;
-	if (v[0] != -v[1])
-		return hvd_error(HVD_ERR_MISMATCH,
-				 "checkpoint: the ranks registered different "
-				 "buffers (names, kinds, sizes or order differ; "
-				 "this rank has %zu buffers, first \"%s\"): "
-				 "every rank must register the same ones",
-				 c->nregs, c->regs[0].name);
-	c->frozen = 1;
-	/* async: allocate and touch the staging memory now, so that the first
-	 * checkpoint does not pay for page faults inside the training loop */
-	if (c->async) {
-		st = ckpt_stage_prepare(c);
-		if (st != HVD_OK)
-			return st;
-	}
-	return HVD_OK;
+	v[0] = ckpt_signals_pending();
+	ckpt_async_poll(c, &v[1], &v[2]);
 }
 
 static hvd_status_t save(hvd_ckpt_t *c, long step)
@@ -555,8 +425,8 @@ hvd_status_t hvd_ckpt_step(hvd_ckpt_t *c, long step, int *stop)
 	/* one small allreduce per step: did any rank get a stop signal; is
 	 * any rank's part of the checkpoint in flight still running, and did
 	 * one fail?  Pipelined: the answer to the previous step's post. */
-	if (pipelined(c)) {
-		st = poll_take(c, v);
+	if (ckpt_poll_pipelined(c)) {
+		st = ckpt_poll_take(c, v);
 	} else {
 		poll_values(c, v);
 		st = ckpt_allreduce(c, v, 3, HVD_MAX);
@@ -581,13 +451,16 @@ hvd_status_t hvd_ckpt_step(hvd_ckpt_t *c, long step, int *stop)
 			*stop = 1;
 		if (c->rank == 0)
 			hvd_log(HVD_LOG_WARNING,
-				"checkpoint: stop requested (SIGTERM/SIGUSR1): "
-				"checkpoint of step %ld %s; exit with status %d "
-				"so that a requeued job resumes", step,
+				"checkpoint: stop requested (%s): checkpoint of "
+				"step %ld %s; exit with status %d so that a "
+				"requeued job resumes",
+				v[0] == SIGTERM ? "SIGTERM" : v[0] == SIGUSR1
+				? "SIGUSR1" : "SIGTERM/SIGUSR1", step,
 				st == HVD_OK ? "written" : "FAILED",
 				HVD_CKPT_EXIT_STATUS);
-	} else if (pipelined(c)) {
-		st2 = poll_post(c);
+	} else if (ckpt_poll_pipelined(c)) {
+		poll_values(c, v);
+		st2 = ckpt_poll_post(c, v);
 		if (st == HVD_OK)
 			st = st2;
 	}
@@ -618,20 +491,9 @@ hvd_status_t hvd_ckpt_close(hvd_ckpt_t *c)
 		return HVD_OK;
 	st = drain(c);
 	if (c->prune_step >= 0)
-		ckpt_prune(c->dir, c->keep, c->prune_step, NULL, NULL);
-	if (hook_ckpt == c) {
-		hook_ckpt = NULL;
-		ckpt_write_hook = NULL;
-	}
-	if (hvd_env_bool("HOROVOD_CHECKPOINT_SIGNALS", 1))
+		ckpt_prune(&c->dir, c->keep, c->prune_step, NULL, NULL);
+	if (c->signals)
 		ckpt_signals_remove();
-	pthread_cond_destroy(&c->copy_cv);
-	pthread_mutex_destroy(&c->mu);
-	free(c->regs);
-	free(c->meta);
-	free(c->loaded_meta);
-	ckpt_stage_free(c, c->stage_repl);
-	ckpt_stage_free(c, c->stage_rank);
-	free(c);
+	ckpt_free(c);
 	return st;
 }

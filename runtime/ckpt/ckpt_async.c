@@ -132,7 +132,7 @@ static void *writer_main(void *arg)
 	if (c->overlap) {
 		/* the program computes (reading the buffers) meanwhile, and
 		 * calls hvd_ckpt_fence() before it modifies them */
-		ckpt_test_point(c, "copy", c->w.step);
+		ckpt_inject_point(c, "copy", c->w.step);
 		st = ckpt_stage(c, CKPT_STAGE_HOST);
 		copy_taken(c);
 	}
@@ -141,7 +141,7 @@ static void *writer_main(void *arg)
 		/* rank 0 only: the previous commit's retention; this run's
 		 * partial directories are the write starting now on the
 		 * other ranks: keep them */
-		ckpt_prune(c->dir, c->keep, c->prune_step, c->tag, NULL);
+		ckpt_prune(&c->dir, c->keep, c->prune_step, c->tag, NULL);
 		c->prune_step = -1;
 	}
 	if (st == HVD_OK) {

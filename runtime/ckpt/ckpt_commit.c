@@ -4,7 +4,8 @@
  *
  * Commit protocol (every rank calls save/step with the same step):
  *   1. each rank writes its files into DIR/step-N.partial-TAG and fsyncs
- *      them (rank 0 also writes replicated.bin);
+ *      them (rank 0 also writes replicated.bin): files 0600, the
+ *      directory 0700, every name reached relative to DIR's descriptor;
  *   2. allreduce MIN: did every rank succeed?  (no: rank 0 removes the
  *      partial directory, every rank returns an error, nothing changed);
  *   3. allreduce SUM gathers each file's XXH3 checksum on every rank;
@@ -35,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static hvd_status_t write_one(hvd_ckpt_t *c, struct ckpt_write *w,
+static hvd_status_t write_one(hvd_ckpt_t *c, const struct ckpt_dir *pd,
 			      const char *name, hvd_ckpt_kind_t kind,
 			      const unsigned char *staged, uint64_t *hash)
 {
@@ -59,11 +60,12 @@ static hvd_status_t write_one(hvd_ckpt_t *c, struct ckpt_write *w,
 			parts[n++].bytes = c->regs[i].bytes;
 		}
 	}
-	ckpt_fmt(path, sizeof(path), "%s/%s", w->partial, name);
-	if (unlink(path) != 0 && errno != ENOENT)
+	if (unlinkat(pd->fd, name, 0) != 0 && errno != ENOENT) {
+		ckpt_fmt(path, sizeof(path), "%s/%s", pd->path, name);
 		st = ckpt_errno(errno, "cannot replace", path);
-	else
-		st = ckpt_write_file(path, parts, n, hash);
+	} else {
+		st = ckpt_write_file(pd, name, parts, n, hash);
+	}
 	free(parts);
 	return st;
 }
@@ -73,25 +75,28 @@ static hvd_status_t write_one(hvd_ckpt_t *c, struct ckpt_write *w,
  * message is kept in w->error because hvd_last_error() is per thread. */
 void ckpt_write_local(hvd_ckpt_t *c, struct ckpt_write *w, int staged)
 {
-	hvd_status_t st = HVD_OK;
 	char name[CKPT_FILE_NAME_MAX];
+	struct ckpt_dir pd = { .fd = -1 };
+	hvd_status_t st;
 
 	w->error[0] = '\0';
-	if (mkdir(w->partial, 0755) != 0 && errno != EEXIST)
-		st = ckpt_errno(errno, "cannot create directory", w->partial);
-	ckpt_test_point(c, "begin", w->step);
+	/* every rank makes it (the first one wins, the others open it) */
+	st = ckpt_dir_make(&c->dir, w->partial, &pd);
+	ckpt_inject_point(c, "begin", w->step);
 	if (st == HVD_OK && c->rank == 0 && c->repl_bytes)
-		st = write_one(c, w, CKPT_REPLICATED_FILE, HVD_CKPT_REPLICATED,
+		st = write_one(c, &pd, CKPT_REPLICATED_FILE,
+			       HVD_CKPT_REPLICATED,
 			       staged ? c->stage_repl : NULL, &w->repl_hash);
 	if (st == HVD_OK && c->rank_bytes) {
 		ckpt_rank_file(name, sizeof(name), c->rank);
-		st = write_one(c, w, name, HVD_CKPT_PER_RANK,
+		st = write_one(c, &pd, name, HVD_CKPT_PER_RANK,
 			       staged ? c->stage_rank : NULL, &w->rank_hash);
 	}
 	if (st == HVD_OK)
-		st = ckpt_fsync_dir(w->partial);
+		st = ckpt_fsync_dir(&pd);
+	ckpt_dir_close(&pd);
 	if (st == HVD_OK)
-		ckpt_test_point(c, "written", w->step);
+		ckpt_inject_point(c, "written", w->step);
 	w->status = st;
 	if (st != HVD_OK)
 		ckpt_fmt(w->error, sizeof(w->error), "%s", hvd_last_error());
@@ -100,13 +105,10 @@ void ckpt_write_local(hvd_ckpt_t *c, struct ckpt_write *w, int staged)
 hvd_status_t ckpt_write_begin(hvd_ckpt_t *c, struct ckpt_write *w,
 			      long step)
 {
-	char name[128];
-
 	memset(w, 0, sizeof(*w));
 	w->step = step;
 	w->started = hvd_now();
-	ckpt_dir_name(name, sizeof(name), step, c->tag);
-	ckpt_path(c, w->partial, sizeof(w->partial), name);
+	ckpt_dir_name(w->partial, sizeof(w->partial), step, c->tag);
 	pthread_mutex_lock(&c->mu);
 	if (c->meta_len) {
 		w->meta = malloc(c->meta_len);
@@ -131,12 +133,12 @@ void ckpt_write_done(struct ckpt_write *w)
 	w->hashes = NULL;
 }
 
-/* Step 4, rank 0: manifest, rename, latest, retention. */
-static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
-			    const int64_t *hashes)
+/* Step 4a: the manifest, durable, in the partial directory. */
+static hvd_status_t write_manifest(hvd_ckpt_t *c, struct ckpt_write *w,
+				   const int64_t *hashes)
 {
 	struct ckpt_manifest m = { 0 };
-	char final[PATH_MAX], name[64], path[PATH_MAX];
+	struct ckpt_dir pd = { .fd = -1 };
 	struct ckpt_part part;
 	hvd_status_t st;
 	uint64_t mhash;
@@ -161,9 +163,7 @@ static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
 		m.buffers[i].offset = c->regs[i].offset;
 		m.buffers[i].bytes = c->regs[i].bytes;
 	}
-	st = ckpt_manifest_layout(&m);
-	if (st != HVD_OK)
-		goto err_free;
+	HVD_CHECK_GOTO(ckpt_manifest_layout(&m), st, err_free);
 	if (c->repl_bytes)
 		m.files[fi++].hash = (uint64_t)hashes[0];
 	for (int r = 0; c->rank_bytes && r < c->size; r++)
@@ -175,49 +175,65 @@ static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
 	m.meta_len = 0;
 	if (st != HVD_OK)
 		goto err_free;
-	ckpt_fmt(path, sizeof(path), "%s/%s", w->partial, CKPT_MANIFEST_NAME);
-	unlink(path);
-	part.buf = text;
-	part.bytes = len;
-	st = ckpt_write_file(path, &part, 1, &mhash);
+	st = ckpt_dir_sub(&c->dir, w->partial, &pd);
+	if (st == HVD_OK) {
+		unlinkat(pd.fd, CKPT_MANIFEST_NAME, 0);
+		part.buf = text;
+		part.bytes = len;
+		st = ckpt_write_file(&pd, CKPT_MANIFEST_NAME, &part, 1, &mhash);
+	}
 	free(text);
 	if (st == HVD_OK)
-		st = ckpt_fsync_dir(w->partial);
-	if (st != HVD_OK)
-		goto err_free;
-	ckpt_test_point(c, "manifest", w->step);
+		st = ckpt_fsync_dir(&pd);
+	ckpt_dir_close(&pd);
+err_free:
+	ckpt_manifest_free(&m);
+	return st;
+}
 
-	ckpt_dir_name(name, sizeof(name), w->step, NULL);
-	ckpt_path(c, final, sizeof(final), name);
-	if (rename(w->partial, final) != 0) {
-		if (errno != EEXIST && errno != ENOTEMPTY) {
-			st = ckpt_errno(errno, "cannot rename into place",
-					final);
-			goto err_free;
-		}
+/* Step 4b: the partial directory renamed to its final name, durably. */
+static hvd_status_t rename_into_place(hvd_ckpt_t *c, struct ckpt_write *w,
+				      const char *name)
+{
+	const int dfd = c->dir.fd;
+	char final[PATH_MAX];
+
+	ckpt_fmt(final, sizeof(final), "%s/%s", c->dir.path, name);
+	if (renameat(dfd, w->partial, dfd, name) != 0) {
+		if (errno != EEXIST && errno != ENOTEMPTY && errno != ENOTDIR)
+			return ckpt_errno(errno, "cannot rename into place",
+					  final);
 		/* The same step was saved before (a restarted run saving the
-		 * step it resumed from): swap atomically where the file system
-		 * can, and drop the old one. */
-		if (renameat2(AT_FDCWD, w->partial, AT_FDCWD, final,
+		 * step it resumed from), or something else has the name:
+		 * swap atomically where the file system can; what was there
+		 * gets the partial name, for retention to judge. */
+		if (renameat2(dfd, w->partial, dfd, name,
 			      RENAME_EXCHANGE) != 0) {
-			char old[PATH_MAX];
+			char old[300];
 
-			ckpt_fmt(old, sizeof(old), "%s.partial-replaced", final);
-			if (rename(final, old) != 0 ||
-			    rename(w->partial, final) != 0) {
-				st = ckpt_errno(errno, "cannot replace", final);
-				goto err_free;
-			}
+			ckpt_fmt(old, sizeof(old), "%s.partial-replaced", name);
+			if (renameat(dfd, name, dfd, old) != 0 ||
+			    renameat(dfd, w->partial, dfd, name) != 0)
+				return ckpt_errno(errno, "cannot replace",
+						  final);
 		}
 	}
-	st = ckpt_fsync_dir(c->dir);
-	if (st != HVD_OK)
-		goto err_free;
-	ckpt_test_point(c, "renamed", w->step);
-	st = ckpt_write_latest(c->dir, name);
-	if (st != HVD_OK)
-		goto err_free;
-	ckpt_test_point(c, "latest", w->step);
+	return ckpt_fsync_dir(&c->dir);
+}
+
+/* Step 4, rank 0: manifest, rename, latest, retention. */
+static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
+			    const int64_t *hashes)
+{
+	char name[64];
+
+	HVD_CHECK(write_manifest(c, w, hashes));
+	ckpt_inject_point(c, "manifest", w->step);
+	ckpt_dir_name(name, sizeof(name), w->step, NULL);
+	HVD_CHECK(rename_into_place(c, w, name));
+	ckpt_inject_point(c, "renamed", w->step);
+	HVD_CHECK(ckpt_write_latest(&c->dir, name));
+	ckpt_inject_point(c, "latest", w->step);
 	/* a failed prune is a warning (logged), not a failed checkpoint;
 	 * protect what was just written even when older runs left higher
 	 * steps behind (a fresh start in a used directory).  Async: deleting
@@ -227,12 +243,9 @@ static hvd_status_t publish(hvd_ckpt_t *c, struct ckpt_write *w,
 	if (c->async)
 		c->prune_step = w->step;
 	else
-		ckpt_prune(c->dir, c->keep, w->step, NULL, NULL);
+		ckpt_prune(&c->dir, c->keep, w->step, NULL, NULL);
 	hvd_error_clear();
-	st = HVD_OK;
-err_free:
-	ckpt_manifest_free(&m);
-	return st;
+	return HVD_OK;
 }
 
 /* Step 2's outcome (failed: the lowest rank whose write failed, or -1),
@@ -245,11 +258,8 @@ hvd_status_t ckpt_agreed(hvd_ckpt_t *c, struct ckpt_write *w,
 	if (w->status != HVD_OK)
 		hvd_log(HVD_LOG_ERROR, "%s", w->error);
 	if (failed >= 0) {
-		if (c->rank == 0) {
-			const char *base = strrchr(w->partial, '/');
-
-			ckpt_remove_dir(c->dir, base ? base + 1 : w->partial);
-		}
+		if (c->rank == 0)
+			ckpt_remove_dir(&c->dir, w->partial);
 		if (w->status != HVD_OK)
 			return hvd_error(w->status, "%s", w->error);
 		return hvd_error(HVD_ERR_IO,

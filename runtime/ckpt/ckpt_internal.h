@@ -1,12 +1,20 @@
 /*
- * ckpt_internal.h - the checkpointer object shared by ckpt.c (open, save,
- * step), ckpt_async.c (the checkpoint in flight), ckpt_commit.c,
- * ckpt_stage.c, ckpt_restore.c and ckpt_signal.c.
+ * ckpt_internal.h - the checkpointer object and the functions its files
+ * share.  The files call one way, top first:
  *
- * Agreement between ranks goes through the public blocking collectives
- * (hvd_allreduce on small int64 buffers).  When libhvd is not initialised
- * the checkpointer runs as a world of one (a plain program, hvd-ckpt's
- * tests), and refuses to when HOROVOD_SIZE says there are more ranks.
+ *   ckpt.c (open, save, step, wait, close), ckpt_restore.c
+ *   ckpt_async.c       the checkpoint in flight (async mode)
+ *   ckpt_commit.c      writing one checkpoint: files, agreement, commit
+ *   ckpt_registry.c    registered buffers, metadata, the freeze
+ *   ckpt_stage.c       staging memory, device buffers
+ *   ckpt_coll.c        the world, agreement between ranks, per-step poll
+ *   ckpt_inject.c      fault injection for the crash tests
+ *   ckpt_signal.c      SIGTERM/SIGUSR1 into a stop request
+ *   ckpt/core/         manifest and store (files; no threads, no ranks)
+ *
+ * Agreement between ranks goes through the public collectives (ckpt_coll.c).
+ * When libhvd is not initialised the checkpointer runs as a world of one (a
+ * plain program), and refuses to when HOROVOD_SIZE says there are more ranks.
  */
 #ifndef HVD_CKPT_INTERNAL_H
 #define HVD_CKPT_INTERNAL_H
@@ -31,7 +39,7 @@ struct ckpt_reg {
 /* One checkpoint being written (sync: on the stack; async: in flight). */
 struct ckpt_write {
 	long step;
-	char partial[PATH_MAX]; /* DIR/step-N.partial-TAG             */
+	char partial[128];      /* step-N.partial-TAG, in the directory */
 	hvd_status_t status;    /* of this rank's local write         */
 	char error[1024];       /* its message (the writer thread's)  */
 	uint64_t repl_hash;     /* rank 0                             */
@@ -53,14 +61,19 @@ enum ckpt_phase {
 };
 
 struct hvd_ckpt {
-	char dir[PATH_MAX];
+	struct ckpt_dir dir;    /* open from open to close (fd, path)  */
 	long every;
 	int keep;
 	int async;
 	int overlap;            /* async: the writer stages host buffers */
 	int rank, size;
+	int local_size;         /* ranks on this node                 */
+	int signals;            /* SIGTERM/SIGUSR1 handler installed  */
 	char tag[64];           /* partial-directory tag of this run  */
 	char job[64];
+	char node[64];          /* this rank's node, for messages     */
+	int lock_fd;            /* rank 0: the directory's lock, or -1 */
+	uint64_t dir_token;     /* rank 0's, in the lock file: same dir? */
 
 	struct ckpt_reg *regs;
 	size_t nregs;
@@ -94,7 +107,7 @@ struct hvd_ckpt {
 	int copy_done;          /* under mu: staging copy taken (fence) */
 	pthread_cond_t copy_cv;
 	pthread_mutex_t mu;     /* meta, copy_done                     */
-	/* the per-step allreduce, pipelined (ckpt.c) */
+	/* the per-step allreduce, pipelined (ckpt_coll.c) */
 	hvd_handle_t poll_h;
 	int poll_posted;
 	int64_t poll_v[3];
@@ -107,20 +120,33 @@ struct hvd_ckpt {
 	double last_blocked;    /* seconds step/save held the caller  */
 };
 
-/* Collectives of the checkpointer: no-ops in a world of one. */
+/* The world (ckpt_coll.c): rank, size and local size from libhvd, or a
+ * world of one without hvd_init() (HVD_ERR_NOT_INITIALIZED when
+ * HOROVOD_SIZE says otherwise). */
+hvd_status_t ckpt_world_init(hvd_ckpt_t *c);
+/* Blocking allreduce of small int64 buffers: a no-op in a world of one. */
 hvd_status_t ckpt_allreduce(hvd_ckpt_t *c, int64_t *v, size_t n, hvd_op_t op);
-/* Drop the per-step allreduce still in flight (every collective entry
- * point but hvd_ckpt_step: what it says may no longer hold after it). */
+/* The per-step allreduce MAX of 3 values: pipelined (more than one rank)
+ * it is posted at the end of a step and taken at the start of the next;
+ * take without a post in flight gives "nothing to do" (no stop, busy).
+ * drop: take and forget (every collective entry point but hvd_ckpt_step:
+ * what it says may no longer hold after it). */
+int ckpt_poll_pipelined(const hvd_ckpt_t *c);
+hvd_status_t ckpt_poll_post(hvd_ckpt_t *c, const int64_t v[3]);
+hvd_status_t ckpt_poll_take(hvd_ckpt_t *c, int64_t v[3]);
 hvd_status_t ckpt_poll_drop(hvd_ckpt_t *c);
-/* Test hook: sleep and/or SIGKILL this process at a named point. */
-void ckpt_test_point(hvd_ckpt_t *c, const char *point, long step);
-/* Freeze the registry at the first save/restore and check that every rank
- * registered the same buffers (names, kinds, sizes, order). */
+
+/* Fault injection (ckpt_inject.c): read the HVD_CKPT_TEST_* knobs at open
+ * (arming the store's write hook), release at close; a point sleeps and/or
+ * SIGKILLs this process when the knobs name it. */
+void ckpt_inject_setup(hvd_ckpt_t *c);
+void ckpt_inject_release(hvd_ckpt_t *c);
+void ckpt_inject_point(hvd_ckpt_t *c, const char *point, long step);
+
+/* Registry (ckpt_registry.c): freeze it at the first save/restore and
+ * check that every rank registered the same buffers (names, kinds, sizes,
+ * order); async: allocate the staging memory. */
 hvd_status_t ckpt_freeze(hvd_ckpt_t *c);
-/* Compare the registry with a manifest; HVD_ERR_MISMATCH says how. */
-hvd_status_t ckpt_check_compat(hvd_ckpt_t *c, const struct ckpt_manifest *m);
-/* Path of a checkpoint directory. */
-void ckpt_path(hvd_ckpt_t *c, char *buf, size_t n, const char *name);
 
 /* Writing (ckpt_commit.c): start (step, partial name, metadata copy);
  * step 1 of the protocol on this rank (from the staging copy when staged);
@@ -169,6 +195,8 @@ void ckpt_stage_free(hvd_ckpt_t *c, void *p);
 /* Signals (ckpt_signal.c): installed at the first open, counted. */
 hvd_status_t ckpt_signals_install(void);
 void ckpt_signals_remove(void);
+/* The stop signal that arrived on this rank (SIGTERM over SIGUSR1), 0
+ * when none did. */
 int ckpt_signals_pending(void);
 
 /* GPU: is_device says whether a pointer is device memory; copy moves n

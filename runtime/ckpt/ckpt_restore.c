@@ -29,7 +29,8 @@
 
 enum { VERDICT_OK = 0, VERDICT_SKIP = 1, VERDICT_MISMATCH = 2 };
 
-hvd_status_t ckpt_check_compat(hvd_ckpt_t *c, const struct ckpt_manifest *m)
+static hvd_status_t check_compat(hvd_ckpt_t *c,
+				 const struct ckpt_manifest *m)
 {
 	if (m->nbuffers != c->nregs) {
 		return hvd_error(HVD_ERR_MISMATCH,
@@ -80,20 +81,26 @@ hvd_status_t ckpt_check_compat(hvd_ckpt_t *c, const struct ckpt_manifest *m)
 }
 
 /* Step 2 on this rank: what it would read is intact and compatible. */
-static int check_candidate(hvd_ckpt_t *c, const char *ckdir,
-			   struct ckpt_manifest *m)
+static int check_candidate(hvd_ckpt_t *c, const struct ckpt_dir *ck,
+			   long step, struct ckpt_manifest *m)
 {
 	hvd_status_t st;
 
-	st = ckpt_read_manifest(ckdir, m);
+	st = ckpt_read_manifest(ck, m);
 	if (st != HVD_OK) {
 		hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
 		return VERDICT_SKIP;
 	}
-	st = ckpt_check_compat(c, m);
+	if (m->step != step) {
+		hvd_log(HVD_LOG_WARNING, "checkpoint %s: its manifest is of "
+			"step %ld (renamed or copied?): skipped", ck->path,
+			m->step);
+		return VERDICT_SKIP;
+	}
+	st = check_compat(c, m);
 	if (st != HVD_OK)
 		return VERDICT_MISMATCH;
-	st = ckpt_verify(ckdir, m, c->rank);
+	st = ckpt_verify(ck, m, c->rank);
 	if (st != HVD_OK) {
 		hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
 		return VERDICT_SKIP;
@@ -101,7 +108,7 @@ static int check_candidate(hvd_ckpt_t *c, const char *ckdir,
 	return VERDICT_OK;
 }
 
-static hvd_status_t load_file(hvd_ckpt_t *c, const char *ckdir,
+static hvd_status_t load_file(hvd_ckpt_t *c, const struct ckpt_dir *ck,
 			      const struct ckpt_manifest *m,
 			      hvd_ckpt_kind_t kind)
 {
@@ -140,7 +147,7 @@ static hvd_status_t load_file(hvd_ckpt_t *c, const char *ckdir,
 			d[n++].bytes = c->regs[i].bytes;
 		}
 	}
-	st = ckpt_verify_file(ckdir, f, d, n);
+	st = ckpt_verify_file(ck, f, d, n);
 	for (size_t i = 0; st == HVD_OK && stage && i < c->nregs; i++) {
 		const struct ckpt_reg *r = &c->regs[i];
 
@@ -171,130 +178,163 @@ static hvd_status_t finish_restore(hvd_ckpt_t *c, struct ckpt_manifest *m,
 	c->restored_step = m->step;
 	if (c->rank != 0)
 		return HVD_OK;
-	if (ckpt_read_latest(c->dir, latest, sizeof(latest)) != HVD_OK ||
+	if (ckpt_read_latest(&c->dir, latest, sizeof(latest)) != HVD_OK ||
 	    strcmp(latest, name) != 0) {
 		hvd_log(HVD_LOG_WARNING,
 			"checkpoint: %s/%s named \"%s\", the newest good "
 			"checkpoint is %s: repairing it (a crash between commit "
 			"and pointer update, or a damaged checkpoint)",
-			c->dir, CKPT_LATEST_NAME, latest, name);
-		if (ckpt_write_latest(c->dir, name) != HVD_OK)
+			c->dir.path, CKPT_LATEST_NAME, latest, name);
+		if (ckpt_write_latest(&c->dir, name) != HVD_OK)
 			hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
 	}
-	ckpt_prune(c->dir, c->keep, c->restored_step, NULL, NULL);
+	ckpt_prune(&c->dir, c->keep, c->restored_step, NULL, NULL);
 	return HVD_OK;
 }
 
-hvd_status_t hvd_ckpt_restore(hvd_ckpt_t *c, long *step)
+/* Step 1: rank 0 lists the complete checkpoints, newest first, and every
+ * rank gets the list: cand[0] steps in cand[1..]. */
+static hvd_status_t candidates(hvd_ckpt_t *c, int64_t *cand)
 {
-	int64_t cand[1 + MAX_CANDIDATES] = { 0 };
 	struct ckpt_entry *e = NULL;
-	size_t n = 0, skipped = 0;
-	hvd_status_t st;
+	size_t n = 0;
 
-	if (!c || !step)
-		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_restore: %s "
-				 "is NULL", !c ? "ckpt" : "step");
-	*step = 0;
-	st = ckpt_poll_drop(c);
-	if (st == HVD_OK)
-		st = ckpt_freeze(c);
-	if (st != HVD_OK)
-		return st;
-	if (c->in_flight)
-		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_restore: a "
-				 "checkpoint is being written: call "
-				 "hvd_ckpt_wait() first");
 	if (c->rank == 0) {
-		st = ckpt_scan(c->dir, NULL, &e, &n);
-		if (st != HVD_OK)
+		if (ckpt_scan(&c->dir, NULL, &e, &n) != HVD_OK)
 			hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
 		for (size_t i = 0; i < n && cand[0] < MAX_CANDIDATES; i++)
 			if (e[i].state == CKPT_COMPLETE)
 				cand[1 + cand[0]++] = e[i].step;
 			else if (e[i].state == CKPT_INCOMPLETE)
 				hvd_log(HVD_LOG_WARNING, "checkpoint: skipping "
-					"%s/%s: no valid %s", c->dir, e[i].name,
-					CKPT_MANIFEST_NAME);
+					"%s/%s: no valid %s", c->dir.path,
+					e[i].name, CKPT_MANIFEST_NAME);
+			else if (e[i].state == CKPT_FOREIGN)
+				hvd_log(HVD_LOG_WARNING, "checkpoint: skipping "
+					"%s/%s: a symbolic link or not a "
+					"directory of yours (never followed)",
+					c->dir.path, e[i].name);
 		free(e);
 	}
-	st = ckpt_allreduce(c, cand, 1 + MAX_CANDIDATES, HVD_MAX);
-	if (st != HVD_OK)
-		return st;
-	for (int64_t i = 0; i < cand[0]; i++) {
-		struct ckpt_manifest m = { 0 };
-		char name[64], ckdir[PATH_MAX];
-		int64_t v[1];
+	return ckpt_allreduce(c, cand, 1 + MAX_CANDIDATES, HVD_MAX);
+}
 
-		ckpt_dir_name(name, sizeof(name), (long)cand[1 + i], NULL);
-		ckpt_path(c, ckdir, sizeof(ckdir), name);
-		v[0] = check_candidate(c, ckdir, &m);
-		if (v[0] == VERDICT_MISMATCH) {
-			st = hvd_error_prefix(HVD_ERR_MISMATCH, "%s", ckdir);
-			hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
-		}
-		if (ckpt_allreduce(c, v, 1, HVD_MAX) != HVD_OK) {
-			ckpt_manifest_free(&m);
-			return hvd_error_prefix(HVD_ERR_PEER_FAILED, "restore");
-		}
-		if (v[0] == VERDICT_MISMATCH) {
-			ckpt_manifest_free(&m);
-			if (st == HVD_ERR_MISMATCH)
-				return st;
-			return hvd_error(HVD_ERR_MISMATCH,
-					 "checkpoint %s cannot be restored by "
-					 "this run (another rank's message says "
-					 "why)", ckdir);
-		}
-		if (v[0] == VERDICT_SKIP) {
-			if (c->rank == 0)
-				hvd_log(HVD_LOG_WARNING,
-					"checkpoint: %s failed verification on "
-					"at least one rank (see the warnings); "
-					"falling back to the previous one",
+/* Steps 2-4 for the checkpoint of one step: VERDICT_OK when it is loaded
+ * on every rank, VERDICT_SKIP when it failed verification somewhere (the
+ * buffers are untouched), VERDICT_MISMATCH with *st the error otherwise. */
+static int try_candidate(hvd_ckpt_t *c, long step, hvd_status_t *st)
+{
+	struct ckpt_manifest m = { 0 };
+	struct ckpt_dir ck = { .fd = -1 };
+	const char *ckdir = ck.path;
+	int ret = VERDICT_MISMATCH;
+	char name[64];
+	int64_t v[1];
+
+	*st = HVD_OK;
+	ckpt_dir_name(name, sizeof(name), step, NULL);
+	if (ckpt_dir_sub(&c->dir, name, &ck) == HVD_OK) {
+		v[0] = check_candidate(c, &ck, step, &m);
+	} else {
+		hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
+		v[0] = VERDICT_SKIP;
+	}
+	if (v[0] == VERDICT_MISMATCH) {
+		*st = hvd_error_prefix(HVD_ERR_MISMATCH, "%s", ckdir);
+		hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
+	}
+	if (ckpt_allreduce(c, v, 1, HVD_MAX) != HVD_OK) {
+		*st = hvd_error_prefix(HVD_ERR_PEER_FAILED, "restore");
+		goto out;
+	}
+	if (v[0] == VERDICT_MISMATCH) {
+		if (*st != HVD_ERR_MISMATCH)
+			*st = hvd_error(HVD_ERR_MISMATCH,
+					"checkpoint %s cannot be restored by "
+					"this run (another rank's message says "
+					"why)", ckdir);
+		goto out;
+	}
+	if (v[0] == VERDICT_SKIP) {
+		if (c->rank == 0)
+			hvd_log(HVD_LOG_WARNING,
+				"checkpoint: %s failed verification on at "
+				"least one rank (see the warnings); falling "
+				"back to the previous one", ckdir);
+		ret = VERDICT_SKIP;
+		goto out;
+	}
+	*st = load_file(c, &ck, &m, HVD_CKPT_REPLICATED);
+	if (*st == HVD_OK)
+		*st = load_file(c, &ck, &m, HVD_CKPT_PER_RANK);
+	v[0] = *st != HVD_OK;
+	if (*st != HVD_OK)
+		hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
+	if (ckpt_allreduce(c, v, 1, HVD_MAX) != HVD_OK) {
+		*st = hvd_error_prefix(HVD_ERR_PEER_FAILED, "restore");
+		goto out;
+	}
+	if (v[0]) {
+		if (*st == HVD_OK)
+			*st = hvd_error(HVD_ERR_CORRUPT,
+					"checkpoint %s changed while it was "
+					"loaded on another rank: the registered "
+					"buffers are in an undefined state",
 					ckdir);
+		goto out;
+	}
+	*st = finish_restore(c, &m, name);
+	if (*st == HVD_OK)
+		ret = VERDICT_OK;
+out:
+	ckpt_manifest_free(&m);
+	ckpt_dir_close(&ck);
+	return ret;
+}
+
+hvd_status_t hvd_ckpt_restore(hvd_ckpt_t *c, long *step)
+{
+	int64_t cand[1 + MAX_CANDIDATES] = { 0 };
+	size_t skipped = 0;
+	hvd_status_t st;
+
+	if (!c || !step)
+		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_restore: %s "
+				 "is NULL", !c ? "ckpt" : "step");
+	*step = 0;
+	HVD_CHECK(ckpt_poll_drop(c));
+	HVD_CHECK(ckpt_freeze(c));
+	if (c->in_flight)
+		return hvd_error(HVD_ERR_INVALID_ARG, "hvd_ckpt_restore: a "
+				 "checkpoint is being written: call "
+				 "hvd_ckpt_wait() first");
+	HVD_CHECK(candidates(c, cand));
+	for (int64_t i = 0; i < cand[0]; i++) {
+		switch (try_candidate(c, (long)cand[1 + i], &st)) {
+		case VERDICT_SKIP:
 			skipped++;
-			ckpt_manifest_free(&m);
 			continue;
-		}
-		st = load_file(c, ckdir, &m, HVD_CKPT_REPLICATED);
-		if (st == HVD_OK)
-			st = load_file(c, ckdir, &m, HVD_CKPT_PER_RANK);
-		v[0] = st != HVD_OK;
-		if (st != HVD_OK)
-			hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
-		if (ckpt_allreduce(c, v, 1, HVD_MAX) != HVD_OK) {
-			ckpt_manifest_free(&m);
-			return hvd_error_prefix(HVD_ERR_PEER_FAILED, "restore");
-		}
-		if (v[0]) {
-			ckpt_manifest_free(&m);
-			if (st != HVD_OK)
-				return st;
-			return hvd_error(HVD_ERR_CORRUPT,
-					 "checkpoint %s changed while it was "
-					 "loaded on another rank: the registered "
-					 "buffers are in an undefined state", ckdir);
-		}
-		st = finish_restore(c, &m, name);
-		ckpt_manifest_free(&m);
-		if (st != HVD_OK)
+		case VERDICT_MISMATCH:
 			return st;
+		default:
+			break;
+		}
 		*step = (long)cand[1 + i];
 		hvd_error_clear();
 		if (c->rank == 0)
 			hvd_log(skipped ? HVD_LOG_WARNING : HVD_LOG_INFO,
-				"checkpoint: restored %s (step %ld)%s", ckdir,
-				*step, skipped ? " after skipping newer damaged "
-				"ones" : "");
+				"checkpoint: restored %s/step-%08ld (step %ld)%s",
+				c->dir.path, *step, *step, skipped ? " after skipping "
+				"newer damaged ones" : "");
 		return HVD_OK;
 	}
 	if (c->rank == 0 && skipped == 0)
-		ckpt_prune(c->dir, c->keep, -1, NULL, NULL);
+		ckpt_prune(&c->dir, c->keep, -1, NULL, NULL);
 	if (cand[0] == 0)
 		return hvd_error(HVD_OK, "checkpoint: no checkpoint in %s: "
-				 "starting from step 0", c->dir);
+				 "starting from step 0", c->dir.path);
 	return hvd_error(HVD_OK, "checkpoint: none of the %lld checkpoints "
 			 "in %s verifies on every rank (see the warnings): "
-			 "starting from step 0", (long long)cand[0], c->dir);
+			 "starting from step 0", (long long)cand[0],
+			 c->dir.path);
 }

@@ -32,7 +32,10 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	const struct sigaction *old = sig == SIGTERM ? &old_term : &old_usr1;
 	int saved = errno;
 
-	stop_pending = 1;
+	/* which one, for the message (SIGTERM outranks SIGUSR1: the
+	 * per-step allreduce takes the MAX) */
+	if (sig > stop_pending)
+		stop_pending = sig;
 	if (old->sa_flags & SA_SIGINFO) {
 		if (old->sa_sigaction)
 			old->sa_sigaction(sig, si, uc);
@@ -91,7 +94,7 @@ void ckpt_signals_remove(void)
 
 int ckpt_signals_pending(void)
 {
-	return stop_pending != 0;
+	return stop_pending;
 }
 
 int hvd_ckpt_stop_requested(void)

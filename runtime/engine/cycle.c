@@ -17,9 +17,12 @@
  *     requests to rank 0 (lengths by allgather, data by a gather), rank 0
  *     runs the coordinator (negotiate.c) and broadcasts the new responses.
  *  4. Cached and new responses are ordered (priority, then cache bit /
- *     coordinator order), fused (fusion.c) and executed; every rank does
- *     the same in the same order; then new responses enter the cache
- *     (execute.c).
+ *     coordinator order), cut into fusion buckets (core/fusion_plan.c) and
+ *     executed (fusion.c); every rank does the same in the same order;
+ *     then new responses enter the cache (execute.c).
+ *
+ * cycle_run reads as these steps; each returns 1 when the engine must
+ * stop, having failed every pending op with the reason.
  */
 #include "config.h"
 
@@ -36,88 +39,11 @@ enum {
 	S_NSTATUS
 };
 
-/* ------------------------------------------------------- pending ops */
-
-static int pending_add(struct engine *e, struct hvd_handle *h)
-{
-	if (e->npending == e->cappending) {
-		int cap = e->cappending ? e->cappending * 2 : 256;
-		struct hvd_handle **v =
-		    realloc(e->pending, (size_t)cap * sizeof(*v));
-
-		if (!v)
-			return -1;
-		e->pending = v;
-		e->cappending = cap;
-	}
-	if (namemap_put(&e->pending_names, h->name, h) != HVD_OK)
-		return -1;
-	h->pending_idx = e->npending;
-	e->pending[e->npending++] = h;
-	return 0;
-}
-
-static void pending_remove(struct engine *e, struct hvd_handle *h)
-{
-	int i = h->pending_idx;
-
-	namemap_del(&e->pending_names, h->name);
-	e->pending[i] = e->pending[--e->npending];
-	e->pending[i]->pending_idx = i;
-	if (h->state == OS_HIT) {
-		struct rc_entry *ce = rc_entry_at(&e->cache, h->bit);
-
-		if (ce && ce->pending == h)
-			ce->pending = NULL;
-	}
-}
-
-void cycle_finish(struct engine *e, struct hvd_handle *h, hvd_status_t st,
-		  const char *msg)
-{
-	pending_remove(e, h);
-	engine_complete(h, st, msg);
-}
-
-void cycle_fail_all(struct engine *e, hvd_status_t st, const char *msg)
-{
-	struct hvd_handle *q;
-
-	while (e->npending)
-		cycle_finish(e, e->pending[e->npending - 1], st, msg);
-	e->join_op = NULL;
-	pthread_mutex_lock(&e->lock);
-	e->dead = 1;
-	e->dead_status = st;
-	snprintf(e->dead_message, sizeof(e->dead_message), "%s", msg);
-	q = e->q_head;
-	e->q_head = e->q_tail = NULL;
-	pthread_cond_broadcast(&e->done_cond);
-	pthread_mutex_unlock(&e->lock);
-	while (q) {
-		struct hvd_handle *next = q->next;
-
-		engine_complete(q, st, msg);
-		q = next;
-	}
-}
-
 static int my_set_rank(struct engine *e, int32_t id)
 {
 	struct pset *p = pset_get(&e->psets, id);
 
 	return p ? p->my_rank : -1;
-}
-
-/* Back to the coordinator path (the op's cache bit is gone or invalid). */
-void cycle_uncache(struct engine *e, struct hvd_handle *h)
-{
-	struct rc_entry *ce = rc_entry_at(&e->cache, h->bit);
-
-	if (ce && ce->pending == h)
-		ce->pending = NULL;
-	h->state = OS_SEND;
-	h->bit = -1;
 }
 
 /* ------------------------------------------------------ step 1: drain */
@@ -252,16 +178,14 @@ out:
 	return st;
 }
 
-static hvd_status_t slow_path(struct engine *e, struct resp_list *out,
-			      double now)
+/* Encodes this rank's OS_SEND ops as one request list (they become
+ * OS_SENT): a count, then the requests. */
+static hvd_status_t encode_requests(struct engine *e, struct wbuf *w,
+				    double now)
 {
-	struct wbuf w = {0}, rw = {0};
-	uint8_t *all = NULL;
-	uint64_t *lens = NULL, rlen = 0;
 	uint32_t nreq = 0;
-	hvd_status_t st;
 
-	wire_put_u32(&w, 0);
+	wire_put_u32(w, 0);
 	for (int i = 0; i < e->npending; i++) {
 		struct hvd_handle *h = e->pending[i];
 		struct eng_req r;
@@ -276,97 +200,125 @@ static hvd_status_t slow_path(struct engine *e, struct resp_list *out,
 		r.ranks = h->ranks;
 		r.name = h->name;
 		r.group = h->group;
-		wire_put_req(&w, &r);
+		wire_put_req(w, &r);
 		h->state = OS_SENT;
 		nreq++;
 	}
-	if (w.oom) {
-		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-		goto out;
-	}
-	memcpy(w.data, &nreq, sizeof(nreq));
-	st = gather_requests(e, &w, &all, &lens);
-	if (st != HVD_OK)
-		goto out;
-	if (e->rank == 0) {
-		struct resp_list rl = {0};
-		size_t off = 0;
+	if (w->oom)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	memcpy(w->data, &nreq, sizeof(nreq));
+	return HVD_OK;
+}
 
-		for (int r = 0; r < e->size && st == HVD_OK; r++) {
-			struct rbuf b = {all + off, all + off + lens[r], 0};
-			uint32_t k = wire_get_u32(&b);
+/* Rank 0: every rank's request list (lens[r] bytes each, back to back in
+ * all) through the coordinator; the ready responses, or one SHUTDOWN
+ * when the stall inspector asked for it, encoded into rw. */
+static hvd_status_t coordinate(struct engine *e, const uint8_t *all,
+			       const uint64_t *lens, struct wbuf *rw,
+			       double now)
+{
+	struct resp_list rl = {0};
+	hvd_status_t st = HVD_OK;
+	size_t off = 0;
 
-			off += lens[r];
-			for (uint32_t j = 0; j < k && st == HVD_OK; j++) {
-				struct eng_req *q = malloc(sizeof(*q));
-
-				if (!q || wire_get_req(&b, q) < 0) {
-					free(q);
-					st = hvd_error(HVD_ERR_INTERNAL,
-						       "hvd: malformed request "
-						       "list from rank %d",
-						       r);
-					break;
-				}
-				st = coord_add(&e->coord, r, q, now);
-			}
-		}
-		if (st == HVD_OK)
-			st = coord_collect(&e->coord, &rl);
-		if (st == HVD_OK && e->stall_shutdown_pending) {
-			/* Everything else is moot: one SHUTDOWN response. */
-			struct eng_resp *s;
-
-			resp_list_free(&rl);
-			s = resp_list_push(&rl);
-			if (s) {
-				s->p.kind = EK_SHUTDOWN;
-				s->status = HVD_ERR_STALLED;
-				s->name = strdup("__hvd_stall");
-				s->message = strdup(e->stall_message);
-			}
-		}
-		wire_put_u32(&rw, (uint32_t)rl.n);
-		for (int i = 0; i < rl.n; i++)
-			wire_put_resp(&rw, &rl.v[i]);
-		resp_list_free(&rl);
-		if (st == HVD_OK && rw.oom)
-			st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-		rlen = rw.len;
-	}
-	/* Every rank must join the broadcasts, even after a local error. */
-	{
-		hvd_status_t st2 =
-		    coll_broadcast(e->comm, &rlen, 1, HVD_INT64, 0);
-
-		if (st2 == HVD_OK && e->rank != 0) {
-			rw.data = malloc(rlen ? rlen : 1);
-			rw.len = rw.cap = rlen;
-			if (!rw.data)
-				st2 = HVD_ERR_NO_MEMORY;
-		}
-		if (st2 == HVD_OK)
-			st2 = coll_broadcast(e->comm, rw.data, rlen, HVD_UINT8,
-					     0);
-		if (st == HVD_OK)
-			st = st2;
-	}
-	if (st == HVD_OK) {
-		struct rbuf b = {rw.data, rw.data + rlen, 0};
+	for (int r = 0; r < e->size && st == HVD_OK; r++) {
+		struct rbuf b = {all + off, all + off + lens[r], 0};
 		uint32_t k = wire_get_u32(&b);
 
-		for (uint32_t j = 0; j < k; j++) {
-			struct eng_resp *r = resp_list_push(out);
+		off += lens[r];
+		for (uint32_t j = 0; j < k && st == HVD_OK; j++) {
+			struct eng_req *q = malloc(sizeof(*q));
 
-			if (!r || wire_get_resp(&b, r) < 0) {
-				if (r)
-					out->n--;
+			if (!q || wire_get_req(&b, q) < 0) {
+				free(q);
 				st = hvd_error(HVD_ERR_INTERNAL,
-					       "hvd: malformed response list");
+					       "hvd: malformed request "
+					       "list from rank %d",
+					       r);
 				break;
 			}
+			st = coord_add(&e->coord, r, q, now);
 		}
 	}
+	if (st == HVD_OK)
+		st = coord_collect(&e->coord, &rl);
+	if (st == HVD_OK && e->stall_shutdown_pending) {
+		/* Everything else is moot: one SHUTDOWN response. */
+		struct eng_resp *s;
+
+		resp_list_free(&rl);
+		s = resp_list_push(&rl);
+		if (s) {
+			s->p.kind = EK_SHUTDOWN;
+			s->status = HVD_ERR_STALLED;
+			s->name = strdup("__hvd_stall");
+			s->message = strdup(e->stall_message);
+		}
+	}
+	wire_put_u32(rw, (uint32_t)rl.n);
+	for (int i = 0; i < rl.n; i++)
+		wire_put_resp(rw, &rl.v[i]);
+	resp_list_free(&rl);
+	if (st == HVD_OK && rw->oom)
+		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	return st;
+}
+
+/* Rank 0's encoded responses (rw) to every rank.  Every rank must join
+ * both broadcasts, even after a local error (st), or the others hang. */
+static hvd_status_t broadcast_responses(struct engine *e, struct wbuf *rw,
+					hvd_status_t st)
+{
+	uint64_t rlen = e->rank == 0 ? rw->len : 0;
+	hvd_status_t st2 = coll_broadcast(e->comm, &rlen, 1, HVD_INT64, 0);
+
+	if (st2 == HVD_OK && e->rank != 0) {
+		rw->data = malloc(rlen ? rlen : 1);
+		rw->len = rw->cap = rlen;
+		if (!rw->data)
+			st2 = HVD_ERR_NO_MEMORY;
+	}
+	if (st2 == HVD_OK)
+		st2 = coll_broadcast(e->comm, rw->data, rlen, HVD_UINT8, 0);
+	return st == HVD_OK ? st2 : st;
+}
+
+static hvd_status_t decode_responses(const struct wbuf *rw,
+				     struct resp_list *out)
+{
+	struct rbuf b = {rw->data, rw->data + rw->len, 0};
+	uint32_t k = wire_get_u32(&b);
+
+	for (uint32_t j = 0; j < k; j++) {
+		struct eng_resp *r = resp_list_push(out);
+
+		if (!r || wire_get_resp(&b, r) < 0) {
+			if (r)
+				out->n--;
+			return hvd_error(HVD_ERR_INTERNAL,
+					 "hvd: malformed response list");
+		}
+	}
+	return HVD_OK;
+}
+
+/* Step 3: requests to rank 0, the coordinator there, its responses to
+ * every rank (appended to out). */
+static hvd_status_t slow_path(struct engine *e, struct resp_list *out,
+			      double now)
+{
+	struct wbuf w = {0}, rw = {0};
+	uint8_t *all = NULL;
+	uint64_t *lens = NULL;
+	hvd_status_t st;
+
+	HVD_CHECK_GOTO(encode_requests(e, &w, now), st, out);
+	HVD_CHECK_GOTO(gather_requests(e, &w, &all, &lens), st, out);
+	if (e->rank == 0)
+		st = coordinate(e, all, lens, &rw, now);
+	st = broadcast_responses(e, &rw, st);
+	if (st == HVD_OK)
+		st = decode_responses(&rw, out);
 out:
 	wbuf_free(&w);
 	wbuf_free(&rw);
@@ -377,190 +329,263 @@ out:
 
 /* -------------------------------------------------------- the cycle */
 
-int cycle_run(struct engine *e)
+/* One cycle's working state. */
+struct cycle {
+	double now;
+	int stop_requested; /* this rank is finalizing */
+	int nbits;	    /* cache bits when the cycle started */
+	/* The agreed vector: S_NSTATUS status bytes, then nbits AND bytes
+	 * (1: ready, joined or not a member, on every rank), then nbits OR
+	 * bytes (0: some rank really has the op). */
+	uint8_t *v;
+	uint8_t *inv; /* this rank's invalid bits (1), then their OR (0) */
+	int any_invalid;
+	struct resp_list l;	  /* what runs this cycle */
+	struct cycle_item *items; /* [l.n]: where each response came from */
+};
+
+static int all_ready(const struct cycle *c, int b)
 {
-	struct resp_list l = {0};
-	struct cycle_item *items = NULL;
-	uint8_t *v = NULL, *inv = NULL;
-	int nbits, stop = 0, any_invalid, uncached = 0, len;
-	double now = hvd_now();
-	hvd_status_t st = HVD_OK;
+	return c->v[S_NSTATUS + b];
+}
 
-	apply_commands(e, &stop);
-	e->cycles++;
-	if (e->rank == 0)
-		timeline_mark_cycle(&e->tl);
-	nbits = e->cache.nbits;
-	inv = calloc((size_t)nbits + 1, 1);
-	len = S_NSTATUS + 2 * nbits;
-	v = malloc((size_t)len);
-	if (!inv || !v) {
-		cycle_fail_all(e, HVD_ERR_NO_MEMORY, "hvd: out of memory");
-		stop = 1;
-		goto out;
-	}
-	any_invalid = classify(e, inv, now);
-	if (e->rank == 0 && !e->stall_disable &&
-	    now - e->last_stall_check >= e->stall_warn) {
-		e->last_stall_check = now;
-		if (stall_check(&e->coord, now, e->stall_warn,
-				e->stall_shutdown, e->stall_message,
-				sizeof(e->stall_message)))
-			e->stall_shutdown_pending = 1;
-	}
-	for (int i = 0; i < e->npending; i++)
-		if (e->pending[i]->state == OS_SEND)
-			uncached = 1;
-	v[S_SHUTDOWN] = !stop;
-	v[S_UNCACHED] = !(uncached || e->stall_shutdown_pending);
-	v[S_INVALID] = !any_invalid;
-	v[S_AUTOTUNE] = !(e->rank == 0 && e->at_sync);
+static int someone_has(const struct cycle *c, int b)
+{
+	return !c->v[S_NSTATUS + c->nbits + b];
+}
 
-	for (int b = 0; b < nbits; b++) {
-		struct rc_entry *ce = rc_entry_at(&e->cache, b);
-		int real = ce && ce->pending && !inv[b];
-		int vacuous =
-		    !ce || e->joined ||
-		    !pset_is_member(&e->psets, ce->resp.p.pset, e->rank);
+/* The ways a cycle fails every pending op and stops the engine; both
+ * return 1 (stop). */
+static int fail_oom(struct engine *e)
+{
+	pending_fail_all(e, HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	return 1;
+}
 
-		v[S_NSTATUS + b] = real || vacuous;
-		v[S_NSTATUS + nbits + b] = !real;
-	}
-	if (e->size > 1) {
-		st = coll_allreduce(e->comm, v, v, (size_t)len, HVD_UINT8,
-				    HVD_MIN);
-		if (st != HVD_OK)
-			goto err_comm;
-	}
-	if (!v[S_SHUTDOWN]) {
-		cycle_fail_all(e, HVD_ERR_SHUTDOWN,
-			       "hvd: the engine shut down (a rank called "
-			       "hvd_finalize) before this operation ran on "
-			       "every rank");
-		stop = 1;
-		goto out;
-	}
-	if (!v[S_AUTOTUNE]) {
-		/* Rank 0 chose new values: all switch at this cycle. */
-		double kn[2] = {(double)e->at.fusion, e->at.cycle_ms};
-
-		st = coll_broadcast(e->comm, kn, 2, HVD_FLOAT64, 0);
-		if (st != HVD_OK)
-			goto err_comm;
-		e->fusion_threshold = (size_t)kn[0];
-		e->cycle_ms = kn[1];
-		e->at_sync = 0;
-	}
-	if (!v[S_INVALID]) {
-		/* OR of the invalid bits: erase them everywhere; their ops
-		 * go through the coordinator. */
-		for (int b = 0; b < nbits; b++)
-			inv[b] = !inv[b];
-		if (e->size > 1) {
-			st = coll_allreduce(e->comm, inv, inv, (size_t)nbits,
-					    HVD_UINT8, HVD_MIN);
-			if (st != HVD_OK)
-				goto err_comm;
-		}
-		for (int b = 0; b < nbits; b++) {
-			struct rc_entry *ce;
-
-			if (inv[b])
-				continue;
-			ce = rc_entry_at(&e->cache, b);
-			if (ce && ce->pending)
-				cycle_uncache(e, ce->pending);
-			rc_erase(&e->cache, b);
-		}
-		v[S_UNCACHED] = 0;
-	}
-	/* Common hits, in bit order. */
-	items = malloc(((size_t)nbits + 1) * sizeof(*items));
-	if (!items) {
-		cycle_fail_all(e, HVD_ERR_NO_MEMORY, "hvd: out of memory");
-		stop = 1;
-		goto out;
-	}
-	for (int b = 0; b < nbits; b++) {
-		struct rc_entry *ce = rc_entry_at(&e->cache, b);
-		struct eng_resp *r;
-
-		if (!ce || !v[S_NSTATUS + b] || v[S_NSTATUS + nbits + b])
-			continue;
-		r = resp_list_push(&l);
-		if (!r || eng_resp_copy(r, &ce->resp) != HVD_OK) {
-			if (r)
-				l.n--;
-			cycle_fail_all(e, HVD_ERR_NO_MEMORY,
-				       "hvd: out of memory");
-			stop = 1;
-			goto out;
-		}
-		items[l.n - 1].bit = b;
-		items[l.n - 1].order = l.n - 1;
-	}
-	if (!v[S_UNCACHED]) {
-		int first = l.n;
-		struct cycle_item *ni;
-
-		st = slow_path(e, &l, now);
-		if (st != HVD_OK)
-			goto err_comm;
-		ni = realloc(items, ((size_t)l.n + 1) * sizeof(*items));
-		if (!ni) {
-			cycle_fail_all(e, HVD_ERR_NO_MEMORY,
-				       "hvd: out of memory");
-			stop = 1;
-			goto out;
-		}
-		items = ni;
-		for (int i = first; i < l.n; i++) {
-			items[i].bit = -1;
-			items[i].order = i;
-		}
-		if (e->rank == 0)
-			e->stall_shutdown_pending = 0;
-	}
-	/* Hot polling: while some rank has a cached op waiting for the
-	 * others (the OR byte says someone has it, the AND byte says not
-	 * everyone), the others usually submit it within microseconds (a
-	 * backward pass), so the next cycle starts at once instead of after
-	 * HOROVOD_CYCLE_TIME - for at most one cycle time (2 ms at most)
-	 * without progress, then the normal pace resumes.  Every rank sees
-	 * the same vector, so all of them poll together and meet in the
-	 * next collective. */
-	{
-		int partial = 0;
-
-		for (int b = 0; b < nbits && !partial; b++)
-			partial =
-			    !v[S_NSTATUS + nbits + b] && !v[S_NSTATUS + b];
-		if (!partial)
-			e->hot_since = now;
-		e->hot =
-		    partial && now - e->hot_since <
-				   (e->cycle_ms < 2 ? e->cycle_ms : 2) / 1e3;
-	}
-	/* one CPU per rank: no waiter can run while this thread executes */
-	engine_wake_defer(e->max_spinners == 0);
-	stop = cycle_execute(e, &l, items);
-	engine_wake_flush();
-	if (!stop && e->rank == 0)
-		timeline_flush(&e->tl);
-	goto out;
-err_comm : {
+static int fail_negotiation(struct engine *e, hvd_status_t st)
+{
 	char msg[1024];
 
 	snprintf(msg, sizeof(msg), "hvd: the engine's negotiation failed: %s",
 		 hvd_last_error());
 	hvd_log(HVD_LOG_ERROR, "%s", msg);
-	cycle_fail_all(e, st, msg);
-	stop = 1;
+	pending_fail_all(e, st, msg);
+	return 1;
 }
-out:
-	resp_list_free(&l);
-	free(items);
-	free(v);
-	free(inv);
+
+/* Rank 0, every HOROVOD_STALL_CHECK_TIME_SECONDS: the stall report, and
+ * a shutdown on the next slow path when something waited too long. */
+static void stall_inspect(struct engine *e, double now)
+{
+	if (e->rank != 0 || e->stall_disable ||
+	    now - e->last_stall_check < e->stall_warn)
+		return;
+	e->last_stall_check = now;
+	if (stall_check(&e->coord, now, e->stall_warn, e->stall_shutdown,
+			e->stall_message, sizeof(e->stall_message)))
+		e->stall_shutdown_pending = 1;
+}
+
+/* Steps 1 and 2a: drain and classify, then this rank's vector. */
+static int build_vector(struct engine *e, struct cycle *c)
+{
+	int uncached = 0;
+
+	c->nbits = e->cache.nbits;
+	c->inv = calloc((size_t)c->nbits + 1, 1);
+	c->v = malloc((size_t)S_NSTATUS + 2 * (size_t)c->nbits);
+	if (!c->inv || !c->v)
+		return fail_oom(e);
+	c->any_invalid = classify(e, c->inv, c->now);
+	stall_inspect(e, c->now);
+	for (int i = 0; i < e->npending; i++)
+		if (e->pending[i]->state == OS_SEND)
+			uncached = 1;
+	c->v[S_SHUTDOWN] = !c->stop_requested;
+	c->v[S_UNCACHED] = !(uncached || e->stall_shutdown_pending);
+	c->v[S_INVALID] = !c->any_invalid;
+	c->v[S_AUTOTUNE] = !(e->rank == 0 && e->at_sync);
+	for (int b = 0; b < c->nbits; b++) {
+		struct rc_entry *ce = rc_entry_at(&e->cache, b);
+		int real = ce && ce->pending && !c->inv[b];
+		int vacuous =
+		    !ce || e->joined ||
+		    !pset_is_member(&e->psets, ce->resp.p.pset, e->rank);
+
+		c->v[S_NSTATUS + b] = real || vacuous;
+		c->v[S_NSTATUS + c->nbits + b] = !real;
+	}
+	return 0;
+}
+
+/* Rank 0 chose new autotune values: every rank switches at this cycle. */
+static hvd_status_t autotune_switch(struct engine *e)
+{
+	double kn[2] = {(double)e->at.fusion, e->at.cycle_ms};
+
+	HVD_CHECK(coll_broadcast(e->comm, kn, 2, HVD_FLOAT64, 0));
+	e->fusion_threshold = (size_t)kn[0];
+	e->cycle_ms = kn[1];
+	e->at_sync = 0;
+	return HVD_OK;
+}
+
+/* Some rank has invalid bits: the OR of them is erased everywhere, and
+ * their ops go through the coordinator. */
+static hvd_status_t erase_invalid(struct engine *e, struct cycle *c)
+{
+	for (int b = 0; b < c->nbits; b++)
+		c->inv[b] = !c->inv[b];
+	if (e->size > 1)
+		HVD_CHECK(coll_allreduce(e->comm, c->inv, c->inv,
+					 (size_t)c->nbits, HVD_UINT8, HVD_MIN));
+	for (int b = 0; b < c->nbits; b++) {
+		struct rc_entry *ce;
+
+		if (c->inv[b])
+			continue;
+		ce = rc_entry_at(&e->cache, b);
+		if (ce && ce->pending)
+			pending_uncache(e, ce->pending);
+		rc_erase(&e->cache, b);
+	}
+	c->v[S_UNCACHED] = 0;
+	return HVD_OK;
+}
+
+/* Step 2b: the vector's MIN over all ranks, and what its status bytes
+ * ask for. */
+static int exchange_vector(struct engine *e, struct cycle *c)
+{
+	hvd_status_t st;
+
+	if (e->size > 1) {
+		st = coll_allreduce(e->comm, c->v, c->v,
+				    (size_t)S_NSTATUS + 2 * (size_t)c->nbits,
+				    HVD_UINT8, HVD_MIN);
+		if (st != HVD_OK)
+			return fail_negotiation(e, st);
+	}
+	if (!c->v[S_SHUTDOWN]) {
+		pending_fail_all(e, HVD_ERR_SHUTDOWN,
+				 "hvd: the engine shut down (a rank called "
+				 "hvd_finalize) before this operation ran on "
+				 "every rank");
+		return 1;
+	}
+	if (!c->v[S_AUTOTUNE] && (st = autotune_switch(e)) != HVD_OK)
+		return fail_negotiation(e, st);
+	if (!c->v[S_INVALID] && (st = erase_invalid(e, c)) != HVD_OK)
+		return fail_negotiation(e, st);
+	return 0;
+}
+
+/* The bits every rank agreed on, in bit order. */
+static int collect_hits(struct engine *e, struct cycle *c)
+{
+	c->items = malloc(((size_t)c->nbits + 1) * sizeof(*c->items));
+	if (!c->items)
+		return fail_oom(e);
+	for (int b = 0; b < c->nbits; b++) {
+		struct rc_entry *ce = rc_entry_at(&e->cache, b);
+		struct eng_resp *r;
+
+		if (!ce || !all_ready(c, b) || !someone_has(c, b))
+			continue;
+		r = resp_list_push(&c->l);
+		if (!r || eng_resp_copy(r, &ce->resp) != HVD_OK) {
+			if (r)
+				c->l.n--;
+			return fail_oom(e);
+		}
+		c->items[c->l.n - 1].bit = b;
+		c->items[c->l.n - 1].order = c->l.n - 1;
+	}
+	return 0;
+}
+
+/* Step 3 when some rank has uncached work: the coordinator's new
+ * responses, after the hits. */
+static int collect_new(struct engine *e, struct cycle *c)
+{
+	int first = c->l.n;
+	struct cycle_item *ni;
+	hvd_status_t st;
+
+	if (c->v[S_UNCACHED])
+		return 0;
+	st = slow_path(e, &c->l, c->now);
+	if (st != HVD_OK)
+		return fail_negotiation(e, st);
+	ni = realloc(c->items, ((size_t)c->l.n + 1) * sizeof(*ni));
+	if (!ni)
+		return fail_oom(e);
+	c->items = ni;
+	for (int i = first; i < c->l.n; i++) {
+		c->items[i].bit = -1;
+		c->items[i].order = i;
+	}
+	if (e->rank == 0)
+		e->stall_shutdown_pending = 0;
+	return 0;
+}
+
+/* Hot polling: while some rank has a cached op waiting for the others
+ * (the OR byte says someone has it, the AND byte says not everyone), the
+ * others usually submit it within microseconds (a backward pass), so the
+ * next cycle starts at once instead of after HOROVOD_CYCLE_TIME - for at
+ * most one cycle time (2 ms at most) without progress, then the normal
+ * pace resumes.  Every rank sees the same vector, so all of them poll
+ * together and meet in the next collective. */
+static void poll_hot(struct engine *e, const struct cycle *c)
+{
+	int partial = 0;
+
+	for (int b = 0; b < c->nbits && !partial; b++)
+		partial = someone_has(c, b) && !all_ready(c, b);
+	if (!partial)
+		e->hot_since = c->now;
+	e->hot = partial && c->now - e->hot_since <
+				(e->cycle_ms < 2 ? e->cycle_ms : 2) / 1e3;
+}
+
+/* Step 4 (execute.c), with the waiters' wake-ups gathered when there is
+ * one CPU per rank: no waiter could run while this thread executes. */
+static int execute_responses(struct engine *e, struct cycle *c)
+{
+	int stop;
+
+	poll_hot(e, c);
+	engine_wake_defer(e->max_spinners == 0);
+	stop = cycle_execute(e, &c->l, c->items);
+	engine_wake_flush();
+	if (!stop && e->rank == 0)
+		timeline_flush(&e->tl);
+	return stop;
+}
+
+int cycle_run(struct engine *e)
+{
+	struct cycle c = {0};
+	int stop;
+
+	c.now = hvd_now();
+	apply_commands(e, &c.stop_requested);
+	e->cycles++;
+	if (e->rank == 0)
+		timeline_mark_cycle(&e->tl);
+	stop = build_vector(e, &c);
+	if (!stop)
+		stop = exchange_vector(e, &c);
+	if (!stop)
+		stop = collect_hits(e, &c);
+	if (!stop)
+		stop = collect_new(e, &c);
+	if (!stop)
+		stop = execute_responses(e, &c);
+	resp_list_free(&c.l);
+	free(c.items);
+	free(c.v);
+	free(c.inv);
 	return stop;
 }

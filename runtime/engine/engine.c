@@ -1,8 +1,8 @@
 /*
  * engine.c - the engine's public face: asynchronous named operations,
- * handles, groups, join, process-set calls, timeline control, and the
- * background thread's life (engine_start/engine_stop, called by hvd_init
- * and hvd_finalize).
+ * handles and their completion, groups, join, process-set calls, timeline
+ * control.  The background thread's life (engine_start/engine_stop,
+ * called by hvd_init and hvd_finalize) is engine_start.c.
  *
  * Caller threads never touch the engine's state: they validate their
  * arguments, build a handle and append it to one queue under one mutex
@@ -70,10 +70,7 @@ static void handle_free(struct hvd_handle *h)
  * the engine thread; callbacks still run at each completion. */
 static __thread int wake_defer, wake_pending;
 
-void engine_wake_defer(int on)
-{
-	wake_defer = on;
-}
+void engine_wake_defer(int on) { wake_defer = on; }
 
 static void wake_waiters(void)
 {

@@ -203,22 +203,13 @@ static hvd_status_t add_static_sets(struct engine *e, uint64_t *hash)
 	return st;
 }
 
-hvd_status_t engine_start(void)
+static struct engine *engine_alloc(const struct hvd_world *w)
 {
-	const struct hvd_world *w = hvd_world();
 	pthread_condattr_t ca;
-	struct engine *e = NULL;
-	uint64_t hash;
-	int *all = NULL;
-	hvd_status_t st;
-	const char *tl;
+	struct engine *e = calloc(1, sizeof(*e));
 
-	if (!w || !comm_world())
-		return hvd_error(HVD_ERR_NOT_INITIALIZED,
-				 "hvd: engine_start before the world exists");
-	e = calloc(1, sizeof(*e));
 	if (!e)
-		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+		return NULL;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -228,6 +219,14 @@ hvd_status_t engine_start(void)
 	e->tl.fd = -1;
 	e->rank = w->rank;
 	e->size = w->size;
+	namemap_init(&e->inflight);
+	namemap_init(&e->pending_names);
+	return e;
+}
+
+/* This rank's knobs (agree() then makes rank 0's win). */
+static void read_knobs(struct engine *e)
+{
 	e->fusion_threshold =
 	    hvd_env_size("HOROVOD_FUSION_THRESHOLD", 128u << 20);
 	e->fusion_direct =
@@ -251,32 +250,28 @@ hvd_status_t engine_start(void)
 		e->stall_shutdown = 0;
 	}
 	e->psets.dynamic = hvd_env_bool("HOROVOD_DYNAMIC_PROCESS_SETS", 0);
-	namemap_init(&e->inflight);
-	namemap_init(&e->pending_names);
-	st = comm_dup(comm_world(), &e->comm);
-	if (st != HVD_OK)
-		goto err_free;
-	all = malloc((size_t)e->size * sizeof(*all));
-	if (!all) {
-		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-		goto err_free;
-	}
+}
+
+/* Set 0: every rank, on the engine's communicator. */
+static hvd_status_t add_global_set(struct engine *e)
+{
+	int *all = malloc((size_t)e->size * sizeof(*all));
+	hvd_status_t st;
+
+	if (!all)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 	for (int i = 0; i < e->size; i++)
 		all[i] = i;
 	st = pset_table_add(&e->psets, HVD_PSET_GLOBAL, all, e->size, e->rank,
 			    e->comm);
 	free(all);
-	if (st != HVD_OK)
-		goto err_free;
-	st = add_static_sets(e, &hash);
-	if (st != HVD_OK)
-		goto err_free;
-	st = rc_init(&e->cache, e->cache_capacity);
-	if (st != HVD_OK)
-		goto err_free;
-	st = coord_init(&e->coord, e->size);
-	if (st != HVD_OK)
-		goto err_free;
+	return st;
+}
+
+/* The coordinator, with membership and the timeline handed in. */
+static hvd_status_t start_coordinator(struct engine *e)
+{
+	HVD_CHECK(coord_init(&e->coord, e->size));
 	e->coord.is_member = coord_is_member;
 	e->coord.set_size = coord_set_size;
 	e->coord.member_arg = e;
@@ -284,15 +279,22 @@ hvd_status_t engine_start(void)
 	e->coord.on_rank = tl_rank;
 	e->coord.on_ready = tl_ready;
 	e->coord.tl_arg = e;
-	tl = getenv("HOROVOD_TIMELINE");
-	if (e->rank == 0 && tl && *tl && strcmp(tl, "DYNAMIC") != 0) {
-		st = timeline_open(
+	return HVD_OK;
+}
+
+/* Rank 0: HOROVOD_TIMELINE (DYNAMIC: only hvd_timeline_start writes) and
+ * HOROVOD_AUTOTUNE. */
+static hvd_status_t start_observers(struct engine *e)
+{
+	const char *tl = getenv("HOROVOD_TIMELINE");
+
+	if (e->rank != 0)
+		return HVD_OK;
+	if (tl && *tl && strcmp(tl, "DYNAMIC") != 0)
+		HVD_CHECK(timeline_open(
 		    &e->tl, tl,
-		    hvd_env_bool("HOROVOD_TIMELINE_MARK_CYCLES", 0));
-		if (st != HVD_OK)
-			goto err_free;
-	}
-	if (e->rank == 0 && hvd_env_bool("HOROVOD_AUTOTUNE", 0)) {
+		    hvd_env_bool("HOROVOD_TIMELINE_MARK_CYCLES", 0)));
+	if (hvd_env_bool("HOROVOD_AUTOTUNE", 0)) {
 		const char *log = getenv("HOROVOD_AUTOTUNE_LOG");
 		FILE *f = NULL;
 
@@ -304,27 +306,57 @@ hvd_status_t engine_start(void)
 			      !getenv("HOROVOD_FUSION_THRESHOLD"),
 			      !getenv("HOROVOD_CYCLE_TIME"), f);
 	}
-	{
-		/* Spinning waiters only help when the engine thread has a
-		 * CPU of its own next to them. */
-		cpu_set_t cs;
-		int ncpu = 1;
+	return HVD_OK;
+}
 
-		if (sched_getaffinity(0, sizeof(cs), &cs) == 0)
-			ncpu = CPU_COUNT(&cs);
-		e->max_spinners =
-		    ncpu >= 2 * (w->local_size > 0 ? w->local_size : 1) ? 2 : 0;
-	}
-	e->last_stall_check = hvd_now();
+/* Spinning waiters only help when the engine thread has a CPU of its own
+ * next to them. */
+static int count_spinners(const struct hvd_world *w)
+{
+	cpu_set_t cs;
+	int ncpu = 1;
+
+	if (sched_getaffinity(0, sizeof(cs), &cs) == 0)
+		ncpu = CPU_COUNT(&cs);
+	return ncpu >= 2 * (w->local_size > 0 ? w->local_size : 1) ? 2 : 0;
+}
+
+static hvd_status_t start_thread(struct engine *e)
+{
 	hvd_engine = e;
 	if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
 		hvd_engine = NULL;
-		st = hvd_error(HVD_ERR_INTERNAL,
-			       "hvd: cannot start the engine thread: %s",
-			       strerror(errno));
-		goto err_free;
+		return hvd_error(HVD_ERR_INTERNAL,
+				 "hvd: cannot start the engine thread: %s",
+				 strerror(errno));
 	}
 	e->thread_started = 1;
+	return HVD_OK;
+}
+
+hvd_status_t engine_start(void)
+{
+	const struct hvd_world *w = hvd_world();
+	struct engine *e;
+	uint64_t hash;
+	hvd_status_t st;
+
+	if (!w || !comm_world())
+		return hvd_error(HVD_ERR_NOT_INITIALIZED,
+				 "hvd: engine_start before the world exists");
+	e = engine_alloc(w);
+	if (!e)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	read_knobs(e);
+	HVD_CHECK_GOTO(comm_dup(comm_world(), &e->comm), st, err_free);
+	HVD_CHECK_GOTO(add_global_set(e), st, err_free);
+	HVD_CHECK_GOTO(add_static_sets(e, &hash), st, err_free);
+	HVD_CHECK_GOTO(rc_init(&e->cache, e->cache_capacity), st, err_free);
+	HVD_CHECK_GOTO(start_coordinator(e), st, err_free);
+	HVD_CHECK_GOTO(start_observers(e), st, err_free);
+	e->max_spinners = count_spinners(w);
+	e->last_stall_check = hvd_now();
+	HVD_CHECK_GOTO(start_thread(e), st, err_free);
 	hvd_log(HVD_LOG_INFO,
 		"engine: HOROVOD_FUSION_THRESHOLD=%zu "
 		"HOROVOD_FUSION_DIRECT_BYTES=%zu HOROVOD_CYCLE_TIME=%g "

@@ -1,14 +1,14 @@
 /*
  * fusion.c - tensor fusion and the execution of responses.
  *
- * The plan is fusion_plan.c.  Execution: a bucket of one allreduce runs in the
- * caller's buffers (no copy); a larger bucket is packed into the persistent
- * fusion buffer with the prescale (and the float32->float16 cast when
- * compressing) applied during the copy, reduced by one collective, and unpacked
- * with the postscale (and the 1/size of an average) applied during the copy
- * back. A rank that joined contributes zeros.  Device buckets go to the GPU
- * path through the front door's coll_fused_allreduce; every other
- * collective routes by itself (coll/coll.h).
+ * The plan is core/fusion_plan.c.  Execution: a bucket of one allreduce
+ * runs in the caller's buffers (no copy); a larger bucket is packed into the
+ * persistent fusion buffer with the prescale (and the float32->float16 cast
+ * when compressing) applied during the copy, reduced by one collective, and
+ * unpacked with the postscale (and the 1/size of an average) applied during
+ * the copy back.  A rank that joined contributes zeros.  Device buckets go
+ * to the GPU path through the front door's coll_fused_allreduce; every
+ * other collective routes by itself (coll/coll.h).
  */
 #include "config.h"
 
@@ -33,36 +33,6 @@ static void *ensure(void **buf, size_t *cap, size_t need)
 		*cap = need;
 	}
 	return *buf;
-}
-
-/* dst = src * f (one pass for floating types). */
-static void copy_scaled(void *dst, const void *src, size_t n, hvd_dtype_t dtype,
-			double f)
-{
-	if (f == 1.0) {
-		if (dst != src)
-			memcpy(dst, src, n * hvd_dtype_size(dtype));
-		return;
-	}
-	if (dtype == HVD_FLOAT32) {
-		float *d = dst, s = (float)f;
-		const float *a = src;
-
-		for (size_t i = 0; i < n; i++)
-			d[i] = a[i] * s;
-		return;
-	}
-	if (dtype == HVD_FLOAT64) {
-		double *d = dst;
-		const double *a = src;
-
-		for (size_t i = 0; i < n; i++)
-			d[i] = a[i] * f;
-		return;
-	}
-	if (dst != src)
-		memcpy(dst, src, n * hvd_dtype_size(dtype));
-	reduce_scale(dst, n, dtype, f);
 }
 
 static const void *input_of(const struct hvd_handle *h)
@@ -159,8 +129,8 @@ static hvd_status_t exec_allreduce(struct engine *e, const struct eng_resp *r,
 		const void *in = input_of(h);
 
 		if (p->prescale != 1.0) {
-			copy_scaled(h->recvbuf, in, h->p.count, dtype,
-				    p->prescale);
+			reduce_scale_copy(h->recvbuf, in, h->p.count, dtype,
+					  p->prescale);
 			in = h->recvbuf;
 		}
 		tl_all(e, r, b, "UCX_ALLREDUCE");
@@ -197,8 +167,8 @@ static hvd_status_t exec_allreduce(struct engine *e, const struct eng_resp *r,
 			for (size_t k = 0; k < n; k++)
 				d[k] = hvd_float_to_half(in[k] * s);
 		} else {
-			copy_scaled(buf + off * es, input_of(h), n, dtype,
-				    p->prescale);
+			reduce_scale_copy(buf + off * es, input_of(h), n, dtype,
+					  p->prescale);
 		}
 		off += n;
 	}
@@ -222,7 +192,8 @@ static hvd_status_t exec_allreduce(struct engine *e, const struct eng_resp *r,
 			for (size_t k = 0; k < n; k++)
 				d[k] = hvd_half_to_float(s[k]) * f;
 		} else if (h) {
-			copy_scaled(h->recvbuf, buf + off * es, n, dtype, post);
+			reduce_scale_copy(h->recvbuf, buf + off * es, n, dtype,
+					  post);
 		}
 		off += n;
 	}
@@ -325,7 +296,8 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 					       "hvd: out of memory");
 				goto out;
 			}
-			copy_scaled(tmp, in, h->p.count, dtype, p->prescale);
+			reduce_scale_copy(tmp, in, h->p.count, dtype,
+					  p->prescale);
 			in = tmp;
 		}
 		act = dev ? "NCCL_REDUCESCATTER" : "UCX_REDUCESCATTER";

@@ -16,14 +16,16 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/timeline.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -94,19 +96,93 @@ static void json_escape(char *dst, size_t len, const char *s)
 	dst[o] = '\0';
 }
 
+/* The timeline's path is often in a shared directory (/var/tmp), where
+ * another user can plant something at it first: a symbolic link to one of
+ * our files (or, when we run as root, anyone's), a hard link, a FIFO that
+ * would block the open, a file of their own that they can read.  So the
+ * file is created 0600 without following a link (O_NOFOLLOW), and a file
+ * that is already there (the same HOROVOD_TIMELINE run after run, as in
+ * Horovod) is only truncated once it is known to be a regular file of our
+ * own with no other name; it is then made 0600 too.  O_NONBLOCK makes a
+ * FIFO fail to open (or open and be refused) instead of waiting for a
+ * reader. */
+static int open_private(const char *path)
+{
+	struct stat st;
+	int fd =
+	    open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+		 0600);
+
+	if (fd < 0) {
+		int err = errno;
+
+		/* (some kernels refuse a link in a sticky directory with
+		 * EACCES before O_NOFOLLOW's ELOOP) */
+		if (err == ELOOP ||
+		    (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)))
+			hvd_error(HVD_ERR_IO,
+				  "hvd: the timeline file %s is a symbolic "
+				  "link, and libhvd does not write through "
+				  "links: remove it or set HOROVOD_TIMELINE to "
+				  "another path",
+				  path);
+		else if (err == ENXIO)
+			hvd_error(HVD_ERR_IO,
+				  "hvd: the timeline file %s is not a regular "
+				  "file (a FIFO): remove it or set "
+				  "HOROVOD_TIMELINE to another path",
+				  path);
+		else
+			hvd_error(HVD_ERR_IO,
+				  "hvd: cannot open the timeline file %s: %s "
+				  "(check HOROVOD_TIMELINE)",
+				  path, strerror(err));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0) {
+		hvd_error(HVD_ERR_IO,
+			  "hvd: cannot stat the timeline file %s: %s", path,
+			  strerror(errno));
+	} else if (!S_ISREG(st.st_mode)) {
+		hvd_error(HVD_ERR_IO,
+			  "hvd: the timeline file %s is not a regular file: "
+			  "remove it or set HOROVOD_TIMELINE to another path",
+			  path);
+	} else if (st.st_uid != geteuid()) {
+		hvd_error(HVD_ERR_IO,
+			  "hvd: the timeline file %s belongs to uid %u, not to "
+			  "this user (uid %u), who would overwrite it: remove "
+			  "it or set HOROVOD_TIMELINE to another path",
+			  path, (unsigned)st.st_uid, (unsigned)geteuid());
+	} else if (st.st_nlink != 1) {
+		hvd_error(HVD_ERR_IO,
+			  "hvd: the timeline file %s has another name (%lu "
+			  "hard links), which would be overwritten too: remove "
+			  "it or set HOROVOD_TIMELINE to another path",
+			  path, (unsigned long)st.st_nlink);
+	} else if (ftruncate(fd, 0) != 0 ||
+		   ((st.st_mode & 07777) != 0600 && fchmod(fd, 0600) != 0) ||
+		   fcntl(fd, F_SETFL, 0) != 0) {
+		hvd_error(HVD_ERR_IO,
+			  "hvd: cannot prepare the timeline file "
+			  "%s: %s",
+			  path, strerror(errno));
+	} else {
+		return fd;
+	}
+	close(fd);
+	return -1;
+}
+
 hvd_status_t timeline_open(struct timeline *t, const char *path,
 			   int mark_cycles)
 {
 	struct timeval tv;
 
 	memset(t, 0, sizeof(*t));
-	t->fd = -1;
-	t->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	t->fd = open_private(path);
 	if (t->fd < 0)
-		return hvd_error(HVD_ERR_IO,
-				 "hvd: cannot open the timeline file %s: %s "
-				 "(check HOROVOD_TIMELINE)",
-				 path, strerror(errno));
+		return HVD_ERR_IO;
 	namemap_init(&t->pids);
 	t->mark_cycles = mark_cycles;
 	t->t0 = hvd_now();

@@ -24,6 +24,11 @@ void reduce_apply3(void *dst, const void *a, const void *b, size_t n,
 		   hvd_dtype_t dtype, hvd_op_t op);
 /* buf[i] *= factor (integers: rounded toward zero after the multiply). */
 void reduce_scale(void *buf, size_t n, hvd_dtype_t dtype, double factor);
+/* dst[i] = src[i] * factor, the same values as a copy then reduce_scale
+ * but in one pass for float32/float64 (a fusion buffer's pack and unpack);
+ * factor 1 is a plain copy.  dst may equal src (never partially overlap). */
+void reduce_scale_copy(void *dst, const void *src, size_t n, hvd_dtype_t dtype,
+		       double factor);
 /* memcpy with non-temporal stores: the copy goes to memory without reading
  * the destination's lines first or evicting the caches' contents; not
  * ordered with other stores until hvd_stream_fence(). */

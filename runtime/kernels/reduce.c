@@ -1,6 +1,7 @@
 /*
  * reduce.c - element-wise reduction kernels: reduce_apply, reduce_apply3,
- * reduce_scale (the float16/bfloat16 conversions are half.c).
+ * reduce_scale, reduce_scale_copy (the float16/bfloat16 conversions are
+ * half.c).
  *
  * The kernels are in three tables built from one template (reduce_tmpl.h):
  * "generic" (this file, baseline x86-64 / any CPU), "avx2" and "avx512"
@@ -228,4 +229,47 @@ void reduce_scale(void *buf, size_t n, hvd_dtype_t dtype, double factor)
 	default:
 		break;
 	}
+}
+
+/* One pass: the same multiply as reduce_scale's, from src. */
+static void scale_copy_f32(float *d, const float *s, size_t n, float f)
+{
+	typedef float v8sf
+	    __attribute__((vector_size(32), aligned(4), may_alias));
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		*(v8sf *)(d + i) = *(const v8sf *)(s + i) * f;
+	for (; i < n; i++)
+		d[i] = s[i] * f;
+}
+
+static void scale_copy_f64(double *d, const double *s, size_t n, double f)
+{
+	typedef double v4df
+	    __attribute__((vector_size(32), aligned(8), may_alias));
+	size_t i = 0;
+
+	for (; i + 4 <= n; i += 4)
+		*(v4df *)(d + i) = *(const v4df *)(s + i) * f;
+	for (; i < n; i++)
+		d[i] = s[i] * f;
+}
+
+void reduce_scale_copy(void *dst, const void *src, size_t n, hvd_dtype_t dtype,
+		       double factor)
+{
+	if (factor != 1.0 && dtype == HVD_FLOAT32) {
+		scale_copy_f32(dst, src, n, (float)factor);
+		return;
+	}
+	if (factor != 1.0 && dtype == HVD_FLOAT64) {
+		scale_copy_f64(dst, src, n, factor);
+		return;
+	}
+	/* the other types: copy, then scale in place */
+	if (dst != src)
+		memcpy(dst, src, n * hvd_dtype_size(dtype));
+	if (factor != 1.0)
+		reduce_scale(dst, n, dtype, factor);
 }

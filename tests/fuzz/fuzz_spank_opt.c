@@ -11,8 +11,9 @@
  * with "--horovod"; an accepted string formats back to a string that parses
  * to the same settings; accepted paths are absolute with no ".." component.
  */
-#include "horovod_config.h"
-#include "horovod_opt.h"
+#include "core/cfg.h"
+#include "core/opt.h"
+#include "core/path.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -32,10 +33,10 @@ static void check_path(const char *p)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char *s = malloc(size + 1), err[HVDOPT_ERR_LEN];
-	char fmt[HVDOPT_MAX_LEN * 2], out[HVDOPT_PATH_MAX];
-	struct hvdopt o, o2;
-	struct hvdcfg cfg;
+	char *s = malloc(size + 1), err[ERR_LEN];
+	char fmt[OPT_MAX_LEN * 2], out[PATH_LEN];
+	struct opt o, o2;
+	struct cfg cfg;
 	char *av[16];
 	int ac = 0;
 
@@ -43,18 +44,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(s, data, size);
 	s[size] = '\0';
-	hvdopt_init(&o);
-	if (hvdopt_parse(s, &o, err, sizeof(err)) == 0) {
+	opt_init(&o);
+	if (opt_parse(s, &o, err, sizeof(err)) == 0) {
 		check_path(o.ckpt_dir);
 		check_path(o.timeline);
-		hvdopt_format(&o, fmt, sizeof(fmt));
-		hvdopt_init(&o2);
-		if (hvdopt_parse(fmt[0] ? fmt : NULL, &o2, err, sizeof(err)) ||
+		opt_format(&o, fmt, sizeof(fmt));
+		opt_init(&o2);
+		if (opt_parse(fmt[0] ? fmt : NULL, &o2, err, sizeof(err)) ||
 		    memcmp(&o, &o2, sizeof(o)) != 0)
 			abort();
 		if (o.ckpt_dir[0] &&
-		    hvdopt_expand_path(o.ckpt_dir, "u", 7, s, out, sizeof(out),
-				       err, sizeof(err)) == 0)
+		    path_expand(o.ckpt_dir, "u", 7, s, out, sizeof(out), err,
+				sizeof(err)) == 0)
 			check_path(out);
 	} else if (strncmp(err, "--horovod", 9) != 0) {
 		abort();
@@ -62,8 +63,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The same bytes as plugstack words (split on spaces). */
 	for (char *w = strtok(s, " "); w && ac < 16; w = strtok(NULL, " "))
 		av[ac++] = w;
-	hvdcfg_init(&cfg);
-	if (hvdcfg_parse(ac, av, &cfg, err, sizeof(err)) == 0) {
+	cfg_init(&cfg);
+	if (cfg_parse(ac, av, &cfg, err, sizeof(err)) == 0) {
 		check_path(cfg.defaults.ckpt_dir);
 		if (cfg.ckpt_roots[0] && cfg.ckpt_roots[0] != '/')
 			abort();
@@ -88,6 +89,7 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return run_file(stdin);
 	printf("1..%d\n", argc - 1);
+	fflush(stdout);
 	for (int i = 1; i < argc; i++) {
 		FILE *f = fopen(argv[i], "rb");
 
@@ -95,7 +97,10 @@ int main(int argc, char **argv)
 			printf("not ok %d - cannot open %s\n", i, argv[i]);
 			continue;
 		}
-		/* A broken invariant aborts: the driver reports the crash. */
+		/* A broken invariant aborts: the driver reports the crash,
+		 * and this line names the input. */
+		printf("# %s\n", argv[i]);
+		fflush(stdout);
 		run_file(f);
 		fclose(f);
 		printf("ok %d - %s\n", i, strrchr(argv[i], '/') ?

@@ -56,6 +56,24 @@ newest_ok() {
 		grep . || echo 0
 }
 
+# as_user UID CMD...: run CMD as that user (uid, gid the same, no
+# supplementary groups), with HOME=/ and CKPT_PROG_SOLO=1.  The attacks of
+# the hostile-neighbour tests run as `nobody` (65534) and a second user
+# (65533); can_switch_users says whether this test can (root with setpriv:
+# otherwise those tests skip, saying so).
+as_user() {
+	local uid=$1
+	shift
+	HOME=/ CKPT_PROG_SOLO=1 setpriv --reuid="$uid" --regid="$uid" \
+		--clear-groups -- "$@"
+}
+can_switch_users() {
+	[ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null &&
+		as_user 65534 true 2>/dev/null
+}
+NOBODY=65534
+OTHER=65533
+
 W=$(mktemp -d "${TMPDIR:-/var/tmp}/ckpt-test.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 export HOROVOD_LOG_LEVEL=${HOROVOD_LOG_LEVEL:-error}

@@ -128,6 +128,7 @@ static void stall(void)
 	hvd_handle_t h = NULL;
 	hvd_status_t st = HVD_OK;
 	time_t t0 = time(NULL);
+	char err[1024];
 
 	/* warm the cache so the stalled tensor starts on the cached path */
 	for (int i = 0; i < 2; i++)
@@ -162,12 +163,18 @@ static void stall(void)
 			hvd_wait(h);
 		}
 	}
+	snprintf(err, sizeof(err), "%s", hvd_last_error());
 	check(st == HVD_ERR_STALLED,
 	      "stalled op fails with HVD_ERR_STALLED on "
 	      "every rank (got %s)",
 	      hvd_status_name(st));
-	check(rank != 0 || strstr(hvd_last_error(), "lonely"),
-	      "the error names the stalled tensor");
+	check(strstr(err, "hvd: stalled longer than HOROVOD_STALL_SHUTDOWN_"
+			  "TIME_SECONDS=2, the engine shut down") &&
+		  strstr(err, "ALLREDUCE 'lonely' waited") &&
+		  strstr(err, "for rank 1"),
+	      "every rank's error is the stall shutdown, naming the stalled "
+	      "tensor and the missing rank: %s",
+	      err);
 	check(time(NULL) - t0 < 30, "within the shutdown time (%ld s)",
 	      (long)(time(NULL) - t0));
 	st = hvd_allreduce_async("later", HVD_IN_PLACE, buf, 4, HVD_FLOAT32,
@@ -329,16 +336,22 @@ static void join(void)
 
 /* -------------------------------------------------------------- groups */
 
-static int cb_count;
+/* Completion order: the callbacks run on the engine thread as each op
+ * completes, one after another in the order the ops ran. */
+static int cb_count, cb_order[8];
+
 static void cb(hvd_handle_t h, hvd_status_t st, void *arg)
 {
+	int n = __atomic_fetch_add(&cb_count, 1, __ATOMIC_RELAXED);
+
 	(void)h;
-	if (st == HVD_OK)
-		__atomic_add_fetch((int *)arg, 1, __ATOMIC_RELAXED);
+	if (st == HVD_OK && n < 8)
+		cb_order[n] = *(const int *)arg;
 }
 
 static void groups(void)
 {
+	static const int id[3] = {0, 1, 2};
 	float a[100], b[100], c[100];
 	hvd_handle_t h[3];
 	hvd_opts_t o;
@@ -347,19 +360,25 @@ static void groups(void)
 	for (int i = 0; i < 100; i++)
 		a[i] = b[i] = c[i] = 0.5f * (float)(i % 7);
 	check(hvd_group_begin(&g) == HVD_OK, "group begin");
+	/* Three ops that cannot fuse, submitted a, b, c with priorities 0,
+	 * 5, 3: one group reaches the engine in one cycle, where they must
+	 * run b, c, a (highest priority first). */
 	hvd_opts_init(&o);
 	o.group = g;
 	o.callback = cb;
-	o.callback_arg = &cb_count;
+	o.callback_arg = (void *)&id[0];
 	good &= hvd_allreduce_async("g.a", HVD_IN_PLACE, a, 100, HVD_FLOAT32,
 				    HVD_AVERAGE, &o, &h[0]) == HVD_OK;
 	o.priority = 5;
 	o.compress_fp16 = 1;
+	o.callback_arg = (void *)&id[1];
 	good &= hvd_allreduce_async("g.b", HVD_IN_PLACE, b, 100, HVD_FLOAT32,
 				    HVD_SUM, &o, &h[1]) == HVD_OK;
+	o.priority = 3;
 	o.compress_fp16 = 0;
 	o.prescale = 2;
 	o.postscale = 0.25;
+	o.callback_arg = (void *)&id[2];
 	good &= hvd_allreduce_async("g.c", HVD_IN_PLACE, c, 100, HVD_FLOAT32,
 				    HVD_SUM, &o, &h[2]) == HVD_OK;
 	check(good && hvd_test(h[0]) == HVD_IN_PROGRESS,
@@ -375,6 +394,11 @@ static void groups(void)
 	}
 	check(good, "average, fp16-compressed sum, pre/postscale: exact");
 	check(cb_count == 3, "callbacks ran (%d)", cb_count);
+	check(cb_count == 3 && cb_order[0] == 1 && cb_order[1] == 2 &&
+		  cb_order[2] == 0,
+	      "priorities: ran g.b (5), g.c (3), g.a (0), not in submission "
+	      "order (ran %c %c %c)",
+	      'a' + cb_order[0], 'a' + cb_order[1], 'a' + cb_order[2]);
 }
 
 /* ------------------------------------------------------------- latency */

@@ -50,7 +50,7 @@ wait $srun_pid
 rc=$?
 kill $dog 2>/dev/null
 is "$rc" 85 "SIGUSR1 to srun: every rank checkpoints and exits 85"
-like "$(cat "$wd/run1.out")" "stop requested .* checkpoint of step [0-9]+ written" \
+like "$(cat "$wd/run1.out")" "stop requested \(SIGUSR1\): checkpoint of step [0-9]+ written" \
 	"rank 0 says the checkpoint is written"
 out=$("$HVD_CKPT" verify "$ck")
 ok $? "the checkpoint verifies (hvd-ckpt verify)" || diag "$out"

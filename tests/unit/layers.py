@@ -159,7 +159,36 @@ def check_includes(srcdir, top, table):
                 bad.append("#include \"%s\": %s" % (name, why))
     ok(not bad, "%s/: every #include goes to its own folder or a lower "
        "layer (%d includes)" % (top, len(edges)), bad)
+    # modules: a source and its headers are one (x.c, x.h, x_impl.h)
+    mods = {(stem(a), stem(b)) for a, b in edges if stem(a) != stem(b)}
+    circ = cycles({m for e in mods for m in e}, mods)
+    ok(not circ, "%s/: no files that include each other in a cycle" % top,
+       ["cycle: " + " -> ".join(c) for c in circ])
     return edges
+
+
+def stem(path):
+    """The module of a file: x.c, x.h and its private x_impl.h are one."""
+    base = os.path.splitext(path)[0]
+    return base[:-5] if base.endswith("_impl") else base
+
+
+def floors(nodes, edges):
+    """A file's floor: one more than the highest floor it uses (1: uses
+    nothing of the tree).  Only meaningful without cycles."""
+    uses = {n: {b for a, b in edges if a == n and b != n} for n in nodes}
+    memo = {}
+
+    def floor(n, seen=()):
+        if n in memo:
+            return memo[n]
+        if n in seen:
+            return 0
+        f = 1 + max([floor(m, seen + (n,)) for m in uses.get(n, ())] or [0])
+        memo[n] = f
+        return f
+
+    return {n: floor(n) for n in nodes}
 
 
 def nm(obj, *flags):
@@ -257,6 +286,10 @@ def check_calls(srcdir, builddir, top, table, prefixes, what):
     circ = cycles(set(objs), edges)
     ok(not circ, "%s: no files that call each other in a cycle" % what,
        ["cycle: " + " -> ".join(c) for c in circ])
+    fl = floors(set(objs), edges)
+    up = sum(1 for a, b in edges if fl.get(b, 0) >= fl.get(a, 0))
+    print("# %s: %d floors by calls; %d calls that do not go down a floor"
+          % (what, max(fl.values() or [0]), up))
 
 
 def needed(binary):

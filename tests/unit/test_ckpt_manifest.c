@@ -7,8 +7,19 @@
 #include "ckpt/core/ckpt_manifest.h"
 #include "tap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define HAVE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HAVE_ASAN 1
+#endif
+#endif
 
 static void sample(struct ckpt_manifest *m, struct ckpt_buffer *b)
 {
@@ -146,6 +157,26 @@ static void test_semantics(void)
 	ok(strstr(hvd_last_error(), "version 2") != NULL, "message: %s",
 	   hvd_last_error());
 	ok(!parses("", 0), "empty manifest rejected");
+	/* the checksum is no MAC: ckpt_manifest_format makes it right for
+	 * anything, so the parser itself must refuse bytes the C string
+	 * functions would read differently (found by fuzz_ckpt_manifest) */
+	m.world_size = 3;
+	strcpy(m.job, "42\00142");
+	ckpt_manifest_format(&m, &text, &len);
+	ok(!parses(text, len), "a control byte in a field refused, although "
+	   "the checksum is right");
+	ok(strstr(hvd_last_error(), "line 5: a byte that is not printable") !=
+		   NULL, "message: %s", hvd_last_error());
+	free(text);
+	strcpy(m.job, "42\37742");
+	ckpt_manifest_format(&m, &text, &len);
+	ok(!parses(text, len), "a byte above 0x7e refused too");
+	free(text);
+	strcpy(m.job, "4242");
+	ckpt_manifest_format(&m, &text, &len);
+	ok(parses(text, len), "and the same manifest with a plain job id "
+	   "parses");
+	free(text);
 	free(m.files);
 }
 
@@ -239,6 +270,90 @@ static void test_retention(void)
 	add(e, &n, 20, CKPT_INCOMPLETE, 0);
 	is_int(ckpt_retention_plan(e, n, 3, -1), 1,
 	       "no complete one: only the partial goes");
+	n = 0;
+	add(e, &n, 30, CKPT_COMPLETE, 0);
+	add(e, &n, 20, CKPT_FOREIGN, 0);
+	add(e, &n, 10, CKPT_FOREIGN, 0);
+	is_int(ckpt_retention_plan(e, n, 1, -1), 0,
+	       "links and other users' directories are never removed");
+}
+
+/* A manifest whose header claims `count` lines of `key` ("buffers" or
+ * "files") and then ends.  Nothing is checksummed yet when the count is
+ * read: an attacker's 50-byte file must not make the parser allocate for a
+ * million entries. */
+static size_t huge_count(char *buf, size_t n, const char *key,
+			 unsigned long count)
+{
+	int len = snprintf(buf, n,
+			   "hvd-checkpoint 1\nstep 1\nworld_size 1\n"
+			   "created 0\njob -\nreplicated_bytes 0\n"
+			   "per_rank_bytes 0\n%s%lu\n", strcmp(key, "files") == 0
+			   ? "buffers 0\nfiles " : "buffers ", count);
+
+	return (size_t)len;
+}
+
+/* Virtual memory of this process now, in bytes. */
+static unsigned long long vm_bytes(void)
+{
+	unsigned long long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%llu", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
+}
+
+static void test_counts(void)
+{
+	struct ckpt_manifest m;
+	char text[512];
+	size_t len;
+	hvd_status_t st;
+
+	len = huge_count(text, sizeof(text), "buffers", 1000000);
+	st = ckpt_manifest_parse(text, len, &m);
+	is_int(st, HVD_ERR_CORRUPT, "buffers 1000000 in a short file: corrupt");
+	ok(strstr(hvd_last_error(), "line 8: 1000000 buffers cannot fit in "
+		  "the 0 bytes left") != NULL,
+	   "refused at the count line, for the bytes left: %s",
+	   hvd_last_error());
+	len = huge_count(text, sizeof(text), "files", 2000000);
+	st = ckpt_manifest_parse(text, len, &m);
+	is_int(st, HVD_ERR_CORRUPT, "files 2000000 in a short file: corrupt");
+	ok(strstr(hvd_last_error(), "line 9: 2000000 files cannot fit") !=
+		   NULL, "refused at the count line: %s", hvd_last_error());
+#ifdef HAVE_ASAN
+	skip(2, "ASan reserves more address space than RLIMIT_AS would leave");
+#else
+	{
+		/* with 64 MiB of address space to spare, a parser that
+		 * allocates from the counts (152 MB and 96 MB here) fails
+		 * with out of memory instead */
+		struct rlimit old, lim;
+
+		getrlimit(RLIMIT_AS, &old);
+		lim = old;
+		lim.rlim_cur = vm_bytes() + (64ull << 20);
+		if (lim.rlim_cur > old.rlim_max)
+			lim.rlim_cur = old.rlim_max;
+		setrlimit(RLIMIT_AS, &lim);
+		len = huge_count(text, sizeof(text), "buffers", 1000000);
+		st = ckpt_manifest_parse(text, len, &m);
+		len = huge_count(text, sizeof(text), "files", 2000000);
+		hvd_status_t st2 = ckpt_manifest_parse(text, len, &m);
+		setrlimit(RLIMIT_AS, &old);
+		ok(st == HVD_ERR_CORRUPT, "buffers: no allocation from the "
+		   "count (64 MiB of address space left: %s)",
+		   hvd_status_name(st));
+		ok(st2 == HVD_ERR_CORRUPT, "files: no allocation from the count "
+		   "(%s)", hvd_status_name(st2));
+	}
+#endif
 }
 
 int main(void)
@@ -247,5 +362,6 @@ int main(void)
 	test_semantics();
 	test_names();
 	test_retention();
+	test_counts();
 	return done_testing();
 }

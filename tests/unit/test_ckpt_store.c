@@ -4,11 +4,18 @@
  * truncated file, missing manifest, stale `latest`), crash leftovers,
  * retention, async mode, stop signals chained to the program's handler,
  * per-rank state restored on another world size.
+ *
+ * Through libhvd's public API only, linked against libhvd itself: the
+ * checkpointer tested is the one programs get, and a program that never
+ * calls hvd_init() is a world of one there.  (Compiling the checkpointer's
+ * sources into the test instead would need doubles of the collectives, and
+ * a second copy of hvd_last_error() would take the place of libhvd's.)
  */
 #include "config.h"
 
-#include "ckpt/ckpt_internal.h"
 #include "tap.h"
+
+#include <hvd.h>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -17,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define N 5000
 
@@ -79,6 +87,70 @@ static void path(char *buf, size_t n, const char *dir, long step,
 		 const char *file)
 {
 	snprintf(buf, n, "%s/step-%08ld/%s", dir, step, file);
+}
+
+/* The whole of a small file, NUL-terminated (NULL when unreadable). */
+static char *slurp(const char *p, size_t *len)
+{
+	FILE *f = fopen(p, "r");
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+
+	if (!f)
+		return NULL;
+	for (;;) {
+		if (n + 4096 + 1 > cap) {
+			char *nb = realloc(buf, cap = n + 8192);
+
+			if (!nb)
+				break;
+			buf = nb;
+		}
+		size_t r = fread(buf + n, 1, cap - n - 1, f);
+
+		if (r == 0)
+			break;
+		n += r;
+	}
+	fclose(f);
+	if (buf)
+		buf[n] = '\0';
+	if (len)
+		*len = n;
+	return buf;
+}
+
+static void spit(const char *p, const char *text, size_t len)
+{
+	FILE *f;
+
+	unlink(p);
+	f = fopen(p, "w");
+	if (!f || fwrite(text, 1, len, f) != len)
+		diag("cannot write %s", p);
+	if (f)
+		fclose(f);
+}
+
+/* DIR/latest without its newline ("" when absent). */
+static void read_latest(const char *dir, char *out, size_t n)
+{
+	char p[400], *text;
+
+	snprintf(p, sizeof(p), "%s/latest", dir);
+	text = slurp(p, NULL);
+	snprintf(out, n, "%s", text ? text : "");
+	out[strcspn(out, "\n")] = '\0';
+	free(text);
+}
+
+static void write_latest(const char *dir, const char *name)
+{
+	char p[400], line[300];
+
+	snprintf(p, sizeof(p), "%s/latest", dir);
+	snprintf(line, sizeof(line), "%s\n", name);
+	spit(p, line, strlen(line));
 }
 
 static void flip_byte(const char *p, off_t off)
@@ -151,7 +223,7 @@ static void test_basic(void)
 	fill(10);
 	hvd_ckpt_set_meta(c, meta, sizeof(meta));
 	ok(hvd_ckpt_step(c, 10, &stop) == HVD_OK, "step 10: written");
-	ckpt_read_latest(dir, latest, sizeof(latest));
+	read_latest(dir, latest, sizeof(latest));
 	is_str(latest, "step-00000010", "latest names it");
 	path(p, sizeof(p), dir, 10, "MANIFEST");
 	ok(access(p, F_OK) == 0, "manifest present");
@@ -197,7 +269,7 @@ static void test_corruption(void)
 	unlink(p);
 	ok(restore(dir, 5) == 10 && check(10),
 	   "missing manifest in step 20: falls back to 10");
-	ckpt_read_latest(dir, latest, sizeof(latest));
+	read_latest(dir, latest, sizeof(latest));
 	is_str(latest, "step-00000010", "stale latest repaired on restore");
 
 	path(p, sizeof(p), dir, 10, "rank-00000.bin");
@@ -213,7 +285,7 @@ static void test_stale_latest_and_leftovers(void)
 	snprintf(dir, sizeof(dir), "%s/leftover", root);
 	save_steps(dir, 3, 1, 20);
 	/* a crash after the rename but before `latest` was updated */
-	ckpt_write_latest(dir, "step-00000010");
+	write_latest(dir, "step-00000010");
 	/* and a crash in the middle of a later write */
 	snprintf(p, sizeof(p), "%s/step-00000030.partial-99-1", dir);
 	mkdir(p, 0755);
@@ -354,32 +426,59 @@ static void test_signal(void)
 	   "off-schedule checkpoint of step 4 restored");
 }
 
+/* A 1-rank manifest rewritten as 2 ranks would have written it: world_size
+ * 2, rank-00001.bin listed (a copy of rank 0's line), checksum recomputed
+ * (the last line checksums every byte before it). */
+static void make_two_ranks(const char *mpath)
+{
+	char *text = slurp(mpath, NULL), *out, *line, *save = NULL;
+	size_t len = 0, cap;
+
+	if (!text) {
+		diag("cannot read %s", mpath);
+		return;
+	}
+	cap = strlen(text) + 256;
+	out = calloc(1, cap);
+	for (line = strtok_r(text, "\n", &save); line && out;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, "checksum ", 9) == 0)
+			break;
+		if (strcmp(line, "world_size 1") == 0)
+			line = "world_size 2";
+		else if (strcmp(line, "files 2") == 0)
+			line = "files 3";
+		len += (size_t)snprintf(out + len, cap - len, "%s\n", line);
+		if (strncmp(line, "file rank-00000.bin ", 20) == 0)
+			len += (size_t)snprintf(out + len, cap - len,
+						"file rank-00001.bin %s\n",
+						line + 20);
+	}
+	if (out) {
+		unsigned long long sum = XXH3_64bits(out, len);
+
+		len += (size_t)snprintf(out + len, cap - len,
+					"checksum %016llx\n", sum);
+		if (!strstr(out, "files 3\nfile replicated.bin") ||
+		    !strstr(out, "file rank-00001.bin"))
+			diag("%s: not the layout expected", mpath);
+		spit(mpath, out, len);
+	}
+	free(out);
+	free(text);
+}
+
 static void test_world_size(void)
 {
-	char dir[300], p[400], *text;
-	struct ckpt_manifest m;
-	size_t len;
+	char dir[300], p[400];
 	hvd_ckpt_t *c;
 	long step;
 
 	/* rewrite a good checkpoint's manifest as if 2 ranks wrote it */
 	snprintf(dir, sizeof(dir), "%s/worldsize", root);
 	save_steps(dir, 3, 1, 10);
-	snprintf(p, sizeof(p), "%s/step-00000010", dir);
-	ckpt_read_manifest(p, &m);
-	m.world_size = 2;
-	ckpt_manifest_layout(&m);
-	ckpt_manifest_format(&m, &text, &len);
-	ckpt_manifest_free(&m);
 	snprintf(p, sizeof(p), "%s/step-00000010/MANIFEST", dir);
-	unlink(p);
-	{
-		FILE *f = fopen(p, "w");
-
-		fwrite(text, 1, len, f);
-		fclose(f);
-	}
-	free(text);
+	make_two_ranks(p);
 	c = open_dir(dir, 3, 0);
 	ok(hvd_ckpt_restore(c, &step) == HVD_ERR_MISMATCH,
 	   "per-rank state of 2 ranks on 1 rank: a clear error");
@@ -414,8 +513,22 @@ static void test_errors(void)
 	setenv("HOROVOD_CHECKPOINT_EVERY", "7", 1);
 	setenv("HOROVOD_CHECKPOINT_KEEP", "4", 1);
 	ok(hvd_ckpt_open(NULL, &c) == HVD_OK, "defaults from the environment");
-	ok(c && c->every == 7 && c->keep == 4 && strcmp(c->dir, root) == 0,
-	   "every/keep/dir taken from HOROVOD_CHECKPOINT_*");
+	hvd_ckpt_register(c, "weights", w, sizeof(w), HVD_CKPT_REPLICATED);
+	for (long s = 1; s <= 35; s++) {
+		int stop;
+
+		if (hvd_ckpt_step(c, s, &stop) != HVD_OK)
+			diag("step %ld: %s", s, hvd_last_error());
+		if (s == 7)
+			ok(count_dirs(root, "step-") == 1 &&
+				   count_dirs(root, "step-00000007") == 1,
+			   "dir and every from HOROVOD_CHECKPOINT_*: step 7, "
+			   "and only it, written there");
+	}
+	is_int(count_dirs(root, "step-"), 4,
+	       "keep from HOROVOD_CHECKPOINT_KEEP: 4 of 5 checkpoints left");
+	hvd_ckpt_close(c);
+	ok(hvd_ckpt_open(NULL, &c) == HVD_OK, "open again");
 	ok(hvd_ckpt_register(c, "bad name", w, 4, HVD_CKPT_REPLICATED) ==
 		   HVD_ERR_INVALID_ARG, "bad buffer name refused");
 	hvd_ckpt_register(c, "a", w, 4, HVD_CKPT_REPLICATED);
@@ -435,6 +548,11 @@ int main(void)
 
 	snprintf(root, sizeof(root), "%s/test_ckpt_store.%ld", base,
 		 (long)getpid());
+	/* ours, 0700: test_errors uses it as a checkpoint directory itself
+	 * (made by the checkpointer, in a sticky directory as a root job's
+	 * intermediate directory, it would be 1777: a shared parent) */
+	if (mkdir(root, 0700) != 0)
+		diag("mkdir %s failed", root);
 	setenv("HOROVOD_LOG_LEVEL", "error", 0);
 	test_basic();
 	test_corruption();
@@ -442,9 +560,11 @@ int main(void)
 	test_retention();
 	test_async();
 	test_overlap();
-	test_signal();
 	test_world_size();
 	test_errors();
+	/* last: a stop request stays for the life of the process (every
+	 * later step would checkpoint) */
+	test_signal();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	if (system(cmd) != 0)
 		diag("cleanup of %s failed", root);

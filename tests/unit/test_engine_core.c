@@ -1,32 +1,25 @@
 /*
- * The engine's pure cores, without processes: name map, wire encoding,
- * response cache (hit/miss/invalid, LRU eviction, bit reuse), the
- * coordinator (readiness, order, every mismatch field, join, groups,
- * process-set mismatch), fusion plan, process-set spec parsing, stall
- * report, timeline file format, autotune sweep.
+ * The engine's pure cores (engine/core/, compiled in alone), without
+ * processes: name map, wire encoding, response cache (hit/miss/invalid,
+ * LRU eviction, bit reuse), the coordinator (readiness, order, every
+ * mismatch field, join, groups, process-set mismatch), fusion plan,
+ * process-set spec parsing, stall report, autotune sweep.
  */
-#include "engine/engine.h"
+#include "engine/core/autotune.h"
+#include "engine/core/fusion_plan.h"
+#include "engine/core/namemap.h"
+#include "engine/core/negotiate.h"
+#include "engine/core/pset_spec.h"
+#include "engine/core/request.h"
+#include "engine/core/response_cache.h"
+#include "engine/core/stall.h"
+#include "engine/core/wire.h"
 #include "hvd.h"
 #include "tap.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-/* pset.c links against the communicator layer; the parser and the table
- * without communicators never call it. */
-hvd_status_t comm_split(hvd_comm_t *parent, const int *world_ranks, int n,
-			hvd_comm_t **out)
-{
-	(void)parent;
-	(void)world_ranks;
-	(void)n;
-	*out = NULL;
-	return HVD_ERR_INTERNAL;
-}
-
-void comm_destroy(hvd_comm_t *comm) { (void)comm; }
 
 static struct eng_req *req(const char *name, int kind, int dtype,
 			   uint64_t count)
@@ -41,20 +34,24 @@ static struct eng_req *req(const char *name, int kind, int dtype,
 	return r;
 }
 
-static struct pset_table sets;
+/* The coordinator's view of the process sets, as the engine hands it in:
+ * set 0 is the world {0,1,2}, set 1 is {0,2}. */
+static const int set_members[2][3] = {{1, 1, 1}, {1, 0, 1}};
 
 static int member(void *arg, int32_t pset, int rank)
 {
 	(void)arg;
-	return pset_is_member(&sets, pset, rank);
+	return pset >= 0 && pset < 2 && rank >= 0 && rank < 3 &&
+	       set_members[pset][rank];
 }
 
 static int set_size(void *arg, int32_t pset)
 {
-	struct pset *p = pset_get(&sets, pset);
+	int n = 0;
 
-	(void)arg;
-	return p ? p->n : 0;
+	for (int r = 0; r < 3; r++)
+		n += member(arg, pset, r);
+	return n;
 }
 
 static void coord_setup(struct coord *c, int size)
@@ -224,10 +221,7 @@ static void test_coordinator(void)
 	struct coord c;
 	struct resp_list l = {0};
 	struct eng_req *g;
-	int r3[3] = {0, 1, 2}, r2[2] = {0, 2};
 
-	pset_table_add(&sets, 0, r3, 3, 0, NULL);
-	pset_table_add(&sets, 1, r2, 2, 0, NULL);
 	coord_setup(&c, 3);
 	/* Ranks submit x, y in different orders; ready in first-seen
 	 * order once all three have them. */
@@ -337,7 +331,6 @@ static void test_coordinator(void)
 	mismatch("device", m_dev, EK_ALLREDUCE,
 		 "CPU on ranks 0,2; GPU on rank 1");
 	mismatch("compression", m_comp, EK_ALLREDUCE, "fp16 compression");
-	pset_table_free(&sets);
 }
 
 static void test_fusion_plan(void)
@@ -396,47 +389,6 @@ static void test_pset_parse(void)
 	   "pset: empty spec, no sets");
 }
 
-static void test_timeline(void)
-{
-	char path[] = "/var/tmp/test_engine_tl.XXXXXX";
-	struct timeline t;
-	char buf[8192];
-	FILE *f;
-	size_t n;
-	int fd = mkstemp(path);
-
-	close(fd);
-	ok(timeline_open(&t, path, 1) == HVD_OK, "timeline: opens");
-	timeline_mark_cycle(&t);
-	timeline_begin(&t, "g\"1", "NEGOTIATE_ALLREDUCE");
-	timeline_instant(&t, "g\"1", "0");
-	timeline_end(&t, "g\"1", NULL, 0);
-	timeline_begin(&t, "g\"1", "ALLREDUCE");
-	timeline_end(&t, "g\"1", "float32", 7);
-	timeline_flush(&t);
-	f = fopen(path, "r");
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	ok(n > 3 && buf[0] == '[' && buf[n - 1] == '\n' && buf[n - 2] == '}',
-	   "timeline: an open array of complete lines while running");
-	ok(strstr(buf, "\"name\": \"g\\\"1\"") != NULL,
-	   "timeline: tensor names are JSON-escaped");
-	ok(strstr(buf, "CYCLE_START") && strstr(buf, "NEGOTIATE_ALLREDUCE") &&
-	       strstr(buf, "\"shape\": \"[7]\""),
-	   "timeline: cycle marks, negotiation and shapes");
-	timeline_close(&t);
-	f = fopen(path, "r");
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	ok(n > 2 && strcmp(buf + n - 2, "]\n") == 0, "timeline: closed with ]");
-	unlink(path);
-	ok(timeline_open(&t, "/nonexistent/dir/tl.json", 0) == HVD_ERR_IO &&
-	       strstr(hvd_last_error(), "/nonexistent/dir/tl.json"),
-	   "timeline: unwritable path names the file: %s", hvd_last_error());
-}
-
 static void test_autotune(void)
 {
 	struct autotune a;
@@ -471,7 +423,6 @@ int main(void)
 	test_coordinator();
 	test_fusion_plan();
 	test_pset_parse();
-	test_timeline();
 	test_autotune();
 	return done_testing();
 }

@@ -495,11 +495,73 @@ static void test_scale(void)
 	   "past 2^53)");
 }
 
+/* reduce_scale_copy gives exactly what a copy and reduce_scale give, for
+ * every type, misaligned, across the vector loops' lengths and tails, into
+ * another buffer (source and neighbours untouched) and in place. */
+static void test_scale_copy(void)
+{
+	static const size_t lens[] = {0, 1, 3, 4, 7, 8, 9, 33, 1000};
+	static const double factors[] = {1.0, 0.5, 1.0 / 3, 2.0, -1.5};
+	enum { MAXN = 1000, SLACK = 16 };
+	static char src[(MAXN + 2) * 8 + SLACK], keep[sizeof(src)];
+	static char got[sizeof(src)], want[sizeof(src)];
+	int copies_ok = 1, inplace_ok = 1;
+
+	for (int t = 0; t < HVD_DTYPE_COUNT; t++) {
+		size_t es = hvd_dtype_size((hvd_dtype_t)t);
+
+		for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
+			for (int fi = 0; fi < 5; fi++) {
+				size_t n = lens[li], bytes = (n + 2) * es;
+				double f = factors[fi];
+
+				fill(src, n + 2, (hvd_dtype_t)t);
+				memcpy(keep, src, bytes);
+				memset(got, 0x5a, bytes);
+				memcpy(want, got, bytes);
+				memcpy(want + es, src + es, n * es);
+				reduce_scale(want + es, n, (hvd_dtype_t)t, f);
+				reduce_scale_copy(got + es, src + es, n,
+						  (hvd_dtype_t)t, f);
+				if (count_diff(got, want, n + 2,
+					       (hvd_dtype_t)t) ||
+				    memcmp(src, keep, bytes)) {
+					if (copies_ok)
+						diag("%s, %zu elements, factor "
+						     "%g: differs",
+						     hvd_dtype_name(
+							 (hvd_dtype_t)t),
+						     n, f);
+					copies_ok = 0;
+				}
+				reduce_scale_copy(src + es, src + es, n,
+						  (hvd_dtype_t)t, f);
+				if (count_diff(src + es, want + es, n,
+					       (hvd_dtype_t)t) ||
+				    memcmp(src, keep, es) ||
+				    memcmp(src + (n + 1) * es,
+					   keep + (n + 1) * es, es)) {
+					if (inplace_ok)
+						diag("%s, %zu elements, factor "
+						     "%g: in place differs",
+						     hvd_dtype_name(
+							 (hvd_dtype_t)t),
+						     n, f);
+					inplace_ok = 0;
+				}
+			}
+	}
+	ok(copies_ok, "reduce_scale_copy: every type, length and factor as "
+		      "a copy and reduce_scale, source and neighbours "
+		      "untouched");
+	ok(inplace_ok, "reduce_scale_copy in place: as reduce_scale");
+}
+
 int main(void)
 {
 	static const char *const isas[] = {"generic", "avx2", "avx512"};
 
-	plan(4 + 3 * 2 + 6);
+	plan(4 + 3 * 2 + 6 + 2);
 	test_conversions();
 	for (int i = 0; i < 3; i++) {
 		if (reduce_select_isa(isas[i]) != 0) {
@@ -510,5 +572,6 @@ int main(void)
 		test_kernels(isas[i]);
 	}
 	test_scale();
+	test_scale_copy();
 	return done_testing();
 }

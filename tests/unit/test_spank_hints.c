@@ -2,21 +2,23 @@
  * reference answers of its README), on a hand-written hwloc 1.x XML, on a
  * topology with a CPU-less NUMA node, a GPU seen only as a PCI device and no
  * HCA, and on a synthetic sysfs tree for RoCE GIDs and network interfaces. */
-#include "horovod_config.h"
-#include "horovod_hints.h"
-#include "horovod_layout.h"
-#include "horovod_topo.h"
+#include "core/cfg.h"
+#include "core/hints.h"
+#include "core/layout.h"
+#include "core/machine.h"
+#include "core/topo.h"
 #include "tap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static struct hvdtopo *t;
-static struct hvdhints *h;
-static struct hvdcfg cfg;
+static struct topo *t;
+static struct hints *h;
+static struct cfg cfg;
 static char err[512];
 static char dir[1024];
+static const char *task_cwd = ""; /* the working directory layout() gives */
 
 static int load(const char *file, const char *sysfs)
 {
@@ -26,7 +28,7 @@ static int load(const char *file, const char *sysfs)
 		snprintf(path, sizeof(path), "%s", file);
 	else
 		snprintf(path, sizeof(path), "%s/%s", dir, file);
-	if (hvdtopo_load(t, path, sysfs ? sysfs : "/nonexistent", err,
+	if (machine_load(t, path, sysfs ? sysfs : "/nonexistent", err,
 			 sizeof(err))) {
 		diag("load %s: %s", path, err);
 		return -1;
@@ -34,41 +36,42 @@ static int load(const char *file, const char *sysfs)
 	return 0;
 }
 
-static void layout(struct hvdlayout *l, unsigned lr, unsigned ls)
+static void layout(struct layout *l, unsigned lr, unsigned ls)
 {
 	memset(l, 0, sizeof(*l));
 	l->rank = l->local_rank = lr;
 	l->size = l->local_size = ls;
 	l->cross_size = l->nnodes = 1;
 	strcpy(l->hostname, "n1");
-	strcpy(l->master_addr, "n1");
 	strcpy(l->user, "alice");
 	strcpy(l->job_name, "train");
 	l->job_id = 42;
+	snprintf(l->cwd, sizeof(l->cwd), "%s", task_cwd);
+	layout_master(l, "n[1-2]", NULL, NULL);
 }
 
 /* Hints of local rank lr of ls, with options `opt` and environment env. */
 static int hints(unsigned lr, unsigned ls, const char *opt, char **env)
 {
-	struct hvdlayout l;
-	struct hvdopt o = cfg.defaults;
+	struct layout l;
+	struct opt o = cfg.defaults;
 
 	layout(&l, lr, ls);
-	if (hvdopt_parse(opt, &o, err, sizeof(err)))
+	if (opt_parse(opt, &o, err, sizeof(err)))
 		return -1;
-	return hvdhints_compute(t, &l, &o, env, &cfg, h, err, sizeof(err));
+	return hints_compute(t, &l, &o, env, &cfg, h, err, sizeof(err));
 }
 
 static const char *val(const char *name)
 {
-	const struct hvdhint *x = hvdhints_find(h, name);
+	const struct hint *x = hints_find(h, name);
 
 	return x ? x->value : NULL;
 }
 
 static const char *why(const char *name)
 {
-	const struct hvdhint *x = hvdhints_find(h, name);
+	const struct hint *x = hints_find(h, name);
 
 	return x ? x->why : "";
 }
@@ -174,8 +177,8 @@ static void slurm_gpus(void)
 	is_str(val("CUDA_VISIBLE_DEVICES"), "1", "global indices: rank 0 -> 1");
 	/* The user's own CVD (no Slurm GPUs) is kept. */
 	hints(0, 2, NULL, env2);
-	ok(hvdhints_find(h, "CUDA_VISIBLE_DEVICES")->action == HVDHINT_KEPT &&
-		   strcmp(val("CUDA_VISIBLE_DEVICES"), "3") == 0,
+	ok(hints_find(h, "CUDA_VISIBLE_DEVICES")->action == HINT_KEPT &&
+	       strcmp(val("CUDA_VISIBLE_DEVICES"), "3") == 0,
 	   "user CUDA_VISIBLE_DEVICES kept");
 	is_str(val("NCCL_IB_HCA"), "=mlx5_3:1", "... its GPU's port used");
 	hints(0, 2, "gpu-bind=none", NULL);
@@ -196,16 +199,16 @@ static void user_and_force(void)
 		return;
 	}
 	hints(0, 2, "fusion-mb=64", env);
-	ok(hvdhints_find(h, "NCCL_IB_HCA")->action == HVDHINT_KEPT &&
-		   strcmp(val("NCCL_IB_HCA"), "mlx5_9") == 0,
+	ok(hints_find(h, "NCCL_IB_HCA")->action == HINT_KEPT &&
+	       strcmp(val("NCCL_IB_HCA"), "mlx5_9") == 0,
 	   "user NCCL_IB_HCA kept");
 	ok(strstr(why("NCCL_IB_HCA"), "=mlx5_0:1") != NULL,
 	   "... reason says what the plugin would set: %s", why("NCCL_IB_HCA"));
 	is_str(val("HOROVOD_FUSION_THRESHOLD"), "1", "user knob kept");
-	ok(hvdcfg_parse(4, pol, &cfg, err, sizeof(err)) == 0, "policy parses");
+	ok(cfg_parse(4, pol, &cfg, err, sizeof(err)) == 0, "policy parses");
 	hints(0, 2, "fusion-mb=64", env);
-	ok(hvdhints_find(h, "NCCL_IB_HCA")->action == HVDHINT_FORCED &&
-		   strcmp(val("NCCL_IB_HCA"), "=mlx5_0:1") == 0,
+	ok(hints_find(h, "NCCL_IB_HCA")->action == HINT_FORCED &&
+	       strcmp(val("NCCL_IB_HCA"), "=mlx5_0:1") == 0,
 	   "force=NCCL_IB_HCA overrides the user");
 	is_str(val("HOROVOD_FUSION_THRESHOLD"), "16777216",
 	       "forced admin default beats user option and env");
@@ -218,7 +221,84 @@ static void user_and_force(void)
 		   strcmp(h->ckpt_dir, "/scratch/alice/42") == 0,
 	   "ckpt-dir under a root expanded: %s", h->ckpt_dir);
 	is_str(val("HOROVOD_CHECKPOINT_EVERY"), "10", "checkpoint every");
-	hvdcfg_init(&cfg);
+	cfg_init(&cfg);
+}
+
+/* ckpt_roots also hold for a HOROVOD_CHECKPOINT_DIR the user exported. */
+static void roots_env(void)
+{
+	char *pol[] = { "ckpt_roots=/scratch:/work/shared" };
+	char *forced[] = { "ckpt_roots=/scratch", "force=HOROVOD_CHECKPOINT_DIR" };
+	char *out[] = { "HOROVOD_CHECKPOINT_DIR=/home/alice/ck", NULL };
+	char *in[] = { "HOROVOD_CHECKPOINT_DIR=/scratch/alice/ck", NULL };
+	char *rel[] = { "HOROVOD_CHECKPOINT_DIR=ck/run1", NULL };
+	char *up[] = { "HOROVOD_CHECKPOINT_DIR=../../home/alice", NULL };
+	char *dots[] = { "HOROVOD_CHECKPOINT_DIR=/scratch/../etc", NULL };
+	char *prefix[] = { "HOROVOD_CHECKPOINT_DIR=/work/shared2/x", NULL };
+	char *empty[] = { "HOROVOD_CHECKPOINT_DIR=", NULL };
+
+	cfg_init(&cfg);
+	ok(hints(0, 1, NULL, out) == 0,
+	   "no ckpt_roots: any exported directory is the user's business");
+	ok(cfg_parse(1, pol, &cfg, err, sizeof(err)) == 0, "ckpt_roots policy");
+	ok(hints(0, 1, NULL, out) == -1 &&
+		   strstr(err, "HOROVOD_CHECKPOINT_DIR=/home/alice/ck (exported "
+			       "before srun) is outside") &&
+		   strstr(err, "/scratch:/work/shared") && strstr(err, "unset it"),
+	   "exported directory outside the roots refused: %s", err);
+	ok(hints(0, 1, "ckpt-dir=/scratch/%u", out) == -1,
+	   "... also when --horovod has a ckpt-dir inside (the export wins)");
+	ok(hints(0, 1, NULL, in) == 0, "exported directory inside: accepted");
+	ok(hints(0, 1, NULL, prefix) == -1,
+	   "/work/shared2 is not below /work/shared: refused");
+	ok(hints(0, 1, NULL, dots) == -1 && strstr(err, "'..'"),
+	   "'..' in the export refused: %s", err);
+	task_cwd = "/scratch/alice";
+	ok(hints(0, 1, NULL, rel) == 0,
+	   "relative export from a working directory inside: accepted");
+	ok(hints(0, 1, NULL, up) == -1 && strstr(err, "'..'"),
+	   "relative export climbing out with '..': refused: %s", err);
+	task_cwd = "/home/alice";
+	ok(hints(0, 1, NULL, rel) == -1 &&
+		   strstr(err, "that is /home/alice/ck/run1"),
+	   "relative export from a working directory outside: refused, "
+	   "naming the full path: %s", err);
+	task_cwd = "";
+	ok(hints(0, 1, NULL, rel) == -1 && strstr(err, "working directory is "
+						    "unknown"),
+	   "relative export, working directory unknown: refused");
+	ok(hints(0, 1, NULL, empty) == 0, "an empty export is no directory");
+	cfg_init(&cfg);
+	ok(cfg_parse(2, forced, &cfg, err, sizeof(err)) == 0 &&
+		   hints(0, 1, "ckpt-dir=/scratch/%u", out) == 0 &&
+		   strcmp(val("HOROVOD_CHECKPOINT_DIR"), "/scratch/alice") == 0,
+	   "force=HOROVOD_CHECKPOINT_DIR: the plugin's directory replaces the "
+	   "export, nothing to refuse");
+	ok(hints(0, 1, NULL, out) == -1,
+	   "... but without a ckpt-dir the export stays, and is checked");
+	cfg_init(&cfg);
+}
+
+/* --horovod=elastic's variables, and elastic-min against the step. */
+static void elastic_env(void)
+{
+	ok(hints(0, 4, "ckpt-every=5", NULL) == 0 &&
+		   !val("HOROVOD_ELASTIC") && !val("HOROVOD_ELASTIC_MIN_SIZE"),
+	   "not elastic: no elastic variables");
+	ok(hints(0, 4, "elastic", NULL) == 0, "elastic");
+	is_str(val("HOROVOD_ELASTIC"), "1", "... HOROVOD_ELASTIC=1");
+	ok(!val("HOROVOD_ELASTIC_MIN_SIZE"),
+	   "... no HOROVOD_ELASTIC_MIN_SIZE without elastic-min");
+	ok(hints(0, 4, "elastic,elastic-min=2", NULL) == 0, "elastic-min=2");
+	is_str(val("HOROVOD_ELASTIC_MIN_SIZE"), "2",
+	       "... HOROVOD_ELASTIC_MIN_SIZE=2");
+	ok(hints(0, 4, "elastic,elastic-min=4", NULL) == 0,
+	   "elastic-min equal to the step's size");
+	ok(hints(0, 4, "elastic,elastic-min=5", NULL) == -1 &&
+		   strstr(err, "the step has 4 tasks; expected elastic-min at "
+			       "most 4"),
+	   "elastic-min above the step's size refused in slurmstepd: %s",
+	   err);
 }
 
 static void knobs(void)
@@ -242,8 +322,8 @@ static void knobs(void)
 
 static void hwloc1_and_cpuless(void)
 {
-	struct hvdlayout l;
-	struct hvdopt o;
+	struct layout l;
+	struct opt o;
 
 	/* hwloc 1.x XML; GPUs as PCI devices only; mlx5_1's port DOWN. */
 	if (load("hwloc1-2numa-2gpu-2hca.xml", NULL) == 0) {
@@ -254,8 +334,8 @@ static void hwloc1_and_cpuless(void)
 		hints(1, 2, "cpu-bind=numa", NULL);
 		is_str(val("NCCL_IB_HCA"), "=mlx5_0:1",
 		       "v1: GPU 1's own HCA is DOWN: the ACTIVE one");
-		ok(h->bind && hvdcpu_isset(&h->cpus, 2) &&
-			   hvdcpu_count(&h->cpus) == 2,
+		ok(h->bind && cpuset_isset(&h->cpus, 2) &&
+		       cpuset_count(&h->cpus) == 2,
 		   "v1: cpu-bind=numa binds to GPU 1's CPUs");
 		hints(0, 2, "net=roce", NULL);
 		is_str(val("NCCL_IB_DISABLE"), "1",
@@ -263,10 +343,10 @@ static void hwloc1_and_cpuless(void)
 		/* Binding never leaves the allowed mask. */
 		layout(&l, 1, 2);
 		l.have_allowed = 1;
-		hvdcpu_parse("0-1", &l.allowed);
+		cpuset_parse("0-1", &l.allowed);
 		o = cfg.defaults;
-		hvdopt_parse("cpu-bind=numa", &o, err, sizeof(err));
-		hvdhints_compute(t, &l, &o, NULL, &cfg, h, err, sizeof(err));
+		opt_parse("cpu-bind=numa", &o, err, sizeof(err));
+		hints_compute(t, &l, &o, NULL, &cfg, h, err, sizeof(err));
 		is_str(val("HOROVOD_CPU_LIST"), "0-1",
 		       "allowed mask outside the GPU's NUMA: stay inside it");
 	} else {
@@ -275,7 +355,7 @@ static void hwloc1_and_cpuless(void)
 	if (load("hwloc2-cpuless-numa-nohca.xml", NULL) == 0) {
 		is_int(t->ngpus, 1, "VGA-class GPU without OS device found");
 		is_int(t->nnuma, 3, "3 NUMA nodes, one CPU-less");
-		is_int(hvdcpu_count(&t->numa[2].own), 0, "P#2 owns no CPU");
+		is_int(cpuset_count(&t->numa[2].own), 0, "P#2 owns no CPU");
 		hints(2, 3, "gpu-bind=none", NULL);
 		is_str(val("HOROVOD_CPU_LIST"), "2-3",
 		       "no GPU: local ranks spread over NUMA nodes with CPUs");
@@ -360,13 +440,42 @@ static void sysfs(void)
 	is_str(val("NCCL_SOCKET_IFNAME"), "=eth0",
 	       "socket interface: eth0, never lo/docker0/virbr0/down eth1");
 	is_str(val("UCX_NET_DEVICES"), "eth0", "UCX over eth0");
+	is_str(val("GLOO_SOCKET_IFNAME"), "eth0",
+	       "torch.distributed's gloo over eth0 too");
 	hints(0, 1, "net=tcp", NULL);
 	is_str(val("NCCL_IB_DISABLE"), "1", "net=tcp");
-	ok(hvdcfg_parse(1, pol, &cfg, err, sizeof(err)) == 0 &&
-		   hints(0, 1, "net=tcp", NULL) == 0 &&
-		   strcmp(val("NCCL_SOCKET_IFNAME"), "ib0") == 0,
+	ok(cfg_parse(1, pol, &cfg, err, sizeof(err)) == 0 &&
+	       hints(0, 1, "net=tcp", NULL) == 0 &&
+	       strcmp(val("NCCL_SOCKET_IFNAME"), "ib0") == 0,
 	   "admin nccl_socket_ifname= pins the value");
-	hvdcfg_init(&cfg);
+	ok(!val("GLOO_SOCKET_IFNAME") && h->nnotes > 0 &&
+	       strstr(h->notes[h->nnotes - 1], "GLOO_SOCKET_IFNAME left unset"),
+	   "... a prefix this node has no interface for is not gloo's: %s",
+	   h->nnotes ? h->notes[h->nnotes - 1] : "no note");
+	{
+		char *exact[] = { "nccl_socket_ifname==eth0,eth1" };
+		char *plain[] = { "nccl_socket_ifname=eth0" };
+		char *excl[] = { "nccl_socket_ifname=^docker" };
+
+		cfg_init(&cfg);
+		ok(cfg_parse(1, exact, &cfg, err, sizeof(err)) == 0 &&
+		       hints(0, 1, "net=tcp", NULL) == 0,
+		   "nccl_socket_ifname==eth0,eth1");
+		is_str(val("GLOO_SOCKET_IFNAME"), "eth0,eth1",
+		       "... gloo gets the exact list without '='");
+		cfg_init(&cfg);
+		ok(cfg_parse(1, plain, &cfg, err, sizeof(err)) == 0 &&
+		       hints(0, 1, "net=tcp", NULL) == 0,
+		   "nccl_socket_ifname=eth0");
+		is_str(val("GLOO_SOCKET_IFNAME"), "eth0",
+		       "... a name this node has carries over");
+		cfg_init(&cfg);
+		ok(cfg_parse(1, excl, &cfg, err, sizeof(err)) == 0 &&
+		       hints(0, 1, "net=tcp", NULL) == 0 &&
+		       !val("GLOO_SOCKET_IFNAME"),
+		   "nccl_socket_ifname=^docker: no GLOO_SOCKET_IFNAME");
+	}
+	cfg_init(&cfg);
 	if (system("rm -rf spank-sysfs.tmp/class/net/eth0") != 0)
 		diag("rm failed");
 	load("hwloc2-cpuless-numa-nohca.xml", root);
@@ -376,46 +485,149 @@ static void sysfs(void)
 		diag("rm failed");
 }
 
+/* MASTER_ADDR and MASTER_PORT (layout_master and its parts). */
+static void master(void)
+{
+	struct layout l;
+	unsigned port = 0, bad = 0, lo = 65535, hi = 0;
+
+	/* The derived port (layout.h): any 32 consecutive jobs with step
+	 * ids below 331 all apart (the old job * 31 + step had job 101 step
+	 * 0 on job 100 step 31), and the steps of one job apart. */
+	static unsigned char used[16000];
+
+	memset(used, 0, sizeof(used));
+	for (unsigned long j = 4100; j < 4132; j++)
+		for (unsigned long s = 0; s < 331; s++) {
+			unsigned p = layout_master_port(j, s);
+
+			bad += p < 15000 || p > 30999 || used[p - 15000]++;
+			lo = p < lo ? p : lo;
+			hi = p > hi ? p : hi;
+		}
+	is_int((int)bad, 0,
+	       "derived ports: 32 consecutive jobs x steps 0-330 all apart");
+	memset(used, 0, sizeof(used));
+	bad = 0;
+	for (unsigned long s = 0; s < 16000; s++)
+		bad += used[layout_master_port(77, s) - 15000]++ != 0;
+	is_int((int)bad, 0, "derived ports: 16000 steps of one job all apart");
+	ok(lo >= 15000 && hi <= 30999, "derived ports in 15000-30999 (%u-%u)",
+	   lo, hi);
+	ok(layout_master_port(4294967295UL, 4294967290UL) <= 30999,
+	   "largest ids stay in range");
+
+	ok(layout_resv_port("12000-12004", &port) == 0 && port == 12004,
+	   "resv ports 12000-12004 -> the last, 12004");
+	ok(layout_resv_port("12000,12003-12005", &port) == 0 && port == 12005,
+	   "resv ports 12000,12003-12005 -> 12005");
+	ok(layout_resv_port("12000", &port) == 0 && port == 12000,
+	   "a single reserved port");
+	ok(layout_resv_port("", &port) && layout_resv_port("12000-", &port) &&
+		   layout_resv_port("12005-12000", &port) &&
+		   layout_resv_port("70000", &port) &&
+		   layout_resv_port("1,,2", &port) &&
+		   layout_resv_port("0", &port) && layout_resv_port("a", &port),
+	   "malformed reserved ports refused");
+
+	ok(layout_addr_ok("10.1.2.3") && layout_addr_ok("fe80::1%eth0") &&
+		   layout_addr_ok("node1-ib.cluster"),
+	   "addresses and host names accepted");
+	ok(!layout_addr_ok("") && !layout_addr_ok("-x") &&
+		   !layout_addr_ok("a b") && !layout_addr_ok("a;b") &&
+		   !layout_addr_ok("a/b") && !layout_addr_ok(NULL),
+	   "others refused");
+
+	memset(&l, 0, sizeof(l));
+	strcpy(l.hostname, "n7");
+	l.job_id = 42;
+	l.step_id = 3;
+	layout_master(&l, "n[07-08]", "n08=10.0.0.8", NULL);
+	ok(strcmp(l.master_addr, "10.0.0.8") == 0 &&
+		   strcmp(l.master_node, "n08") == 0 &&
+		   l.master_addr_from == LAYOUT_ADDR_NODEADDR,
+	   "srun's NODE=ADDR: MASTER_ADDR %s (node %s)", l.master_addr,
+	   l.master_node);
+	ok(l.master_port == layout_master_port(42, 3) &&
+		   l.master_port_from == LAYOUT_PORT_DERIVED,
+	   "no reserved ports: derived %u", l.master_port);
+	layout_master(&l, "n[07-08]", "garbage", "20001-20003");
+	ok(strcmp(l.master_addr, "n07") == 0 &&
+		   l.master_addr_from == LAYOUT_ADDR_NAME,
+	   "no usable hand-over: the first node's name (%s)", l.master_addr);
+	ok(l.master_port == 20003 && l.master_port_from == LAYOUT_PORT_RESERVED,
+	   "reserved ports: the last one (%u)", l.master_port);
+	layout_master(&l, "n[07-08]", "n08=a b", "x");
+	ok(strcmp(l.master_addr, "n07") == 0 &&
+		   l.master_port_from == LAYOUT_PORT_DERIVED,
+	   "a bad address and bad reserved ports count as none");
+	layout_master(&l, NULL, NULL, NULL);
+	ok(strcmp(l.master_addr, "n7") == 0, "no node list: this host");
+
+	{
+		char *env[] = { "MASTER_ADDR=mine", NULL };
+		struct opt o;
+
+		opt_init(&o);
+		layout(&l, 0, 1);
+		layout_master(&l, "n[1-2]", "n1=192.0.2.1", "20001-20002");
+		ok(hints_compute(t, &l, &o, NULL, &cfg, h, err,
+				 sizeof(err)) == 0,
+		   "hints with a NodeAddr and reserved ports");
+		is_str(val("MASTER_ADDR"), "192.0.2.1", "MASTER_ADDR");
+		ok(strstr(why("MASTER_ADDR"), "NodeAddr of n1") != NULL,
+		   "... says it is n1's NodeAddr: %s", why("MASTER_ADDR"));
+		is_str(val("MASTER_PORT"), "20002", "MASTER_PORT");
+		ok(strstr(why("MASTER_PORT"),
+			  "SLURM_STEP_RESV_PORTS=20001-20002") != NULL,
+		   "... says Slurm reserved it: %s", why("MASTER_PORT"));
+		hints_compute(t, &l, &o, env, &cfg, h, err, sizeof(err));
+		ok(hints_find(h, "MASTER_ADDR")->action == HINT_KEPT &&
+			   strcmp(val("MASTER_ADDR"), "mine") == 0,
+		   "a MASTER_ADDR the user exported is kept");
+	}
+}
+
 static void layouts(void)
 {
 	unsigned c[16], n, cr, cs;
 	char host[64];
 
-	ok(hvdlayout_tasks_per_node("2(x2)", c, 16, &n) == 0 && n == 2 &&
-		   c[0] == 2 && c[1] == 2,
+	ok(layout_tasks_per_node("2(x2)", c, 16, &n) == 0 && n == 2 &&
+	       c[0] == 2 && c[1] == 2,
 	   "tasks per node 2(x2)");
-	ok(hvdlayout_tasks_per_node("2,1", c, 16, &n) == 0 && n == 2 &&
-		   c[1] == 1,
+	ok(layout_tasks_per_node("2,1", c, 16, &n) == 0 && n == 2 && c[1] == 1,
 	   "tasks per node 2,1");
-	ok(hvdlayout_tasks_per_node("3(x2),1", c, 16, &n) == 0 && n == 3,
+	ok(layout_tasks_per_node("3(x2),1", c, 16, &n) == 0 && n == 3,
 	   "tasks per node 3(x2),1");
-	ok(hvdlayout_tasks_per_node("2(x", c, 16, &n) == -1, "bad list");
-	ok(hvdlayout_tasks_per_node("1(x99)", c, 16, &n) == -1, "too many");
-	ok(hvdlayout_tasks_per_node("", c, 16, &n) == -1, "empty");
+	ok(layout_tasks_per_node("2(x", c, 16, &n) == -1, "bad list");
+	ok(layout_tasks_per_node("1(x99)", c, 16, &n) == -1, "too many");
+	ok(layout_tasks_per_node("", c, 16, &n) == -1, "empty");
 	/* -n3 on 2 nodes: 2,1.  Local rank 1 exists on node 0 only. */
-	hvdlayout_tasks_per_node("2,1", c, 16, &n);
-	ok(hvdlayout_cross(c, n, 0, 0, &cr, &cs) == 0 && cr == 0 && cs == 2,
+	layout_tasks_per_node("2,1", c, 16, &n);
+	ok(layout_cross(c, n, 0, 0, &cr, &cs) == 0 && cr == 0 && cs == 2,
 	   "-n3: node 0 local 0 -> cross 0/2");
-	ok(hvdlayout_cross(c, n, 1, 0, &cr, &cs) == 0 && cr == 1 && cs == 2,
+	ok(layout_cross(c, n, 1, 0, &cr, &cs) == 0 && cr == 1 && cs == 2,
 	   "-n3: node 1 local 0 -> cross 1/2");
-	ok(hvdlayout_cross(c, n, 0, 1, &cr, &cs) == 0 && cr == 0 && cs == 1,
+	ok(layout_cross(c, n, 0, 1, &cr, &cs) == 0 && cr == 0 && cs == 1,
 	   "-n3: node 0 local 1 -> cross 0/1");
-	ok(hvdlayout_cross(c, n, 1, 1, &cr, &cs) == -1, "no local 1 on node 1");
-	ok(hvdlayout_first_host("n[01-04,7],m1", host, sizeof(host)) == 0 &&
-		   strcmp(host, "n01") == 0,
+	ok(layout_cross(c, n, 1, 1, &cr, &cs) == -1, "no local 1 on node 1");
+	ok(layout_first_host("n[01-04,7],m1", host, sizeof(host)) == 0 &&
+	       strcmp(host, "n01") == 0,
 	   "first host n01");
-	ok(hvdlayout_first_host("rack[1-2]-n[3-4]", host, sizeof(host)) == 0 &&
-		   strcmp(host, "rack1-n3") == 0,
+	ok(layout_first_host("rack[1-2]-n[3-4]", host, sizeof(host)) == 0 &&
+	       strcmp(host, "rack1-n3") == 0,
 	   "first host rack1-n3");
-	ok(hvdlayout_first_host("node1", host, sizeof(host)) == 0 &&
-		   strcmp(host, "node1") == 0,
+	ok(layout_first_host("node1", host, sizeof(host)) == 0 &&
+	       strcmp(host, "node1") == 0,
 	   "first host plain");
-	ok(hvdlayout_first_host("n[1-2", host, sizeof(host)) == -1,
+	ok(layout_first_host("n[1-2", host, sizeof(host)) == -1,
 	   "unclosed bracket refused");
-	ok(hvdlayout_master_port(42, 0) >= 15000 &&
-		   hvdlayout_master_port(42, 0) <= 30999 &&
-		   hvdlayout_master_port(42, 0) != hvdlayout_master_port(42, 1),
+	ok(layout_master_port(42, 0) >= 15000 &&
+	       layout_master_port(42, 0) <= 30999 &&
+	       layout_master_port(42, 0) != layout_master_port(42, 1),
 	   "master port in range, per step");
+	master();
 }
 
 int main(void)
@@ -427,12 +639,14 @@ int main(void)
 	h = calloc(1, sizeof(*h));
 	if (!t || !h)
 		return 1;
-	hvdcfg_init(&cfg);
+	cfg_init(&cfg);
 	fixtures();
 	hwloc1_and_cpuless();
 	sysfs();
 	slurm_gpus();
 	user_and_force();
+	roots_env();
+	elastic_env();
 	knobs();
 	layouts();
 	free(t);

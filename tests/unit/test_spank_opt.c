@@ -1,26 +1,28 @@
 /* The --horovod option parser: every key, path expansion and normalisation,
  * and a long list of malformed inputs that must each be refused with a
  * message naming the key, the value or the character at fault. */
-#include "horovod_config.h"
-#include "horovod_opt.h"
+#include "core/cfg.h"
+#include "core/elastic.h"
+#include "core/opt.h"
+#include "core/path.h"
 #include "tap.h"
 
 #include <string.h>
 
-static struct hvdopt o;
-static char err[HVDOPT_ERR_LEN];
+static struct opt o;
+static char err[ERR_LEN];
 
 static int parse(const char *s)
 {
-	hvdopt_init(&o);
-	return hvdopt_parse(s, &o, err, sizeof(err));
+	opt_init(&o);
+	return opt_parse(s, &o, err, sizeof(err));
 }
 
 static void good_keys(void)
 {
 	ok(parse(NULL) == 0 && o.set == 0, "--horovod alone: all defaults");
 	ok(parse("ckpt-every=100") == 0 && o.ckpt_every == 100 &&
-		   o.set == 1u << HVDOPT_CKPT_EVERY,
+	       o.set == 1u << OPT_CKPT_EVERY,
 	   "ckpt-every=100");
 	ok(parse("ckpt-every=0") == 0 && o.ckpt_every == 0, "ckpt-every=0");
 	ok(parse("ckpt-dir=/scratch/%u/%j/%x") == 0 &&
@@ -44,7 +46,7 @@ static void good_keys(void)
 	ok(parse("hierarchical=on") == 0 && o.hierarchical == 1,
 	   "hierarchical=on");
 	ok(parse("hierarchical=off") == 0 && o.hierarchical == 0 &&
-		   (o.set & 1u << HVDOPT_HIERARCHICAL),
+	       (o.set & 1u << OPT_HIERARCHICAL),
 	   "hierarchical=off");
 	ok(parse("stall-s=120") == 0 && o.stall_s == 120, "stall-s=120");
 	{
@@ -57,44 +59,44 @@ static void good_keys(void)
 			ok(parse(s) == 0 && (int)o.log == i, "%s", s);
 		}
 	}
-	ok(parse("gpu-bind=none") == 0 && o.gpu_bind == HVDOPT_GPU_NONE,
+	ok(parse("gpu-bind=none") == 0 && o.gpu_bind == OPT_GPU_NONE,
 	   "gpu-bind=none");
-	ok(parse("gpu-bind=closest") == 0 && o.gpu_bind == HVDOPT_GPU_CLOSEST,
+	ok(parse("gpu-bind=closest") == 0 && o.gpu_bind == OPT_GPU_CLOSEST,
 	   "gpu-bind=closest");
-	ok(parse("cpu-bind=numa") == 0 && o.cpu_bind == HVDOPT_CPU_NUMA,
+	ok(parse("cpu-bind=numa") == 0 && o.cpu_bind == OPT_CPU_NUMA,
 	   "cpu-bind=numa");
-	ok(parse("cpu-bind=none") == 0 && o.cpu_bind == HVDOPT_CPU_NONE,
+	ok(parse("cpu-bind=none") == 0 && o.cpu_bind == OPT_CPU_NONE,
 	   "cpu-bind=none");
-	ok(parse("net=ib") == 0 && o.net == HVDOPT_NET_IB, "net=ib");
-	ok(parse("net=roce") == 0 && o.net == HVDOPT_NET_ROCE, "net=roce");
-	ok(parse("net=tcp") == 0 && o.net == HVDOPT_NET_TCP, "net=tcp");
-	ok(parse("net=auto") == 0 && o.net == HVDOPT_NET_AUTO, "net=auto");
+	ok(parse("net=ib") == 0 && o.net == OPT_NET_IB, "net=ib");
+	ok(parse("net=roce") == 0 && o.net == OPT_NET_ROCE, "net=roce");
+	ok(parse("net=tcp") == 0 && o.net == OPT_NET_TCP, "net=tcp");
+	ok(parse("net=auto") == 0 && o.net == OPT_NET_AUTO, "net=auto");
 	ok(parse("verbose") == 0 && o.verbose, "verbose");
 	ok(parse("ckpt-every=10,ckpt-dir=/a/b,ckpt-keep=2,fusion-mb=1,"
 		 "cycle-ms=2.25,cache=0,timeline=/t/x,hierarchical=on,"
 		 "stall-s=0,log=debug,gpu-bind=none,cpu-bind=numa,net=roce,"
-		 "verbose") == 0 &&
-		   o.set == (1u << HVDOPT_NKEYS) - 1,
+		 "elastic,elastic-min=2,verbose") == 0 &&
+	       o.set == (1u << OPT_NKEYS) - 1,
 	   "all keys at once");
 	{
 		char buf[2048];
-		struct hvdopt o2;
+		struct opt o2;
 
-		hvdopt_format(&o, buf, sizeof(buf));
-		hvdopt_init(&o2);
-		ok(hvdopt_parse(buf, &o2, err, sizeof(err)) == 0 &&
-			   memcmp(&o, &o2, sizeof(o)) == 0,
+		opt_format(&o, buf, sizeof(buf));
+		opt_init(&o2);
+		ok(opt_parse(buf, &o2, err, sizeof(err)) == 0 &&
+		       memcmp(&o, &o2, sizeof(o)) == 0,
 		   "format round-trips: %s", buf);
 	}
 	/* Defaults given first (the admin's) are replaced key by key. */
-	hvdopt_init(&o);
-	hvdopt_parse("ckpt-every=1000,fusion-mb=32", &o, err, sizeof(err));
-	ok(hvdopt_parse("fusion-mb=8", &o, err, sizeof(err)) == 0 &&
-		   o.ckpt_every == 1000 && o.fusion_mb == 8,
+	opt_init(&o);
+	opt_parse("ckpt-every=1000,fusion-mb=32", &o, err, sizeof(err));
+	ok(opt_parse("fusion-mb=8", &o, err, sizeof(err)) == 0 &&
+	       o.ckpt_every == 1000 && o.fusion_mb == 8,
 	   "user value replaces a default, other defaults stay");
-	is_int(hvdopt_key_lookup("ckpt_every", 10), HVDOPT_CKPT_EVERY,
+	is_int(opt_key_lookup("ckpt_every", 10), OPT_CKPT_EVERY,
 	       "lookup with underscores (plugstack spelling)");
-	is_int(hvdopt_key_lookup("nope", 4), -1, "lookup unknown");
+	is_int(opt_key_lookup("nope", 4), -1, "lookup unknown");
 }
 
 /* Each must fail; `want` must appear in the message. */
@@ -213,6 +215,19 @@ static const struct {
 	{ "net=IB", "net=auto|ib|roce|tcp" },
 	{ "net=", "missing value" },
 	{ "verbose=1", "takes no value" },
+	{ "elastic=1", "elastic=1: this key takes no value" },
+	{ "elastic=on", "takes no value" },
+	{ "elastic-min=2", "elastic-min=2 without elastic; expected "
+			   "--horovod=elastic,elastic-min=N" },
+	{ "elastic-min=4,ckpt-every=5", "without elastic" },
+	{ "elastic,elastic-min=0", "elastic-min=0: expected elastic-min=N" },
+	{ "elastic,elastic-min=-1", "elastic-min=-1" },
+	{ "elastic,elastic-min=02", "elastic-min=02" },
+	{ "elastic,elastic-min=1000001", "1 to 1000000" },
+	{ "elastic,elastic-min=", "elastic-min: missing value" },
+	{ "elastic,elastic", "key 'elastic' given more than once" },
+	{ "Elastic", "unknown key 'Elastic'" },
+	{ "elastic_min=2,elastic", "unknown key 'elastic_min'" },
 	{ "verbose=true", "takes no value" },
 	{ "verbose=", "takes no value" },
 	{ "verbose,verbose", "more than once" },
@@ -242,17 +257,17 @@ static const struct {
 
 static void malformed(void)
 {
-	char big[HVDOPT_MAX_LEN + 64];
-	char longpath[HVDOPT_PATH_MAX + 32];
+	char big[OPT_MAX_LEN + 64];
+	char longpath[PATH_LEN + 32];
 	size_t n = sizeof(bad) / sizeof(bad[0]);
 
 	diag("%zu malformed inputs", n);
 	for (size_t i = 0; i < n; i++) {
 		int rc;
 
-		hvdopt_init(&o);
+		opt_init(&o);
 		o.ckpt_every = 77;
-		rc = hvdopt_parse(bad[i].in, &o, err, sizeof(err));
+		rc = opt_parse(bad[i].in, &o, err, sizeof(err));
 		ok(rc == -1 && strstr(err, bad[i].want) != NULL &&
 			   strncmp(err, "--horovod", 9) == 0 &&
 			   o.ckpt_every == 77,
@@ -261,69 +276,69 @@ static void malformed(void)
 			diag("  got rc=%d err=\"%s\"", rc, err);
 	}
 	memset(big, 'a', sizeof(big));
-	big[HVDOPT_MAX_LEN + 1] = '\0';
+	big[OPT_MAX_LEN + 1] = '\0';
 	ok(parse(big) == -1 && strstr(err, "longer than"), "overlong refused");
 	memcpy(big, "ckpt-every=", 11);
-	big[HVDOPT_MAX_LEN] = '\0';
+	big[OPT_MAX_LEN] = '\0';
 	ok(parse(big) == -1 && strstr(err, "ckpt-every="),
 	   "long value at the limit refused as a bad number");
 	strcpy(longpath, "ckpt-dir=/");
-	memset(longpath + 10, 'p', HVDOPT_PATH_MAX + 10);
-	longpath[HVDOPT_PATH_MAX + 20] = '\0';
+	memset(longpath + 10, 'p', PATH_LEN + 10);
+	longpath[PATH_LEN + 20] = '\0';
 	ok(parse(longpath) == -1 && strstr(err, "too long"),
 	   "overlong path refused: %s", err);
 	/* Message bounded even for a tiny buffer, never overflows. */
 	{
 		char small[8];
 
-		hvdopt_init(&o);
-		ok(hvdopt_parse("foo", &o, small, sizeof(small)) == -1 &&
-			   strlen(small) == 7,
+		opt_init(&o);
+		ok(opt_parse("foo", &o, small, sizeof(small)) == -1 &&
+		       strlen(small) == 7,
 		   "message cut to fit a small buffer");
 	}
 }
 
 static void paths(void)
 {
-	char out[HVDOPT_PATH_MAX], e[HVDOPT_ERR_LEN];
+	char out[PATH_LEN], e[ERR_LEN];
 
-	ok(hvdopt_expand_path("/scratch/%u/%j-%x", "alice", 42, "train",
-			      out, sizeof(out), e, sizeof(e)) == 0 &&
-		   strcmp(out, "/scratch/alice/42-train") == 0,
+	ok(path_expand("/scratch/%u/%j-%x", "alice", 42, "train", out,
+		       sizeof(out), e, sizeof(e)) == 0 &&
+	       strcmp(out, "/scratch/alice/42-train") == 0,
 	   "expand %%u %%j %%x: %s", out);
-	ok(hvdopt_expand_path("/s/%x", "u", 1, "../../etc", out, sizeof(out),
-			      e, sizeof(e)) == 0 &&
-		   strcmp(out, "/s/.._.._etc") == 0,
+	ok(path_expand("/s/%x", "u", 1, "../../etc", out, sizeof(out), e,
+		       sizeof(e)) == 0 &&
+	       strcmp(out, "/s/.._.._etc") == 0,
 	   "job name with / cannot climb: %s", out);
-	ok(hvdopt_expand_path("/s/%x/y", "u", 1, "..", out, sizeof(out), e,
-			      sizeof(e)) == 0 &&
-		   strcmp(out, "/s/_/y") == 0,
+	ok(path_expand("/s/%x/y", "u", 1, "..", out, sizeof(out), e,
+		       sizeof(e)) == 0 &&
+	       strcmp(out, "/s/_/y") == 0,
 	   "job name '..' becomes '_': %s", out);
-	ok(hvdopt_expand_path("/s/%x", "u", 1, "a b$c", out, sizeof(out), e,
-			      sizeof(e)) == 0 &&
-		   strcmp(out, "/s/a_b_c") == 0,
+	ok(path_expand("/s/%x", "u", 1, "a b$c", out, sizeof(out), e,
+		       sizeof(e)) == 0 &&
+	       strcmp(out, "/s/a_b_c") == 0,
 	   "job name odd chars become '_': %s", out);
-	ok(hvdopt_expand_path("/s/%%u", "u", 1, "x", out, sizeof(out), e,
-			      sizeof(e)) == 0 &&
-		   strcmp(out, "/s/%u") == 0,
+	ok(path_expand("/s/%%u", "u", 1, "x", out, sizeof(out), e, sizeof(e)) ==
+		   0 &&
+	       strcmp(out, "/s/%u") == 0,
 	   "%%%% is a literal percent: %s", out);
 	{
 		char name[600];
 
 		memset(name, 'n', sizeof(name) - 1);
 		name[sizeof(name) - 1] = '\0';
-		ok(hvdopt_expand_path("/s/%x", "u", 1, name, out, sizeof(out),
-				      e, sizeof(e)) == -1 &&
-			   strstr(e, "longer than"),
+		ok(path_expand("/s/%x", "u", 1, name, out, sizeof(out), e,
+			       sizeof(e)) == -1 &&
+		       strstr(e, "longer than"),
 		   "expansion too long refused: %s", e);
 	}
-	ok(hvdopt_path_under("/scratch/a/b", "/home:/scratch"), "under root");
-	ok(hvdopt_path_under("/scratch", "/scratch/"), "root itself");
-	ok(!hvdopt_path_under("/scratch2/a", "/scratch"),
+	ok(path_under("/scratch/a/b", "/home:/scratch"), "under root");
+	ok(path_under("/scratch", "/scratch/"), "root itself");
+	ok(!path_under("/scratch2/a", "/scratch"),
 	   "/scratch2 is not under /scratch");
-	ok(!hvdopt_path_under("/etc", "/home:/scratch"), "outside roots");
-	ok(!hvdopt_path_under("/etc", ""), "empty roots match nothing");
-	ok(hvdopt_path_under("/etc", "/"), "root / matches all");
+	ok(!path_under("/etc", "/home:/scratch"), "outside roots");
+	ok(!path_under("/etc", ""), "empty roots match nothing");
+	ok(path_under("/etc", "/"), "root / matches all");
 }
 
 /* plugstack.conf arguments: the admin's policy. */
@@ -346,6 +361,9 @@ static void policy(void)
 		{ { "ckpt_roots" }, 1, "expected key=value" },
 		{ { "=x" }, 1, "expected key=value" },
 		{ { "default_verbose=1" }, 1, "unknown key" },
+		{ { "default_elastic=1" }, 1, "not a site default" },
+		{ { "default_elastic_min=2" }, 1,
+		  "elastic training is each step's own choice" },
 		{ { "default_nope=1" }, 1, "unknown key" },
 		{ { "default_ckpt_every=abc" }, 1, "ckpt-every=abc" },
 		{ { "default_ckpt_every=1", "default_ckpt_every=2" }, 2,
@@ -364,14 +382,14 @@ static void policy(void)
 		{ { "ib_hca=mlx5 0" }, 1, "ib_hca" },
 		{ { "ib_hca=$(x)" }, 1, "ib_hca" },
 	};
-	struct hvdcfg c;
+	struct cfg c;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		int rc;
 
-		hvdcfg_init(&c);
-		rc = hvdcfg_parse(cases[i].n, (char *const *)cases[i].words,
-				  &c, err, sizeof(err));
+		cfg_init(&c);
+		rc = cfg_parse(cases[i].n, (char *const *)cases[i].words, &c,
+			       err, sizeof(err));
 		if (!cases[i].want)
 			ok(rc == 0, "policy #%zu accepted (%s)", i,
 			   rc ? err : cases[i].words[0]);
@@ -379,22 +397,93 @@ static void policy(void)
 			ok(rc == -1 && strstr(err, cases[i].want),
 			   "policy #%zu refused: %s", i, err);
 	}
-	hvdcfg_init(&c);
+	cfg_init(&c);
 	{
 		char *w[] = { "default_ckpt_every=1000", "force=UCX_TLS" };
 
-		hvdcfg_parse(2, w, &c, err, sizeof(err));
+		cfg_parse(2, w, &c, err, sizeof(err));
 	}
 	ok(c.defaults.ckpt_every == 1000 &&
-		   (c.defaults.set & 1u << HVDOPT_CKPT_EVERY) &&
-		   c.defaults.given == 0 && hvdcfg_forced(&c, "UCX_TLS") &&
-		   !hvdcfg_forced(&c, "NCCL_IB_HCA"),
+	       (c.defaults.set & 1u << OPT_CKPT_EVERY) &&
+	       c.defaults.given == 0 && cfg_forced(&c, "UCX_TLS") &&
+	       !cfg_forced(&c, "NCCL_IB_HCA"),
 	   "policy values stored; defaults are not 'given' by the user");
+}
+
+/* --horovod=elastic: the option, and what the launch must not do. */
+static void elastic(void)
+{
+	struct elastic_launch l;
+	char fmt[OPT_MAX_LEN];
+
+	ok(parse("elastic") == 0 && o.elastic && !o.elastic_min &&
+		   o.set == 1u << OPT_ELASTIC,
+	   "elastic alone");
+	ok(parse("elastic-min=3,elastic") == 0 && o.elastic &&
+		   o.elastic_min == 3,
+	   "elastic-min=3 with elastic, in any order");
+	opt_format(&o, fmt, sizeof(fmt));
+	is_str(fmt, "elastic,elastic-min=3", "formats back");
+	ok(parse("elastic,elastic-min=1000000") == 0, "elastic-min=1000000");
+
+	parse("elastic,elastic-min=4");
+	elastic_launch_init(&l, "srun");
+	ok(elastic_check(&o, &l, err, sizeof(err)) == 0,
+	   "nothing known about the launch: nothing refused");
+	l.no_kill = 1;
+	l.kill_bad_exit = 1;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == -1 &&
+		   strstr(err, "--kill-on-bad-exit, -K or SLURM_KILL_BAD_EXIT") &&
+		   strstr(err, "--kill-on-bad-exit=0"),
+	   "srun -K refused, naming the option and the way out: %s", err);
+	l.kill_bad_exit = 0;
+	l.kill_bad_exit_conf = 1;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == 0,
+	   "--kill-on-bad-exit=0 beats slurm.conf's KillOnBadExit=1");
+	l.kill_bad_exit = -1;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == -1 &&
+		   strstr(err, "KillOnBadExit=1 in slurm.conf") &&
+		   strstr(err, "srun --kill-on-bad-exit=0"),
+	   "slurm.conf's KillOnBadExit=1 refused when srun gives none: %s",
+	   err);
+	l.kill_bad_exit_conf = 0;
+	l.no_kill = 0;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == -1 &&
+		   strstr(err, "without --no-kill Slurm ends the step") &&
+		   strstr(err, "give srun --no-kill (-k)"),
+	   "srun without --no-kill refused: %s", err);
+	l.no_kill = 1;
+	l.ntasks = 3;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == -1 &&
+		   strstr(err, "elastic-min=4: the step has 3 tasks; expected "
+			       "elastic-min at most 3"),
+	   "elastic-min above srun's task count refused: %s", err);
+	l.ntasks = 4;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == 0,
+	   "elastic-min equal to the task count, -k, no -K: accepted");
+	elastic_launch_init(&l, "sbatch");
+	l.kill_bad_exit_conf = 1;
+	l.no_kill = 0;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == -1 &&
+		   strstr(err, "ends the job") && strstr(err, "give sbatch "
+							   "--no-kill"),
+	   "sbatch without --no-kill refused (KillOnBadExit is srun's): %s",
+	   err);
+	l.no_kill = 1;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == 0,
+	   "sbatch --no-kill accepted");
+	parse("ckpt-every=5");
+	elastic_launch_init(&l, "srun");
+	l.kill_bad_exit = 1;
+	l.no_kill = 0;
+	ok(elastic_check(&o, &l, err, sizeof(err)) == 0,
+	   "not elastic: srun -K and no -k are fine");
 }
 
 int main(void)
 {
 	good_keys();
+	elastic();
 	policy();
 	malformed();
 	paths();

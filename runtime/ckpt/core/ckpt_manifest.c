@@ -240,6 +240,11 @@ static hvd_status_t next_line(struct cursor *c, const char *key, int ntok)
 	nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
 	if (!nl)
 		return bad(c, "last line not terminated (file truncated?)");
+	/* printable ASCII only: a NUL or control byte would let two spellings
+	 * (one the C string functions see, one on disk) pass for one */
+	for (s = c->p; s < nl; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+			return bad(c, "a byte that is not printable ASCII");
 	c->ntok = 0;
 	s = c->p;
 	while (s <= nl) {
@@ -335,17 +340,18 @@ static int copy_tok(const struct cursor *c, int i, char *dst, size_t n)
 	return 0;
 }
 
-#define NUM(key, max, dst)                                                     \
-	do {                                                                   \
-		uint64_t v_;                                                   \
-		if ((st = next_line(&c, key, 2)) != HVD_OK)                    \
-			goto err;                                              \
-		if (parse_u64(&c, 1, (max), &v_)) {                            \
-			st = bad(&c, "bad number for \"" key "\"");            \
-			goto err;                                              \
-		}                                                              \
-		(dst) = v_;                                                    \
-	} while (0)
+/* A line "key N" with N <= max. */
+static hvd_status_t num(struct cursor *c, const char *key, uint64_t max,
+			uint64_t *out)
+{
+	char msg[96];
+
+	HVD_CHECK(next_line(c, key, 2));
+	if (parse_u64(c, 1, max, out) == 0)
+		return HVD_OK;
+	ckpt_fmt(msg, sizeof(msg), "bad number for \"%s\"", key);
+	return bad(c, msg);
+}
 
 static hvd_status_t check_layout(struct cursor *c, struct ckpt_manifest *m)
 {
@@ -369,6 +375,13 @@ static hvd_status_t check_layout(struct cursor *c, struct ckpt_manifest *m)
 	if (off[0] != m->replicated_bytes || off[1] != m->per_rank_bytes)
 		return bad(c, "buffer sizes do not add up to replicated_bytes "
 			   "and per_rank_bytes");
+	/* the count first: world_size alone must not size an allocation
+	 * (the checksum is no MAC: a forged manifest passes it), nfiles is
+	 * bounded by the bytes of the file */
+	if ((m->replicated_bytes ? 1u : 0u) +
+		    (m->per_rank_bytes ? (size_t)m->world_size : 0u) !=
+	    m->nfiles)
+		return bad(c, "wrong number of files for world_size and sizes");
 	want.files = NULL;
 	want.nfiles = 0;
 	st = ckpt_manifest_layout(&want);
@@ -390,145 +403,174 @@ static hvd_status_t check_layout(struct cursor *c, struct ckpt_manifest *m)
 	return HVD_OK;
 }
 
+/* The lines before the buffers: version, step, world, time, job, sizes. */
+static hvd_status_t parse_header(struct cursor *c, struct ckpt_manifest *m)
+{
+	uint64_t v;
+
+	HVD_CHECK(next_line(c, CKPT_MAGIC, 2));
+	if (parse_u64(c, 1, 1000, &v))
+		return bad(c, "bad format version");
+	if (v != CKPT_FORMAT_VERSION)
+		return hvd_error(HVD_ERR_CORRUPT,
+				 "checkpoint manifest: format version %llu, this "
+				 "libhvd reads version %d (use the libhvd that "
+				 "wrote it)",
+				 (unsigned long long)v, CKPT_FORMAT_VERSION);
+	m->version = (int)v;
+	HVD_CHECK(num(c, "step", CKPT_STEP_MAX, &v));
+	m->step = (long)v;
+	HVD_CHECK(num(c, "world_size", CKPT_WORLD_MAX, &v));
+	m->world_size = (int)v;
+	if (m->world_size < 1)
+		return bad(c, "world_size must be at least 1");
+	HVD_CHECK(num(c, "created", (uint64_t)INT64_MAX, &v));
+	m->created = (long long)v;
+	HVD_CHECK(next_line(c, "job", 2));
+	if (copy_tok(c, 1, m->job, sizeof(m->job)))
+		return bad(c, "job id too long");
+	HVD_CHECK(num(c, "replicated_bytes", UINT64_MAX, &m->replicated_bytes));
+	HVD_CHECK(num(c, "per_rank_bytes", UINT64_MAX, &m->per_rank_bytes));
+	return HVD_OK;
+}
+
+/* Counts are read before anything is checksummed: bound each by the lines
+ * the bytes left could hold before allocating for it, so that a short
+ * file claiming a million entries is refused at once, not after a large
+ * allocation (the shortest lines are "buffer per-rank a 0 0" and "file a
+ * 0 " with 16 hex digits). */
+#define MIN_BUFFER_LINE 22
+#define MIN_FILE_LINE 26
+
+static hvd_status_t fits(struct cursor *c, uint64_t n, const char *what,
+			 size_t min_line)
+{
+	size_t left = (size_t)(c->end - c->p);
+	char msg[128];
+
+	if (n <= left / min_line)
+		return HVD_OK;
+	ckpt_fmt(msg, sizeof(msg), "%llu %s cannot fit in the %zu bytes left",
+		 (unsigned long long)n, what, left);
+	return bad(c, msg);
+}
+
+static hvd_status_t parse_buffers(struct cursor *c, struct ckpt_manifest *m)
+{
+	uint64_t n;
+
+	HVD_CHECK(num(c, "buffers", 1000000, &n));
+	HVD_CHECK(fits(c, n, "buffers", MIN_BUFFER_LINE));
+	if (n) {
+		m->buffers = calloc(n, sizeof(*m->buffers));
+		if (!m->buffers)
+			return hvd_error(HVD_ERR_NO_MEMORY,
+					 "checkpoint manifest: out of memory");
+	}
+	m->nbuffers = (size_t)n;
+	for (size_t i = 0; i < m->nbuffers; i++) {
+		struct ckpt_buffer *b = &m->buffers[i];
+
+		HVD_CHECK(next_line(c, "buffer", 5));
+		if (tok_is(c, 1, "replicated"))
+			b->kind = HVD_CKPT_REPLICATED;
+		else if (tok_is(c, 1, "per-rank"))
+			b->kind = HVD_CKPT_PER_RANK;
+		else
+			return bad(c, "buffer kind is not replicated/per-rank");
+		if (copy_tok(c, 2, b->name, sizeof(b->name)) ||
+		    !ckpt_name_valid(b->name))
+			return bad(c, "bad buffer name");
+		if (parse_u64(c, 3, UINT64_MAX, &b->offset) ||
+		    parse_u64(c, 4, UINT64_MAX, &b->bytes))
+			return bad(c, "bad buffer offset or size");
+	}
+	return HVD_OK;
+}
+
+static hvd_status_t parse_files(struct cursor *c, struct ckpt_manifest *m)
+{
+	uint64_t n;
+
+	HVD_CHECK(num(c, "files", 2000000, &n));
+	HVD_CHECK(fits(c, n, "files", MIN_FILE_LINE));
+	if (n) {
+		m->files = calloc(n, sizeof(*m->files));
+		if (!m->files)
+			return hvd_error(HVD_ERR_NO_MEMORY,
+					 "checkpoint manifest: out of memory");
+	}
+	m->nfiles = (size_t)n;
+	for (size_t i = 0; i < m->nfiles; i++) {
+		struct ckpt_file *f = &m->files[i];
+
+		HVD_CHECK(next_line(c, "file", 4));
+		if (copy_tok(c, 1, f->name, sizeof(f->name)) ||
+		    parse_u64(c, 2, UINT64_MAX, &f->size) ||
+		    parse_hash(c, 3, &f->hash))
+			return bad(c, "bad file entry");
+	}
+	return HVD_OK;
+}
+
+/* Hex with an 'x' in front, so that an empty blob is "meta 0 x". */
+static hvd_status_t parse_meta(struct cursor *c, struct ckpt_manifest *m)
+{
+	uint64_t v;
+
+	HVD_CHECK(next_line(c, "meta", 3));
+	if (parse_u64(c, 1, CKPT_META_MAX, &v) || c->tlen[2] != 2 * v + 1 ||
+	    c->tok[2][0] != 'x')
+		return bad(c, "bad meta length or encoding");
+	m->meta = malloc(v ? (size_t)v : 1);
+	if (!m->meta)
+		return hvd_error(HVD_ERR_NO_MEMORY,
+				 "checkpoint manifest: out of memory");
+	m->meta_len = (size_t)v;
+	for (size_t i = 0; i < m->meta_len; i++) {
+		int hi = hexval(c->tok[2][1 + 2 * i]);
+		int lo = hexval(c->tok[2][2 + 2 * i]);
+
+		if (hi < 0 || lo < 0)
+			return bad(c, "bad hex digit in meta");
+		m->meta[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return HVD_OK;
+}
+
+/* The last line: the checksum of every byte before it, then nothing. */
+static hvd_status_t parse_checksum(struct cursor *c, const char *text)
+{
+	const char *sum_start = c->p;
+	uint64_t want;
+
+	HVD_CHECK(next_line(c, "checksum", 2));
+	if (parse_hash(c, 1, &want))
+		return bad(c, "bad checksum field");
+	if (XXH3_64bits(text, (size_t)(sum_start - text)) != want)
+		return bad(c, "checksum mismatch (manifest edited or torn)");
+	if (c->p != c->end) {
+		c->line++;
+		return bad(c, "data after the checksum line");
+	}
+	return HVD_OK;
+}
+
 hvd_status_t ckpt_manifest_parse(const char *text, size_t len,
 				 struct ckpt_manifest *m)
 {
 	struct cursor c = { .p = text, .end = text + len };
 	hvd_status_t st;
-	uint64_t v, sum, want;
-	const char *sum_start;
 
 	memset(m, 0, sizeof(*m));
 	if (len > CKPT_MANIFEST_MAX)
 		return bad(&c, "manifest too large");
-	if ((st = next_line(&c, CKPT_MAGIC, 2)) != HVD_OK)
-		goto err;
-	if (parse_u64(&c, 1, 1000, &v)) {
-		st = bad(&c, "bad format version");
-		goto err;
-	}
-	if (v != CKPT_FORMAT_VERSION) {
-		st = hvd_error(HVD_ERR_CORRUPT,
-			       "checkpoint manifest: format version %llu, this "
-			       "libhvd reads version %d (use the libhvd that "
-			       "wrote it)",
-			       (unsigned long long)v, CKPT_FORMAT_VERSION);
-		goto err;
-	}
-	m->version = (int)v;
-	NUM("step", CKPT_STEP_MAX, m->step);
-	NUM("world_size", CKPT_WORLD_MAX, m->world_size);
-	if (m->world_size < 1) {
-		st = bad(&c, "world_size must be at least 1");
-		goto err;
-	}
-	NUM("created", (uint64_t)INT64_MAX, m->created);
-	if ((st = next_line(&c, "job", 2)) != HVD_OK)
-		goto err;
-	if (copy_tok(&c, 1, m->job, sizeof(m->job))) {
-		st = bad(&c, "job id too long");
-		goto err;
-	}
-	NUM("replicated_bytes", UINT64_MAX, m->replicated_bytes);
-	NUM("per_rank_bytes", UINT64_MAX, m->per_rank_bytes);
-	NUM("buffers", 1000000, m->nbuffers);
-	if (m->nbuffers) {
-		m->buffers = calloc(m->nbuffers, sizeof(*m->buffers));
-		if (!m->buffers) {
-			st = hvd_error(HVD_ERR_NO_MEMORY,
-				       "checkpoint manifest: out of memory");
-			goto err;
-		}
-	}
-	for (size_t i = 0; i < m->nbuffers; i++) {
-		struct ckpt_buffer *b = &m->buffers[i];
-
-		if ((st = next_line(&c, "buffer", 5)) != HVD_OK)
-			goto err;
-		if (tok_is(&c, 1, "replicated")) {
-			b->kind = HVD_CKPT_REPLICATED;
-		} else if (tok_is(&c, 1, "per-rank")) {
-			b->kind = HVD_CKPT_PER_RANK;
-		} else {
-			st = bad(&c, "buffer kind is not replicated/per-rank");
-			goto err;
-		}
-		if (copy_tok(&c, 2, b->name, sizeof(b->name)) ||
-		    !ckpt_name_valid(b->name)) {
-			st = bad(&c, "bad buffer name");
-			goto err;
-		}
-		if (parse_u64(&c, 3, UINT64_MAX, &b->offset) ||
-		    parse_u64(&c, 4, UINT64_MAX, &b->bytes)) {
-			st = bad(&c, "bad buffer offset or size");
-			goto err;
-		}
-	}
-	NUM("files", 2000000, m->nfiles);
-	if (m->nfiles) {
-		m->files = calloc(m->nfiles, sizeof(*m->files));
-		if (!m->files) {
-			st = hvd_error(HVD_ERR_NO_MEMORY,
-				       "checkpoint manifest: out of memory");
-			goto err;
-		}
-	}
-	for (size_t i = 0; i < m->nfiles; i++) {
-		struct ckpt_file *f = &m->files[i];
-
-		if ((st = next_line(&c, "file", 4)) != HVD_OK)
-			goto err;
-		if (copy_tok(&c, 1, f->name, sizeof(f->name)) ||
-		    parse_u64(&c, 2, UINT64_MAX, &f->size) ||
-		    parse_hash(&c, 3, &f->hash)) {
-			st = bad(&c, "bad file entry");
-			goto err;
-		}
-	}
-	/* hex with an 'x' in front, so that an empty blob is "meta 0 x" */
-	if ((st = next_line(&c, "meta", 3)) != HVD_OK)
-		goto err;
-	if (parse_u64(&c, 1, CKPT_META_MAX, &v) || c.tlen[2] != 2 * v + 1 ||
-	    c.tok[2][0] != 'x') {
-		st = bad(&c, "bad meta length or encoding");
-		goto err;
-	}
-	m->meta_len = (size_t)v;
-	m->meta = malloc(m->meta_len ? m->meta_len : 1);
-	if (!m->meta) {
-		st = hvd_error(HVD_ERR_NO_MEMORY,
-			       "checkpoint manifest: out of memory");
-		goto err;
-	}
-	for (size_t i = 0; i < m->meta_len; i++) {
-		int hi = hexval(c.tok[2][1 + 2 * i]);
-		int lo = hexval(c.tok[2][2 + 2 * i]);
-
-		if (hi < 0 || lo < 0) {
-			st = bad(&c, "bad hex digit in meta");
-			goto err;
-		}
-		m->meta[i] = (unsigned char)(hi << 4 | lo);
-	}
-	sum_start = c.p;
-	if ((st = next_line(&c, "checksum", 2)) != HVD_OK)
-		goto err;
-	if (parse_hash(&c, 1, &want)) {
-		st = bad(&c, "bad checksum field");
-		goto err;
-	}
-	sum = XXH3_64bits(text, (size_t)(sum_start - text));
-	if (sum != want) {
-		st = bad(&c, "checksum mismatch (manifest edited or torn)");
-		goto err;
-	}
-	if (c.p != c.end) {
-		c.line++;
-		st = bad(&c, "data after the checksum line");
-		goto err;
-	}
-	if ((st = check_layout(&c, m)) != HVD_OK)
-		goto err;
+	HVD_CHECK_GOTO(parse_header(&c, m), st, err);
+	HVD_CHECK_GOTO(parse_buffers(&c, m), st, err);
+	HVD_CHECK_GOTO(parse_files(&c, m), st, err);
+	HVD_CHECK_GOTO(parse_meta(&c, m), st, err);
+	HVD_CHECK_GOTO(parse_checksum(&c, text), st, err);
+	HVD_CHECK_GOTO(check_layout(&c, m), st, err);
 	return HVD_OK;
 err:
 	ckpt_manifest_free(m);

@@ -106,6 +106,8 @@ enum ckpt_state {
 	CKPT_COMPLETE = 0,    /* final name, manifest parses               */
 	CKPT_INCOMPLETE,      /* final name, manifest missing or corrupt   */
 	CKPT_PARTIAL,         /* partial name (crash or in flight)         */
+	CKPT_FOREIGN,         /* a checkpoint's name, but a link or another
+				 user's: never followed, read or removed   */
 };
 struct ckpt_entry {
 	char name[256];

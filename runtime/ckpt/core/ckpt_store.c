@@ -7,15 +7,26 @@
  * fsync of its directory; rename() within one file system is atomic.  So a
  * file is written, fsynced, then its directory fsynced before anything that
  * depends on it is published.
+ *
+ * Safety rules: a checkpoint directory may hold things we did not put there
+ * (another user's, a neighbour's link, an old tool's).  It is opened once,
+ * and everything below it is reached with *at() calls relative to that
+ * descriptor, with O_NOFOLLOW, and checked on the descriptor it opened
+ * (fstat: a real directory or regular file, of the directory's user): so a
+ * name swapped for a link between a check and its use is never followed
+ * either.  Removal unlinks names (a link is removed, never its target).
+ * Files are created 0600 with O_EXCL, directories 0700.
  */
 #include "config.h"
 
 #include "ckpt/core/ckpt_store.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +35,8 @@
 #include <xxhash.h>
 
 #define IO_CHUNK (8u << 20)
+#define DIR_MODE 0700
+#define FILE_MODE 0600
 
 void (*ckpt_write_hook)(const char *path, uint64_t written);
 size_t ckpt_write_chunk = IO_CHUNK;
@@ -48,11 +61,452 @@ hvd_status_t ckpt_errno(int err, const char *what, const char *path)
 				 "checkpoint directory or choose another one "
 				 "(the previous checkpoint is left intact)",
 				 what, path, strerror(err));
+	case ELOOP:
+		return hvd_error(HVD_ERR_IO,
+				 "checkpoint: %s %s: a symbolic link: the "
+				 "checkpointer never follows links below the "
+				 "checkpoint directory (remove it, or move what "
+				 "it points to there)", what, path);
 	default:
 		return hvd_error(HVD_ERR_IO, "checkpoint: %s %s: %s", what,
 				 path, strerror(err));
 	}
 }
+
+/* ------------------------------------------------------- directories */
+
+static void join(char *buf, size_t n, const struct ckpt_dir *d,
+		 const char *name)
+{
+	ckpt_fmt(buf, n, "%s/%s", d->path, name);
+}
+
+void ckpt_dir_close(struct ckpt_dir *d)
+{
+	if (d->fd >= 0)
+		close(d->fd);
+	d->fd = -1;
+}
+
+/* ---------------------------------------------------------- the walk
+ *
+ * The checkpoint directory and every directory above it are checked as
+ * they are opened, one component at a time from / (or the working
+ * directory), each relative to the one above and checked on the descriptor
+ * opened (so what is checked is what is used):
+ *   - a directory above must belong to root or the user, and may be
+ *     writable by group or others only when it is root's and sticky (as
+ *     /tmp): whoever else can rename entries in it could put a checkpoint
+ *     directory of their own in place of ours (the SPANK plugin's
+ *     spank/core/ckptdir.c checks the same when it creates the directory);
+ *   - the checkpoint directory must belong to the user and be writable by
+ *     nobody else: whoever can write in it can replace checkpoints (the
+ *     checksums are XXH3, no protection against a forger) or read them;
+ *   - a symbolic link on the way is followed only when it belongs to root
+ *     or the user; what it leads to is checked like the rest.
+ * Missing directories are created 0700, but a directory one user creates
+ * in a directory everyone can write (/var/tmp) can only be that user's:
+ * another user's job could neither use nor trust it.  So there a user's
+ * job creates only the checkpoint directory itself or a directory named
+ * after the user (/var/tmp/hvd-ckpt/%u/...); the shared parent of such a
+ * layout is root's to create, and a job run by root creates it as /tmp
+ * is: root's, mode 1777.
+ */
+
+/* Mode bits by which others than the owner may write. */
+#define OTHERS_WRITE (S_IWGRP | S_IWOTH)
+
+/* A name that is the user's: the login name or uid as a whole word. */
+static int personal(const char *name, uid_t uid)
+{
+	char ids[2][256];
+	struct passwd pw, *res = NULL;
+	char buf[1024];
+
+	ckpt_fmt(ids[0], sizeof(ids[0]), "%u", (unsigned)uid);
+	ids[1][0] = '\0';
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res)
+		ckpt_fmt(ids[1], sizeof(ids[1]), "%s", pw.pw_name);
+	for (int k = 0; k < 2; k++) {
+		size_t len = strlen(ids[k]);
+
+		for (const char *p = name; len && (p = strstr(p, ids[k]));
+		     p++) {
+			int before = p == name || !isalnum((unsigned char)p[-1]);
+			int after = !isalnum((unsigned char)p[len]);
+
+			if (before && after)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/* A new directory `name` below cur (whose mode is cur_mode; path is the
+ * new one's, for messages).  0 or an errno; st set when refused. */
+static int create_below(int cur, mode_t cur_mode, const char *name,
+			const char *path, const char *parent, int last,
+			uid_t uid, hvd_status_t *st)
+{
+	int shared = (cur_mode & OTHERS_WRITE) != 0, as_tmp = 0;
+
+	if (shared && !last && !personal(name, uid)) {
+		if (geteuid() != 0) {
+			*st = hvd_error(HVD_ERR_IO,
+					"checkpoint: will not create %s: %s is "
+					"writable by others, and a directory "
+					"one user creates there is of no use "
+					"to the others (they could not trust "
+					"it, and would be locked out of the "
+					"path); ask your admin to create it "
+					"(owner root, mode 1777, as /tmp), or "
+					"use a path whose directories there "
+					"carry your name (%s/%s-$USER/...)",
+					path, parent, parent, name);
+			return EPERM;
+		}
+		as_tmp = 1;
+	}
+	if (mkdirat(cur, name, DIR_MODE) != 0)
+		return errno;
+	/* chmod, not mkdir's mode: the umask must not take the bits away */
+	if (as_tmp && fchmodat(cur, name, 01777, 0) != 0)
+		return errno;
+	return 0;
+}
+
+/* Check an open directory (sb) on the way; path for messages. */
+static hvd_status_t check_dir(const struct stat *sb, const char *path,
+			      int last, uid_t uid)
+{
+	unsigned mode = (unsigned)sb->st_mode & 07777;
+
+	if (last) {
+		if (sb->st_uid != uid)
+			return hvd_error(HVD_ERR_IO,
+					 "checkpoint: %s belongs to uid %u, not "
+					 "to you (uid %u): its owner can read "
+					 "and replace what you write there; use "
+					 "a directory of your own",
+					 path, (unsigned)sb->st_uid,
+					 (unsigned)uid);
+		if (mode & OTHERS_WRITE)
+			return hvd_error(HVD_ERR_IO,
+					 "checkpoint: %s is writable by group "
+					 "or others (mode %04o): they could "
+					 "replace your checkpoints (checksums "
+					 "do not stop a forger); chmod go-w %s, "
+					 "or use another directory",
+					 path, mode, path);
+		return HVD_OK;
+	}
+	if (sb->st_uid != 0 && sb->st_uid != uid)
+		return hvd_error(HVD_ERR_IO,
+				 "checkpoint: %s, above the checkpoint "
+				 "directory, belongs to uid %u: its owner could "
+				 "put a directory of their own in place of "
+				 "yours; use a path whose directories belong to "
+				 "you or to root", path, (unsigned)sb->st_uid);
+	if ((mode & OTHERS_WRITE) && !(sb->st_uid == 0 && (mode & S_ISVTX)))
+		return hvd_error(HVD_ERR_IO,
+				 "checkpoint: %s, above the checkpoint "
+				 "directory, is writable by group or others "
+				 "(mode %04o) and not a sticky directory of "
+				 "root's like /var/tmp: they could rename the "
+				 "checkpoint directory and put their own in its "
+				 "place; use a directory whose parents only you "
+				 "and root can change%s", path, mode,
+				 sb->st_uid == uid ? " (chmod go-w it)" : "");
+	return HVD_OK;
+}
+
+/* One step of the walk: the component name below cur (path so far in
+ * path), opened as an O_PATH descriptor into *next and checked. */
+static hvd_status_t step_into(int cur, const struct stat *cur_sb,
+			      const char *name, char *path, size_t pathsz,
+			      int last, unsigned flags, uid_t uid, int *next)
+{
+	char parent[PATH_MAX];
+	hvd_status_t st = HVD_OK;
+	struct stat sb;
+	int err, fd;
+
+	size_t len = strlen(path);
+
+	/* path so far: "/", "" (relative), or a directory: append name */
+	ckpt_fmt(parent, sizeof(parent), "%s", len ? path : ".");
+	ckpt_fmt(path + len, pathsz - len, "%s%s",
+		 len && path[len - 1] != '/' ? "/" : "", name);
+	for (int tries = 0;; tries++) {
+		if (fstatat(cur, name, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+			break;
+		err = errno;
+		if (err != ENOENT || !(flags & CKPT_OPEN_CREATE) || tries)
+			return ckpt_errno(err, "cannot open directory", path);
+		err = create_below(cur, cur_sb->st_mode, name, path, parent,
+				   last, uid, &st);
+		if (st != HVD_OK)
+			return st;
+		if (err && err != EEXIST) /* EEXIST: another rank's */
+			return ckpt_errno(err, "cannot create directory", path);
+	}
+	if (S_ISLNK(sb.st_mode)) {
+		if (sb.st_uid != 0 && sb.st_uid != uid)
+			return hvd_error(HVD_ERR_IO,
+					 "checkpoint: %s is a symbolic link "
+					 "owned by uid %u: not followed (it "
+					 "points wherever its owner likes); use "
+					 "the real path", path,
+					 (unsigned)sb.st_uid);
+		fd = openat(cur, name, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	} else {
+		fd = openat(cur, name,
+			    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return ckpt_errno(errno, "cannot open directory", path);
+	if (fstat(fd, &sb) != 0) {
+		st = ckpt_errno(errno, "cannot stat", path);
+		close(fd);
+		return st;
+	}
+	st = check_dir(&sb, path, last, uid);
+	if (st != HVD_OK) {
+		close(fd);
+		return st;
+	}
+	*next = fd;
+	return HVD_OK;
+}
+
+/* The walk; on success d->fd is the checkpoint directory, O_RDONLY. */
+static hvd_status_t walk(struct ckpt_dir *d, unsigned flags, uid_t uid)
+{
+	char comps[PATH_MAX], path[PATH_MAX], *save = NULL, *name, *next_name;
+	hvd_status_t st = HVD_OK;
+	struct stat sb;
+	int cur, next = -1;
+
+	ckpt_fmt(comps, sizeof(comps), "%s", d->path);
+	ckpt_fmt(path, sizeof(path), "%s", d->path[0] == '/' ? "/" : "");
+	cur = open(d->path[0] == '/' ? "/" : ".",
+		   O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0)
+		return ckpt_errno(errno, "cannot open directory",
+				  d->path[0] == '/' ? "/" : ".");
+	if (fstat(cur, &sb) != 0 ||
+	    (st = check_dir(&sb, d->path[0] == '/' ? "/" : ".", 0, uid)) !=
+		    HVD_OK) {
+		if (st == HVD_OK)
+			st = ckpt_errno(errno, "cannot stat", "/");
+		close(cur);
+		return st;
+	}
+	for (name = strtok_r(comps, "/", &save); name; name = next_name) {
+		next_name = strtok_r(NULL, "/", &save);
+		if (strcmp(name, ".") == 0 && next_name)
+			continue;
+		st = step_into(cur, &sb, name, path, sizeof(path), !next_name,
+			       flags, uid, &next);
+		if (st != HVD_OK)
+			break;
+		close(cur);
+		cur = next;
+		if (fstat(cur, &sb) != 0) {
+			st = ckpt_errno(errno, "cannot stat", path);
+			break;
+		}
+	}
+	if (st == HVD_OK) {
+		d->fd = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (d->fd < 0)
+			st = ckpt_errno(errno, "cannot open directory",
+					d->path);
+	}
+	close(cur);
+	return st;
+}
+
+hvd_status_t ckpt_dir_open(struct ckpt_dir *d, const char *path,
+			   unsigned flags)
+{
+	struct stat sb;
+	uid_t uid = geteuid();
+
+	d->fd = -1;
+	if (path != d->path)
+		ckpt_fmt(d->path, sizeof(d->path), "%s", path);
+	if (!d->path[0])
+		return hvd_error(HVD_ERR_INVALID_ARG, "checkpoint: the "
+				 "directory name is empty");
+	/* hvd-ckpt: the owner's checkpoints (checked again by the walk, on
+	 * what it opens) */
+	if ((flags & CKPT_OPEN_ANY_OWNER) && stat(d->path, &sb) == 0)
+		uid = sb.st_uid;
+	HVD_CHECK(walk(d, flags, uid));
+	d->uid = uid;
+	return HVD_OK;
+}
+
+/* Why sb (of d/name) is not a checkpoint directory of d's user; NULL when
+ * it is one. */
+static const char *not_ours(const struct ckpt_dir *d, const struct stat *sb,
+			    char *why, size_t n)
+{
+	if (S_ISLNK(sb->st_mode))
+		return "a symbolic link (never followed)";
+	if (!S_ISDIR(sb->st_mode))
+		return "not a directory";
+	if (sb->st_uid != d->uid) {
+		ckpt_fmt(why, n, "owned by uid %u, not by uid %u",
+			 (unsigned)sb->st_uid, (unsigned)d->uid);
+		return why;
+	}
+	return NULL;
+}
+
+hvd_status_t ckpt_dir_sub(const struct ckpt_dir *d, const char *name,
+			  struct ckpt_dir *sub)
+{
+	const char *why;
+	char buf[64];
+	struct stat sb;
+	int err;
+
+	sub->fd = -1;
+	sub->uid = d->uid;
+	join(sub->path, sizeof(sub->path), d, name);
+	sub->fd = openat(d->fd, name,
+			 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub->fd < 0) {
+		err = errno;
+		if (err == ENOTDIR && fstatat(d->fd, name, &sb,
+					      AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISLNK(sb.st_mode))
+			err = ELOOP;
+		if (err == ENOENT)
+			return hvd_error(HVD_ERR_IO, "checkpoint: %s does not "
+					 "exist", sub->path);
+		return ckpt_errno(err, "cannot open directory", sub->path);
+	}
+	if (fstat(sub->fd, &sb) != 0) {
+		err = errno;
+		ckpt_dir_close(sub);
+		return ckpt_errno(err, "cannot stat", sub->path);
+	}
+	why = not_ours(d, &sb, buf, sizeof(buf));
+	if (why) {
+		ckpt_dir_close(sub);
+		return hvd_error(HVD_ERR_IO, "checkpoint: %s: %s: not touched",
+				 sub->path, why);
+	}
+	return HVD_OK;
+}
+
+hvd_status_t ckpt_dir_make(const struct ckpt_dir *d, const char *name,
+			   struct ckpt_dir *sub)
+{
+	char path[PATH_MAX];
+
+	if (mkdirat(d->fd, name, DIR_MODE) != 0 && errno != EEXIST) {
+		join(path, sizeof(path), d, name);
+		return ckpt_errno(errno, "cannot create directory", path);
+	}
+	return ckpt_dir_sub(d, name, sub);
+}
+
+hvd_status_t ckpt_fsync_dir(const struct ckpt_dir *d)
+{
+	if (fsync(d->fd) != 0 && errno != EINVAL)
+		return ckpt_errno(errno, "cannot fsync directory", d->path);
+	return HVD_OK;
+}
+
+/* -------------------------------------------------------------- lock */
+
+/* The first line of what the holder wrote, for the message. */
+static void read_holder(int fd, char *buf, size_t n)
+{
+	ssize_t r = pread(fd, buf, n - 1, 0);
+
+	buf[r > 0 ? r : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	for (char *p = buf; *p; p++)
+		if ((unsigned char)*p < ' ' || (unsigned char)*p > '~')
+			*p = '?';
+	if (!buf[0])
+		ckpt_fmt(buf, n, "a run that has not said who it is yet");
+}
+
+hvd_status_t ckpt_dir_lock(const struct ckpt_dir *d, const char *holder,
+			   int *fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	char path[PATH_MAX], who[512];
+	hvd_status_t st;
+	struct stat sb;
+	size_t len = strlen(holder);
+	int lfd, err;
+
+	*fd = -1;
+	join(path, sizeof(path), d, CKPT_LOCK_NAME);
+	lfd = openat(d->fd, CKPT_LOCK_NAME,
+		     O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+		     FILE_MODE);
+	if (lfd < 0)
+		return ckpt_errno(errno, "cannot open the lock file", path);
+	if (fstat(lfd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    sb.st_uid != d->uid) {
+		close(lfd);
+		return hvd_error(HVD_ERR_IO, "checkpoint: %s is not a regular "
+				 "file of uid %u: remove it", path,
+				 (unsigned)d->uid);
+	}
+	if (fcntl(lfd, F_OFD_SETLK, &fl) != 0) {
+		err = errno;
+		if (err == EAGAIN || err == EACCES) {
+			read_holder(lfd, who, sizeof(who));
+			close(lfd);
+			return hvd_error(HVD_ERR_IO,
+					 "checkpoint: %s is in use by another "
+					 "run (%s): two runs writing one "
+					 "checkpoint directory destroy each "
+					 "other's checkpoints; wait for it to "
+					 "end, stop it, or give this run a "
+					 "directory of its own", d->path, who);
+		}
+		/* no locks on this file system: say so, and go on */
+		hvd_log(HVD_LOG_WARNING, "checkpoint: cannot lock %s (%s): "
+			"a second run writing this directory at the same time "
+			"would not be noticed", path, strerror(err));
+	}
+	if (ftruncate(lfd, 0) != 0 ||
+	    pwrite(lfd, holder, len, 0) != (ssize_t)len || fsync(lfd) != 0) {
+		st = ckpt_errno(errno, "cannot write", path);
+		close(lfd);
+		return st;
+	}
+	*fd = lfd;
+	return HVD_OK;
+}
+
+int ckpt_dir_busy(const struct ckpt_dir *d, char *who, size_t n)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	int fd = openat(d->fd, CKPT_LOCK_NAME,
+			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int busy;
+
+	if (fd < 0)
+		return 0;
+	busy = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+	if (busy)
+		read_holder(fd, who, n);
+	close(fd);
+	return busy;
+}
+
+/* ------------------------------------------------------------- files */
 
 static hvd_status_t write_all(int fd, const void *buf, size_t n,
 			      const char *path)
@@ -76,19 +530,24 @@ static hvd_status_t write_all(int fd, const void *buf, size_t n,
 	return HVD_OK;
 }
 
-hvd_status_t ckpt_write_file(const char *path, const struct ckpt_part *parts,
-			     size_t nparts, uint64_t *hash)
+hvd_status_t ckpt_write_file(const struct ckpt_dir *d, const char *name,
+			     const struct ckpt_part *parts, size_t nparts,
+			     uint64_t *hash)
 {
+	char path[PATH_MAX];
 	XXH3_state_t *xs;
 	hvd_status_t st = HVD_OK;
 	uint64_t offset = 0;
 	int fd;
 
+	join(path, sizeof(path), d, name);
 	xs = XXH3_createState();
 	if (!xs)
 		return hvd_error(HVD_ERR_NO_MEMORY, "checkpoint: out of memory");
 	XXH3_64bits_reset(xs);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = openat(d->fd, name,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		    FILE_MODE);
 	if (fd < 0) {
 		st = ckpt_errno(errno, "cannot create", path);
 		goto err_state;
@@ -125,89 +584,76 @@ hvd_status_t ckpt_write_file(const char *path, const struct ckpt_part *parts,
 	if (close(fd) != 0 && st == HVD_OK)
 		st = ckpt_errno(errno, "cannot close", path);
 	if (st != HVD_OK)
-		unlink(path);
+		unlinkat(d->fd, name, 0);
 	*hash = XXH3_64bits_digest(xs);
 err_state:
 	XXH3_freeState(xs);
 	return st;
 }
 
-hvd_status_t ckpt_fsync_dir(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	hvd_status_t st = HVD_OK;
-
-	if (fd < 0)
-		return ckpt_errno(errno, "cannot open directory", path);
-	if (fsync(fd) != 0 && errno != EINVAL)
-		st = ckpt_errno(errno, "cannot fsync directory", path);
-	close(fd);
-	return st;
-}
-
-hvd_status_t ckpt_write_atomic(const char *dir, const char *name,
+hvd_status_t ckpt_write_atomic(const struct ckpt_dir *d, const char *name,
 			       const void *buf, size_t len)
 {
-	char tmp[PATH_MAX], path[PATH_MAX];
+	char tmp[300], path[PATH_MAX];
 	struct ckpt_part part = { buf, len };
 	uint64_t hash;
-	hvd_status_t st;
 
-	ckpt_fmt(path, sizeof(path), "%s/%s", dir, name);
-	ckpt_fmt(tmp, sizeof(tmp), "%s/.%s.tmp-%ld", dir, name, (long)getpid());
-	unlink(tmp);
-	st = ckpt_write_file(tmp, &part, 1, &hash);
-	if (st != HVD_OK)
-		return st;
-	if (rename(tmp, path) != 0) {
-		st = ckpt_errno(errno, "cannot rename into place", path);
-		unlink(tmp);
-		return st;
+	ckpt_fmt(tmp, sizeof(tmp), ".%s.tmp-%ld", name, (long)getpid());
+	unlinkat(d->fd, tmp, 0);
+	HVD_CHECK(ckpt_write_file(d, tmp, &part, 1, &hash));
+	if (renameat(d->fd, tmp, d->fd, name) != 0) {
+		int err = errno;
+
+		join(path, sizeof(path), d, name);
+		unlinkat(d->fd, tmp, 0);
+		return ckpt_errno(err, "cannot rename into place", path);
 	}
-	return ckpt_fsync_dir(dir);
+	return ckpt_fsync_dir(d);
 }
 
-hvd_status_t ckpt_mkdirs(const char *path)
+/* Open d/name for reading: a regular file, not through a link (O_NONBLOCK
+ * so that a FIFO put there cannot hang the open). */
+static int open_regular(const struct ckpt_dir *d, const char *name,
+			struct stat *sb, const char *path, hvd_status_t *st)
 {
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
+	int fd = openat(d->fd, name,
+			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
-	if (n == 0 || n >= sizeof(buf))
-		return hvd_error(HVD_ERR_INVALID_ARG,
-				 "checkpoint: directory name is empty or too "
-				 "long");
-	memcpy(buf, path, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		buf[i] = '\0';
-		if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-			hvd_status_t st = ckpt_errno(errno, "cannot create "
-						     "directory", buf);
-			return st;
-		}
-		if (i < n)
-			buf[i] = '/';
+	if (fd < 0) {
+		*st = errno == ENOENT
+			      ? hvd_error(HVD_ERR_CORRUPT, "checkpoint file %s "
+					  "is missing", path)
+			      : ckpt_errno(errno, "cannot open", path);
+		return -1;
 	}
-	return HVD_OK;
+	if (fstat(fd, sb) != 0) {
+		*st = ckpt_errno(errno, "cannot stat", path);
+		close(fd);
+		return -1;
+	}
+	if (!S_ISREG(sb->st_mode)) {
+		*st = hvd_error(HVD_ERR_CORRUPT, "checkpoint: %s is not a "
+				"regular file: not read", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
-hvd_status_t ckpt_read_small(const char *path, size_t max, char **buf,
-			     size_t *len)
+hvd_status_t ckpt_read_small(const struct ckpt_dir *d, const char *name,
+			     size_t max, char **buf, size_t *len)
 {
+	char path[PATH_MAX];
 	struct stat sb;
 	hvd_status_t st = HVD_OK;
 	size_t got = 0;
 	char *p;
 	int fd;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	join(path, sizeof(path), d, name);
+	fd = open_regular(d, name, &sb, path, &st);
 	if (fd < 0)
-		return ckpt_errno(errno, "cannot open", path);
-	if (fstat(fd, &sb) != 0) {
-		st = ckpt_errno(errno, "cannot stat", path);
-		goto err_close;
-	}
+		return st;
 	if ((uint64_t)sb.st_size > max) {
 		st = hvd_error(HVD_ERR_CORRUPT,
 			       "checkpoint: %s is %lld bytes, more than the "
@@ -241,23 +687,25 @@ err_close:
 	return st;
 }
 
-hvd_status_t ckpt_read_manifest(const char *ckdir, struct ckpt_manifest *m)
+hvd_status_t ckpt_read_manifest(const struct ckpt_dir *ck,
+				struct ckpt_manifest *m)
 {
 	char path[PATH_MAX];
 	hvd_status_t st;
+	struct stat sb;
 	char *text;
 	size_t len;
 
-	ckpt_fmt(path, sizeof(path), "%s/%s", ckdir, CKPT_MANIFEST_NAME);
-	st = ckpt_read_small(path, CKPT_MANIFEST_MAX, &text, &len);
-	if (st != HVD_OK) {
-		if (access(path, F_OK) != 0)
-			return hvd_error(HVD_ERR_CORRUPT,
-					 "checkpoint %s: no %s (incomplete: "
-					 "the write never committed)",
-					 ckdir, CKPT_MANIFEST_NAME);
-		return st;
-	}
+	memset(m, 0, sizeof(*m));
+	join(path, sizeof(path), ck, CKPT_MANIFEST_NAME);
+	if (fstatat(ck->fd, CKPT_MANIFEST_NAME, &sb, AT_SYMLINK_NOFOLLOW) != 0 &&
+	    errno == ENOENT)
+		return hvd_error(HVD_ERR_CORRUPT,
+				 "checkpoint %s: no %s (incomplete: the write "
+				 "never committed)", ck->path,
+				 CKPT_MANIFEST_NAME);
+	HVD_CHECK(ckpt_read_small(ck, CKPT_MANIFEST_NAME, CKPT_MANIFEST_MAX,
+				  &text, &len));
 	st = ckpt_manifest_parse(text, len, m);
 	free(text);
 	if (st != HVD_OK)
@@ -288,7 +736,8 @@ static hvd_status_t read_hash(int fd, char *p, size_t n, XXH3_state_t *xs,
 	return HVD_OK;
 }
 
-hvd_status_t ckpt_verify_file(const char *ckdir, const struct ckpt_file *f,
+hvd_status_t ckpt_verify_file(const struct ckpt_dir *ck,
+			      const struct ckpt_file *f,
 			      const struct ckpt_dst *dsts, size_t ndst)
 {
 	char path[PATH_MAX];
@@ -299,26 +748,18 @@ hvd_status_t ckpt_verify_file(const char *ckdir, const struct ckpt_file *f,
 	uint64_t hash, total = 0;
 	int fd;
 
+	join(path, sizeof(path), ck, f->name);
 	for (size_t i = 0; i < ndst; i++)
 		total += dsts[i].bytes;
 	if (ndst && total != f->size)
 		return hvd_error(HVD_ERR_INTERNAL,
-				 "checkpoint: %s/%s: loading %llu bytes from a "
-				 "file of %llu", ckdir, f->name,
+				 "checkpoint: %s: loading %llu bytes from a "
+				 "file of %llu", path,
 				 (unsigned long long)total,
 				 (unsigned long long)f->size);
-	ckpt_fmt(path, sizeof(path), "%s/%s", ckdir, f->name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return hvd_error(HVD_ERR_CORRUPT,
-					 "checkpoint file %s is missing", path);
-		return ckpt_errno(errno, "cannot open", path);
-	}
-	if (fstat(fd, &sb) != 0) {
-		st = ckpt_errno(errno, "cannot stat", path);
-		goto err_close;
-	}
+	fd = open_regular(ck, f->name, &sb, path, &st);
+	if (fd < 0)
+		return st;
 	if ((uint64_t)sb.st_size != f->size) {
 		st = hvd_error(HVD_ERR_CORRUPT,
 			       "checkpoint file %s is %lld bytes, the manifest "
@@ -367,8 +808,8 @@ err_close:
 	return st;
 }
 
-hvd_status_t ckpt_verify(const char *ckdir, const struct ckpt_manifest *m,
-			 int rank)
+hvd_status_t ckpt_verify(const struct ckpt_dir *ck,
+			 const struct ckpt_manifest *m, int rank)
 {
 	char own[CKPT_FILE_NAME_MAX];
 
@@ -376,35 +817,76 @@ hvd_status_t ckpt_verify(const char *ckdir, const struct ckpt_manifest *m,
 		ckpt_rank_file(own, sizeof(own), rank);
 	for (size_t i = 0; i < m->nfiles; i++) {
 		const struct ckpt_file *f = &m->files[i];
-		hvd_status_t st;
 
 		if (rank >= 0 && strcmp(f->name, CKPT_REPLICATED_FILE) != 0 &&
 		    strcmp(f->name, own) != 0)
 			continue;
-		st = ckpt_verify_file(ckdir, f, NULL, 0);
-		if (st != HVD_OK)
-			return st;
+		HVD_CHECK(ckpt_verify_file(ck, f, NULL, 0));
 	}
 	return HVD_OK;
 }
 
-hvd_status_t ckpt_scan(const char *dir, const char *own_tag,
+/* ---------------------------------------------------- scan and prune */
+
+/* Read d's entries with their own descriptor (a scan on another thread
+ * must not move this one's position). */
+static DIR *open_entries(int dfd)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir;
+
+	if (fd < 0)
+		return NULL;
+	dir = fdopendir(fd);
+	if (!dir)
+		close(fd);
+	return dir;
+}
+
+/* What one entry named like a checkpoint is. */
+static void classify(const struct ckpt_dir *d, const char *name,
+		     enum ckpt_dir_kind kind, struct ckpt_entry *e)
+{
+	struct ckpt_dir ck;
+	struct ckpt_manifest m;
+	char why[64];
+	struct stat sb;
+
+	if (fstatat(d->fd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    not_ours(d, &sb, why, sizeof(why))) {
+		e->state = CKPT_FOREIGN;
+		return;
+	}
+	if (kind == CKPT_DIR_PARTIAL) {
+		e->state = CKPT_PARTIAL;
+		return;
+	}
+	e->state = CKPT_INCOMPLETE;
+	if (ckpt_dir_sub(d, name, &ck) != HVD_OK) {
+		e->state = CKPT_FOREIGN; /* swapped since the fstatat */
+		return;
+	}
+	if (ckpt_read_manifest(&ck, &m) == HVD_OK) {
+		e->state = CKPT_COMPLETE;
+		ckpt_manifest_free(&m);
+	}
+	ckpt_dir_close(&ck);
+}
+
+hvd_status_t ckpt_scan(const struct ckpt_dir *d, const char *own_tag,
 		       struct ckpt_entry **entries, size_t *n)
 {
 	struct ckpt_entry *e = NULL;
 	size_t cnt = 0, cap = 0;
 	struct dirent *de;
-	DIR *d;
+	DIR *dir;
 
 	*entries = NULL;
 	*n = 0;
-	d = opendir(dir);
-	if (!d) {
-		if (errno == ENOENT)
-			return HVD_OK;
-		return ckpt_errno(errno, "cannot open directory", dir);
-	}
-	while ((de = readdir(d)) != NULL) {
+	dir = open_entries(d->fd);
+	if (!dir)
+		return ckpt_errno(errno, "cannot read directory", d->path);
+	while ((de = readdir(dir)) != NULL) {
 		enum ckpt_dir_kind kind;
 		const char *tag;
 		long step;
@@ -420,7 +902,7 @@ hvd_status_t ckpt_scan(const char *dir, const char *own_tag,
 			ne = realloc(e, cap * sizeof(*e));
 			if (!ne) {
 				free(e);
-				closedir(d);
+				closedir(dir);
 				return hvd_error(HVD_ERR_NO_MEMORY,
 						 "checkpoint: out of memory");
 			}
@@ -429,25 +911,12 @@ hvd_status_t ckpt_scan(const char *dir, const char *own_tag,
 		memset(&e[cnt], 0, sizeof(e[cnt]));
 		ckpt_fmt(e[cnt].name, sizeof(e[cnt].name), "%s", de->d_name);
 		e[cnt].step = step;
-		if (kind == CKPT_DIR_PARTIAL) {
-			e[cnt].state = CKPT_PARTIAL;
-			e[cnt].own = own_tag && strcmp(tag, own_tag) == 0;
-		} else {
-			char ckdir[PATH_MAX];
-			struct ckpt_manifest m;
-
-			ckpt_fmt(ckdir, sizeof(ckdir), "%s/%s", dir,
-				 de->d_name);
-			if (ckpt_read_manifest(ckdir, &m) == HVD_OK) {
-				e[cnt].state = CKPT_COMPLETE;
-				ckpt_manifest_free(&m);
-			} else {
-				e[cnt].state = CKPT_INCOMPLETE;
-			}
-		}
+		classify(d, de->d_name, kind, &e[cnt]);
+		e[cnt].own = e[cnt].state == CKPT_PARTIAL && own_tag &&
+			     strcmp(tag, own_tag) == 0;
 		cnt++;
 	}
-	closedir(d);
+	closedir(dir);
 	hvd_error_clear();
 	ckpt_entries_sort(e, cnt);
 	*entries = e;
@@ -455,57 +924,62 @@ hvd_status_t ckpt_scan(const char *dir, const char *own_tag,
 	return HVD_OK;
 }
 
-hvd_status_t ckpt_remove_dir(const char *dir, const char *name)
+hvd_status_t ckpt_remove_dir(const struct ckpt_dir *d, const char *name)
 {
-	char path[PATH_MAX];
+	struct ckpt_dir ck;
 	struct dirent *de;
-	int dfd;
-	DIR *d;
+	hvd_status_t st = HVD_OK;
+	DIR *dir;
 
-	ckpt_fmt(path, sizeof(path), "%s/%s", dir, name);
-	d = opendir(path);
-	if (!d) {
-		if (errno == ENOENT)
-			return HVD_OK;
-		return ckpt_errno(errno, "cannot open directory", path);
+	HVD_CHECK(ckpt_dir_sub(d, name, &ck));
+	dir = open_entries(ck.fd);
+	if (!dir) {
+		st = ckpt_errno(errno, "cannot read directory", ck.path);
+		goto err_close;
 	}
-	dfd = dirfd(d);
-	while ((de = readdir(d)) != NULL) {
+	while ((de = readdir(dir)) != NULL) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		if (unlinkat(dfd, de->d_name, 0) != 0 && errno != ENOENT) {
-			int err = errno;
-
-			closedir(d);
-			return ckpt_errno(err, "cannot remove a file in", path);
+		/* a name, never what it points to: a link goes, its target
+		 * stays; a directory inside (not ours) fails the rmdir */
+		if (unlinkat(ck.fd, de->d_name, 0) != 0 && errno != ENOENT) {
+			st = ckpt_errno(errno, "cannot remove a file in",
+					ck.path);
+			break;
 		}
 	}
-	closedir(d);
-	if (rmdir(path) != 0 && errno != ENOENT)
-		return ckpt_errno(errno, "cannot remove", path);
-	return HVD_OK;
+	closedir(dir);
+	if (st == HVD_OK && unlinkat(d->fd, name, AT_REMOVEDIR) != 0 &&
+	    errno != ENOENT)
+		st = ckpt_errno(errno, "cannot remove", ck.path);
+err_close:
+	ckpt_dir_close(&ck);
+	return st;
 }
 
-hvd_status_t ckpt_prune(const char *dir, int keep, long protect_step,
-			const char *own_tag, size_t *removed)
+hvd_status_t ckpt_prune(const struct ckpt_dir *d, int keep,
+			long protect_step, const char *own_tag,
+			size_t *removed)
 {
 	struct ckpt_entry *e;
 	hvd_status_t st, first = HVD_OK;
 	size_t n, done = 0;
 
-	st = ckpt_scan(dir, own_tag, &e, &n);
-	if (st != HVD_OK)
-		return st;
+	HVD_CHECK(ckpt_scan(d, own_tag, &e, &n));
 	ckpt_retention_plan(e, n, keep, protect_step);
 	for (size_t i = 0; i < n; i++) {
+		if (e[i].state == CKPT_FOREIGN)
+			hvd_log(HVD_LOG_INFO, "checkpoint: %s/%s is a symbolic "
+				"link or not yours: left alone", d->path,
+				e[i].name);
 		if (!e[i].remove)
 			continue;
-		hvd_log(HVD_LOG_INFO, "checkpoint: removing %s/%s (%s)", dir,
-			e[i].name,
+		hvd_log(HVD_LOG_INFO, "checkpoint: removing %s/%s (%s)",
+			d->path, e[i].name,
 			e[i].state == CKPT_COMPLETE ? "beyond keep"
 			: e[i].state == CKPT_PARTIAL ? "partial, left by a crash"
 						     : "incomplete");
-		st = ckpt_remove_dir(dir, e[i].name);
+		st = ckpt_remove_dir(d, e[i].name);
 		if (st == HVD_OK)
 			done++;
 		else if (first == HVD_OK)
@@ -513,7 +987,7 @@ hvd_status_t ckpt_prune(const char *dir, int keep, long protect_step,
 	}
 	free(e);
 	if (done)
-		ckpt_fsync_dir(dir);
+		ckpt_fsync_dir(d);
 	if (removed)
 		*removed = done;
 	if (first != HVD_OK)
@@ -521,28 +995,25 @@ hvd_status_t ckpt_prune(const char *dir, int keep, long protect_step,
 	return first;
 }
 
-hvd_status_t ckpt_write_latest(const char *dir, const char *name)
+hvd_status_t ckpt_write_latest(const struct ckpt_dir *d, const char *name)
 {
 	char line[300];
 	int n = snprintf(line, sizeof(line), "%s\n", name);
 
-	return ckpt_write_atomic(dir, CKPT_LATEST_NAME, line, (size_t)n);
+	return ckpt_write_atomic(d, CKPT_LATEST_NAME, line, (size_t)n);
 }
 
-hvd_status_t ckpt_read_latest(const char *dir, char *name, size_t n)
+hvd_status_t ckpt_read_latest(const struct ckpt_dir *d, char *name, size_t n)
 {
-	char path[PATH_MAX];
-	hvd_status_t st;
+	struct stat sb;
 	char *text;
 	size_t len;
 
 	name[0] = '\0';
-	ckpt_fmt(path, sizeof(path), "%s/%s", dir, CKPT_LATEST_NAME);
-	if (access(path, F_OK) != 0)
+	if (fstatat(d->fd, CKPT_LATEST_NAME, &sb, AT_SYMLINK_NOFOLLOW) != 0 &&
+	    errno == ENOENT)
 		return HVD_OK;
-	st = ckpt_read_small(path, 4096, &text, &len);
-	if (st != HVD_OK)
-		return st;
+	HVD_CHECK(ckpt_read_small(d, CKPT_LATEST_NAME, 4096, &text, &len));
 	if (len && text[len - 1] == '\n')
 		text[--len] = '\0';
 	ckpt_fmt(name, n, "%s", text);

@@ -17,7 +17,7 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/core/autotune.h"
 
 #include <stdlib.h>
 #include <string.h>

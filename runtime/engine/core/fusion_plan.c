@@ -22,7 +22,7 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/core/fusion_plan.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/core/namemap.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -18,41 +18,19 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/core/negotiate.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void resp_list_free(struct resp_list *l)
-{
-	for (int i = 0; i < l->n; i++)
-		eng_resp_free(&l->v[i]);
-	free(l->v);
-	memset(l, 0, sizeof(*l));
-}
-
-struct eng_resp *resp_list_push(struct resp_list *l)
-{
-	if (l->n == l->cap) {
-		int cap = l->cap ? l->cap * 2 : 16;
-		struct eng_resp *v = realloc(l->v, (size_t)cap * sizeof(*v));
-
-		if (!v)
-			return NULL;
-		l->v = v;
-		l->cap = cap;
-	}
-	memset(&l->v[l->n], 0, sizeof(l->v[0]));
-	return &l->v[l->n++];
-}
-
 hvd_status_t coord_init(struct coord *c, int size)
 {
 	memset(c, 0, sizeof(*c));
 	c->size = size;
 	c->last_joined = -1;
+	hvd_list_init(&c->entries);
 	namemap_init(&c->table);
 	c->joined = calloc((size_t)size, sizeof(*c->joined));
 	if (!c->joined)
@@ -74,26 +52,23 @@ static void entry_free(struct coord *c, struct coord_entry *e)
 
 static void entry_unlink(struct coord *c, struct coord_entry *e)
 {
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		c->first = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		c->last = e->prev;
+	hvd_list_remove(&e->order);
 	namemap_del(&c->table, e->name);
 	c->nentries--;
 }
 
 void coord_free(struct coord *c)
 {
-	while (c->first) {
-		struct coord_entry *e = c->first;
+	struct hvd_list *it, *tmp;
 
-		entry_unlink(c, e);
-		entry_free(c, e);
-	}
+	if (c->entries.next) /* initialised */
+		hvd_list_for_each_safe(it, tmp, &c->entries)
+		{
+			struct coord_entry *e = coord_entry_of(it);
+
+			entry_unlink(c, e);
+			entry_free(c, e);
+		}
 	namemap_free(&c->table);
 	free(c->joined);
 	memset(c, 0, sizeof(*c));
@@ -135,12 +110,7 @@ hvd_status_t coord_add(struct coord *c, int rank, struct eng_req *req,
 					 "hvd: out of memory");
 		}
 		e->first_seen = now - (req->age > 0 ? req->age : 0);
-		e->prev = c->last;
-		if (c->last)
-			c->last->next = e;
-		else
-			c->first = e;
-		c->last = e;
+		hvd_list_push_back(&c->entries, &e->order);
 		c->nentries++;
 		if (c->on_first)
 			c->on_first(c->tl_arg, e->name, req->p.kind, now);
@@ -480,12 +450,14 @@ err_oom:
 hvd_status_t coord_collect(struct coord *c, struct resp_list *out)
 {
 	struct namemap groups;
-	struct coord_entry *e, *next;
+	struct hvd_list *it, *tmp;
 	hvd_status_t st = HVD_OK;
 
 	/* Count ready members per group, so that a group leaves whole. */
 	namemap_init(&groups);
-	for (e = c->first; e; e = e->next) {
+	hvd_list_for_each_safe(it, tmp, &c->entries)
+	{
+		const struct coord_entry *e = coord_entry_of(it);
 		const struct eng_req *q = first_req(c, e);
 
 		if (q && q->group && q->group_size > 1 && is_ready(c, e))
@@ -494,11 +466,12 @@ hvd_status_t coord_collect(struct coord *c, struct resp_list *out)
 			    (void *)((intptr_t)namemap_get(&groups, q->group) +
 				     1));
 	}
-	for (e = c->first; e; e = next) {
+	hvd_list_for_each_safe(it, tmp, &c->entries)
+	{
+		struct coord_entry *e = coord_entry_of(it);
 		const struct eng_req *q = first_req(c, e);
 		struct eng_resp *r;
 
-		next = e->next;
 		if (!is_ready(c, e))
 			continue;
 		if (q->group && q->group_size > 1 &&

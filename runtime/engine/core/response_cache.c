@@ -12,7 +12,7 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/core/response_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,7 @@ hvd_status_t rc_init(struct rcache *c, int capacity)
 {
 	memset(c, 0, sizeof(*c));
 	c->capacity = capacity > 0 ? capacity : 0;
+	hvd_list_init(&c->lru);
 	namemap_init(&c->names);
 	if (!c->capacity)
 		return HVD_OK;
@@ -78,38 +79,12 @@ int rc_lookup(const struct rcache *c, const char *name,
 	return RC_HIT;
 }
 
-static void lru_unlink(struct rcache *c, struct rc_entry *e)
-{
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		c->head = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		c->tail = e->prev;
-	e->prev = e->next = NULL;
-}
-
-static void lru_push_front(struct rcache *c, struct rc_entry *e)
-{
-	e->prev = NULL;
-	e->next = c->head;
-	if (c->head)
-		c->head->prev = e;
-	c->head = e;
-	if (!c->tail)
-		c->tail = e;
-}
-
 void rc_touch(struct rcache *c, int bit)
 {
 	struct rc_entry *e = rc_entry_at(c, bit);
 
-	if (e && c->head != e) {
-		lru_unlink(c, e);
-		lru_push_front(c, e);
-	}
+	if (e)
+		hvd_list_move_front(&c->lru, &e->lru);
 }
 
 void rc_erase(struct rcache *c, int bit)
@@ -119,7 +94,7 @@ void rc_erase(struct rcache *c, int bit)
 
 	if (!e)
 		return;
-	lru_unlink(c, e);
+	hvd_list_remove(&e->lru);
 	namemap_del(&c->names, e->resp.name);
 	eng_resp_free(&e->resp);
 	free(e);
@@ -177,7 +152,8 @@ int rc_put(struct rcache *c, const struct eng_resp *r, void **evicted)
 		return -1;
 	}
 	if (c->count == c->capacity) {
-		struct rc_entry *old = c->tail;
+		struct rc_entry *old = hvd_list_entry(hvd_list_last(&c->lru),
+						      struct rc_entry, lru);
 
 		if (!c->warned_evict) {
 			hvd_log(HVD_LOG_WARNING,
@@ -190,7 +166,7 @@ int rc_put(struct rcache *c, const struct eng_resp *r, void **evicted)
 		bit = old->bit;
 		if (evicted)
 			*evicted = old->pending;
-		lru_unlink(c, old);
+		hvd_list_remove(&old->lru);
 		namemap_del(&c->names, old->resp.name);
 		eng_resp_free(&old->resp);
 		free(old);
@@ -210,6 +186,6 @@ int rc_put(struct rcache *c, const struct eng_resp *r, void **evicted)
 		free(e);
 		return -1;
 	}
-	lru_push_front(c, e);
+	hvd_list_push_front(&c->lru, &e->lru);
 	return bit;
 }

@@ -12,7 +12,7 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/core/stall.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,14 +49,15 @@ static size_t missing_ranks(const struct coord *c, const struct coord_entry *e,
 int stall_check(const struct coord *c, double now, double warn, double shutdown,
 		char *msg, size_t msglen)
 {
-	const struct coord_entry *e;
+	const struct hvd_list *it;
 	int nstalled = 0, nshut = 0, shown = 0;
 	char *report = NULL;
 	size_t off = 0, cap = 0;
 
 	if (msglen)
 		msg[0] = '\0';
-	for (e = c->first; e; e = e->next) {
+	for (it = c->entries.next; it != &c->entries; it = it->next) {
+		const struct coord_entry *e = coord_entry_of(it);
 		double age = now - e->first_seen;
 		char ranks[256];
 		int nmiss;

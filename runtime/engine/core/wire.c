@@ -9,7 +9,7 @@
  */
 #include "config.h"
 
-#include "engine/engine.h"
+#include "engine/core/wire.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -181,80 +181,4 @@ int wire_get_resp(struct rbuf *b, struct eng_resp *r)
 		return -1;
 	}
 	return 0;
-}
-
-void eng_req_free(struct eng_req *r)
-{
-	if (!r)
-		return;
-	free(r->ranks);
-	free(r->name);
-	free(r->group);
-	memset(r, 0, sizeof(*r));
-}
-
-void eng_resp_free(struct eng_resp *r)
-{
-	if (!r)
-		return;
-	free(r->counts);
-	free(r->ranks);
-	free(r->name);
-	free(r->group);
-	free(r->message);
-	memset(r, 0, sizeof(*r));
-}
-
-static int dup_mem(void **dst, const void *src, size_t n)
-{
-	*dst = NULL;
-	if (!src || !n)
-		return 0;
-	*dst = malloc(n);
-	if (!*dst)
-		return -1;
-	memcpy(*dst, src, n);
-	return 0;
-}
-
-static int dup_str(char **dst, const char *src)
-{
-	return dup_mem((void **)dst, src, src ? strlen(src) + 1 : 0);
-}
-
-hvd_status_t eng_resp_copy(struct eng_resp *dst, const struct eng_resp *src)
-{
-	*dst = *src;
-	dst->counts = NULL;
-	dst->ranks = NULL;
-	dst->name = dst->group = dst->message = NULL;
-	if (dup_mem((void **)&dst->counts, src->counts,
-		    src->ncounts * sizeof(*src->counts)) ||
-	    dup_mem((void **)&dst->ranks, src->ranks,
-		    src->nranks * sizeof(*src->ranks)) ||
-	    dup_str(&dst->name, src->name) ||
-	    dup_str(&dst->group, src->group) ||
-	    dup_str(&dst->message, src->message)) {
-		eng_resp_free(dst);
-		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-	}
-	return HVD_OK;
-}
-
-const char *eng_kind_name(int kind)
-{
-	static const char *const names[EK_COUNT] = {
-	    [EK_ALLREDUCE] = "ALLREDUCE",
-	    [EK_ALLGATHER] = "ALLGATHER",
-	    [EK_BROADCAST] = "BROADCAST",
-	    [EK_ALLTOALL] = "ALLTOALL",
-	    [EK_REDUCESCATTER] = "REDUCESCATTER",
-	    [EK_JOIN] = "JOIN",
-	    [EK_PSET_ADD] = "PROCESS_SET_ADD",
-	    [EK_PSET_REMOVE] = "PROCESS_SET_REMOVE",
-	    [EK_ERROR] = "ERROR",
-	    [EK_SHUTDOWN] = "SHUTDOWN",
-	};
-
-	return kind >= 0 && kind < EK_COUNT ? names[kind] : "UNKNOWN";
 }

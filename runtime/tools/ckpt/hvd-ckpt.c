@@ -7,7 +7,10 @@
  *	hvd-ckpt prune DIR K       keep the newest K complete checkpoints
  *
  * A pure file tool: it reads what libhvd wrote, with the same code
- * (ckpt_manifest.c, ckpt_store.c), and needs no PMIx or running job.
+ * (ckpt_manifest.c, ckpt_store.c), and needs no PMIx or running job.  It
+ * is run by admins as root on users' directories: DIR is opened once and
+ * everything below it is reached without following links, and only the
+ * checkpoints of DIR's owner are looked at (ckpt_store.h).
  * Exit status: 0 success, 1 something is damaged, 2 usage or I/O error.
  */
 #include "config.h"
@@ -15,6 +18,7 @@
 #include "ckpt/core/ckpt_store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +83,21 @@ static unsigned long long manifest_bytes(const struct ckpt_manifest *m)
 	return sum;
 }
 
-static int cmd_list(const char *dir)
+static const char *state_name(enum ckpt_state s)
+{
+	switch (s) {
+	case CKPT_COMPLETE:
+		return "complete";
+	case CKPT_PARTIAL:
+		return "partial";
+	case CKPT_FOREIGN:
+		return "ignored (a link, or not the owner's)";
+	default:
+		return "incomplete";
+	}
+}
+
+static int cmd_list(const struct ckpt_dir *dir)
 {
 	struct ckpt_entry *e;
 	char latest[256];
@@ -93,37 +111,38 @@ static int cmd_list(const char *dir)
 	printf("%-34s %12s %6s %10s %-19s %s\n", "NAME", "STEP", "RANKS",
 	       "SIZE", "CREATED", "STATE");
 	for (size_t i = 0; i < n; i++) {
-		char ckdir[PATH_MAX], size[32] = "-", when[32] = "-";
-		char ranks[16] = "-";
-		const char *state = e[i].state == CKPT_COMPLETE ? "complete"
-				    : e[i].state == CKPT_PARTIAL ? "partial"
-								 : "incomplete";
+		char size[32] = "-", when[32] = "-", ranks[16] = "-";
 		struct ckpt_manifest m;
+		struct ckpt_dir ck;
 		struct stat sb;
 
-		ckpt_fmt(ckdir, sizeof(ckdir), "%s/%s", dir, e[i].name);
 		if (e[i].state == CKPT_COMPLETE &&
-		    ckpt_read_manifest(ckdir, &m) == HVD_OK) {
-			human(size, sizeof(size), manifest_bytes(&m));
-			fmt_time(when, sizeof(when), m.created);
-			ckpt_fmt(ranks, sizeof(ranks), "%d", m.world_size);
-			ckpt_manifest_free(&m);
-		} else if (stat(ckdir, &sb) == 0) {
+		    ckpt_dir_sub(dir, e[i].name, &ck) == HVD_OK) {
+			if (ckpt_read_manifest(&ck, &m) == HVD_OK) {
+				human(size, sizeof(size), manifest_bytes(&m));
+				fmt_time(when, sizeof(when), m.created);
+				ckpt_fmt(ranks, sizeof(ranks), "%d",
+					 m.world_size);
+				ckpt_manifest_free(&m);
+			}
+			ckpt_dir_close(&ck);
+		} else if (fstatat(dir->fd, e[i].name, &sb,
+				   AT_SYMLINK_NOFOLLOW) == 0) {
 			fmt_time(when, sizeof(when), (long long)sb.st_mtime);
 		}
 		printf("%-34s %12ld %6s %10s %-19s %s%s\n", e[i].name,
-		       e[i].step, ranks, size, when, state,
+		       e[i].step, ranks, size, when, state_name(e[i].state),
 		       strcmp(latest, e[i].name) == 0 ? " (latest)" : "");
 	}
 	if (n == 0)
-		printf("(no checkpoints in %s)\n", dir);
+		printf("(no checkpoints in %s)\n", dir->path);
 	free(e);
 	return 0;
 }
 
 /* The `latest` pointer must name the newest complete checkpoint. */
-static int check_latest(const char *dir, const struct ckpt_entry *e,
-			size_t n)
+static int check_latest(const struct ckpt_dir *dir,
+			const struct ckpt_entry *e, size_t n)
 {
 	char latest[256];
 	const char *newest = NULL;
@@ -150,7 +169,7 @@ static int check_latest(const char *dir, const struct ckpt_entry *e,
 	return 0;
 }
 
-static int cmd_verify(const char *dir, long only)
+static int cmd_verify(const struct ckpt_dir *dir, long only)
 {
 	struct ckpt_entry *e;
 	int bad = 0, checked = 0;
@@ -161,8 +180,8 @@ static int cmd_verify(const char *dir, long only)
 		return 2;
 	}
 	for (size_t i = 0; i < n; i++) {
-		char ckdir[PATH_MAX];
 		struct ckpt_manifest m;
+		struct ckpt_dir ck;
 
 		if (only >= 0 && e[i].step != only)
 			continue;
@@ -171,14 +190,29 @@ static int cmd_verify(const char *dir, long only)
 			       "restore, removed by prune)\n", e[i].name);
 			continue;
 		}
+		if (e[i].state == CKPT_FOREIGN) {
+			printf("%s: ignored: a symbolic link or not a "
+			       "directory of the owner's (never followed, "
+			       "never removed)\n", e[i].name);
+			continue;
+		}
 		checked++;
-		ckpt_fmt(ckdir, sizeof(ckdir), "%s/%s", dir, e[i].name);
-		if (ckpt_read_manifest(ckdir, &m) != HVD_OK) {
+		if (ckpt_dir_sub(dir, e[i].name, &ck) != HVD_OK) {
 			printf("%s: BAD: %s\n", e[i].name, hvd_last_error());
 			bad++;
 			continue;
 		}
-		if (ckpt_verify(ckdir, &m, -1) != HVD_OK) {
+		if (ckpt_read_manifest(&ck, &m) != HVD_OK) {
+			printf("%s: BAD: %s\n", e[i].name, hvd_last_error());
+			ckpt_dir_close(&ck);
+			bad++;
+			continue;
+		}
+		if (m.step != e[i].step) {
+			printf("%s: BAD: its manifest is of step %ld (renamed "
+			       "or copied?)\n", e[i].name, m.step);
+			bad++;
+		} else if (ckpt_verify(&ck, &m, -1) != HVD_OK) {
 			printf("%s: BAD: %s\n", e[i].name, hvd_last_error());
 			bad++;
 		} else {
@@ -186,10 +220,11 @@ static int cmd_verify(const char *dir, long only)
 			       m.nfiles, manifest_bytes(&m));
 		}
 		ckpt_manifest_free(&m);
+		ckpt_dir_close(&ck);
 	}
 	if (only >= 0 && checked == 0) {
 		fprintf(stderr, "hvd-ckpt: no checkpoint of step %ld in %s\n",
-			only, dir);
+			only, dir->path);
 		free(e);
 		return 2;
 	}
@@ -201,26 +236,28 @@ static int cmd_verify(const char *dir, long only)
 	return bad ? 1 : 0;
 }
 
-static int cmd_show(const char *dir, long only)
+static int cmd_show(const struct ckpt_dir *dir, long only)
 {
-	char ckdir[PATH_MAX], when[32];
+	char name[32], when[32];
 	struct ckpt_manifest m;
+	struct ckpt_dir ck = { .fd = -1 };
 	struct ckpt_entry *e;
+	const struct ckpt_dir *src = dir;
+	struct stat sb;
 	size_t n;
 	long step = -1;
 
 	/* DIR may be one checkpoint (hvd-ckpt show DIR/step-00000100) */
-	ckpt_fmt(ckdir, sizeof(ckdir), "%s/%s", dir, CKPT_MANIFEST_NAME);
-	if (only < 0 && access(ckdir, F_OK) == 0) {
-		ckpt_fmt(ckdir, sizeof(ckdir), "%s", dir);
+	if (only < 0 && fstatat(dir->fd, CKPT_MANIFEST_NAME, &sb,
+				AT_SYMLINK_NOFOLLOW) == 0)
 		goto show;
-	}
 	if (ckpt_scan(dir, NULL, &e, &n) != HVD_OK) {
 		fprintf(stderr, "hvd-ckpt: %s\n", hvd_last_error());
 		return 2;
 	}
 	for (size_t i = 0; i < n && step < 0; i++)
-		if (e[i].state != CKPT_PARTIAL &&
+		if ((e[i].state == CKPT_COMPLETE ||
+		     e[i].state == CKPT_INCOMPLETE) &&
 		    (only >= 0 ? e[i].step == only
 			       : e[i].state == CKPT_COMPLETE))
 			step = e[i].step;
@@ -228,20 +265,25 @@ static int cmd_show(const char *dir, long only)
 	if (step < 0) {
 		fprintf(stderr, "hvd-ckpt: %s in %s\n",
 			only >= 0 ? "no such step" : "no complete checkpoint",
-			dir);
+			dir->path);
 		return 2;
 	}
-	ckpt_dir_name(when, sizeof(when), step, NULL);
-	ckpt_fmt(ckdir, sizeof(ckdir), "%s/%s", dir, when);
+	ckpt_dir_name(name, sizeof(name), step, NULL);
+	if (ckpt_dir_sub(dir, name, &ck) != HVD_OK) {
+		printf("%s/%s: BAD: %s\n", dir->path, name, hvd_last_error());
+		return 1;
+	}
+	src = &ck;
 show:
-	if (ckpt_read_manifest(ckdir, &m) != HVD_OK) {
-		printf("%s: BAD: %s\n", ckdir, hvd_last_error());
+	if (ckpt_read_manifest(src, &m) != HVD_OK) {
+		printf("%s: BAD: %s\n", src->path, hvd_last_error());
+		ckpt_dir_close(&ck);
 		return 1;
 	}
 	fmt_time(when, sizeof(when), m.created);
 	printf("checkpoint: %s\nformat:     %d\nstep:       %ld\n"
 	       "world size: %d\ncreated:    %s\njob:        %s\n",
-	       ckdir, m.version, m.step, m.world_size, when, m.job);
+	       src->path, m.version, m.step, m.world_size, when, m.job);
 	printf("buffers:    %zu (replicated %llu bytes, per rank %llu "
 	       "bytes)\n", m.nbuffers, (unsigned long long)m.replicated_bytes,
 	       (unsigned long long)m.per_rank_bytes);
@@ -262,23 +304,31 @@ show:
 		printf("%s%02x", i ? "" : " ", m.meta[i]);
 	printf("%s\n", m.meta_len > 32 ? "..." : "");
 	ckpt_manifest_free(&m);
+	ckpt_dir_close(&ck);
 	return 0;
 }
 
-static int cmd_prune(const char *dir, long keep)
+static int cmd_prune(const struct ckpt_dir *dir, long keep)
 {
 	size_t removed = 0;
 	hvd_status_t st;
+	char who[512];
 
 	if (keep < 1) {
 		fprintf(stderr, "hvd-ckpt: prune: K must be at least 1 (the "
 			"newest complete checkpoint is always kept)\n");
 		return 2;
 	}
+	if (ckpt_dir_busy(dir, who, sizeof(who))) {
+		fprintf(stderr, "hvd-ckpt: prune: %s is in use by a running "
+			"job (%s): its retention is already at work; prune "
+			"when it has ended\n", dir->path, who);
+		return 2;
+	}
 	st = ckpt_prune(dir, (int)keep, -1, NULL, &removed);
 	printf("prune: removed %zu director%s from %s, keeping the newest "
-	       "%ld complete\n", removed, removed == 1 ? "y" : "ies", dir,
-	       keep);
+	       "%ld complete\n", removed, removed == 1 ? "y" : "ies",
+	       dir->path, keep);
 	if (st != HVD_OK) {
 		fprintf(stderr, "hvd-ckpt: %s\n", hvd_last_error());
 		return 2;
@@ -289,7 +339,9 @@ static int cmd_prune(const char *dir, long keep)
 int main(int argc, char **argv)
 {
 	const char *cmd, *dir;
+	struct ckpt_dir d;
 	long arg = -1;
+	int rc;
 
 	if (argc >= 2 && (strcmp(argv[1], "-h") == 0 ||
 			  strcmp(argv[1], "--help") == 0)) {
@@ -312,16 +364,26 @@ int main(int argc, char **argv)
 			"\"%s\"\n", cmd, argv[3]);
 		return 2;
 	}
-	if (strcmp(cmd, "list") == 0 && argc == 3)
-		return cmd_list(dir);
-	if (strcmp(cmd, "verify") == 0)
-		return cmd_verify(dir, arg);
-	if (strcmp(cmd, "show") == 0)
-		return cmd_show(dir, arg);
-	if (strcmp(cmd, "prune") == 0 && argc == 4)
-		return cmd_prune(dir, arg);
-	fprintf(stderr, "hvd-ckpt: unknown command or wrong arguments: %s\n",
-		cmd);
-	usage(stderr);
-	return 2;
+	if (!(strcmp(cmd, "list") == 0 && argc == 3) &&
+	    strcmp(cmd, "verify") != 0 && strcmp(cmd, "show") != 0 &&
+	    !(strcmp(cmd, "prune") == 0 && argc == 4)) {
+		fprintf(stderr, "hvd-ckpt: unknown command or wrong arguments: "
+			"%s\n", cmd);
+		usage(stderr);
+		return 2;
+	}
+	if (ckpt_dir_open(&d, dir, CKPT_OPEN_ANY_OWNER) != HVD_OK) {
+		fprintf(stderr, "hvd-ckpt: %s\n", hvd_last_error());
+		return 2;
+	}
+	if (strcmp(cmd, "list") == 0)
+		rc = cmd_list(&d);
+	else if (strcmp(cmd, "verify") == 0)
+		rc = cmd_verify(&d, arg);
+	else if (strcmp(cmd, "show") == 0)
+		rc = cmd_show(&d, arg);
+	else
+		rc = cmd_prune(&d, arg);
+	ckpt_dir_close(&d);
+	return rc;
 }

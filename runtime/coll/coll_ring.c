@@ -53,6 +53,7 @@ static inline int mod(int a, int n)
 struct ring_pass {
 	int n, r;
 	int reduce;           /* reduce-scatter (1) or allgather (0)       */
+	int in_recv;          /* reduce as segments land (xfer_recv_reduce)*/
 	const size_t *off, *len; /* blocks, bytes                          */
 	size_t seg;           /* bytes per segment                         */
 	const char *src;      /* reduce-scatter: the input                 */
@@ -112,9 +113,9 @@ static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 	char *tmp = NULL;
 
 	rop = malloc(2 * (size_t)win * sizeof(int));
-	if (p->reduce)
+	if (p->reduce && !p->in_recv)
 		tmp = malloc((size_t)win * p->seg);
-	if (!rop || (p->reduce && !tmp)) {
+	if (!rop || (p->reduce && !p->in_recv && !tmp)) {
 		free(rop);
 		free(tmp);
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
@@ -159,12 +160,19 @@ static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 		/* Receives run a window ahead. */
 		while (k_post < k_done + win && valid(p, &post, 0)) {
 			int b = recv_block(p, post.s);
-			char *into = p->reduce
-					     ? tmp + (size_t)(k_post % win) * p->seg
-					     : p->dst + p->off[b] + post.j * p->seg;
+			size_t o = p->off[b] + post.j * p->seg;
+			size_t l = seg_len(p, b, post.j);
 
-			rop[k_post % win] = xfer_recv(x, left, into,
-						      seg_len(p, b, post.j));
+			if (p->in_recv)
+				rop[k_post % win] = xfer_recv_reduce(
+					x, left, p->dst + o, p->src + o,
+					l / hvd_dtype_size(p->dt), p->dt, p->op);
+			else if (p->reduce)
+				rop[k_post % win] = xfer_recv(
+					x, left, tmp + (size_t)(k_post % win) * p->seg,
+					l);
+			else
+				rop[k_post % win] = xfer_recv(x, left, p->dst + o, l);
 			if (rop[k_post % win] < 0)
 				goto out;
 			k_post++;
@@ -192,7 +200,7 @@ static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 			goto out;
 		if (w != rop[k_done % win])
 			continue;
-		if (p->reduce) {
+		if (p->reduce && !p->in_recv) {
 			int b = recv_block(p, done.s);
 			size_t o = p->off[b] + done.j * p->seg;
 			size_t esz = hvd_dtype_size(p->dt);
@@ -245,6 +253,7 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 	p.off = off;
 	p.len = off + n;
 	p.seg = t->segment / esz ? t->segment / esz * esz : esz;
+	p.in_recv = xfer_recv_reduce_ok();
 	ring_run(x, &p, t->window);
 	free(off);
 	return x->st;

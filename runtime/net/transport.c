@@ -17,9 +17,11 @@
 
 #include "net/notice.h"
 #include "net/peers.h"
+#include "net/rreduce.h"
 #include "net/transport.h"
 #include "net/ucx.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,11 @@ struct tp_op {
 
 /* HVD_POLL_SPIN_US, HVD_POLL_YIELD_US: see wait_until */
 static double spin_s = 10e-6, yield_s = 200e-6;
+
+/* The receive-reduce datatype (xfer_recv_reduce), made on first use. */
+static ucp_datatype_t rr_dt;
+static int rr_ok = -1; /* -1 not yet, 0 unavailable, 1 made */
+static pthread_mutex_t rr_lock = PTHREAD_MUTEX_INITIALIZER;
 
 hvd_status_t transport_init(void **addr, size_t *addr_len)
 {
@@ -63,6 +70,11 @@ void transport_finalize(int fence)
 	ucx_finalize(fence);
 	notice_free();
 	peers_free();
+	pthread_mutex_lock(&rr_lock);
+	if (rr_ok > 0)
+		ucp_dt_destroy(rr_dt);
+	rr_ok = -1;
+	pthread_mutex_unlock(&rr_lock);
 }
 
 /* ------------------------------------------------------ transfers */
@@ -148,7 +160,8 @@ int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
 	return idx;
 }
 
-int xfer_recv(struct xfer *x, int peer, void *buf, size_t len)
+static int post_recv(struct xfer *x, int peer, void *buf, size_t count,
+		     ucp_datatype_t dt, size_t len)
 {
 	ucp_request_param_t prm;
 	ucp_tag_recv_info_t info;
@@ -172,10 +185,10 @@ int xfer_recv(struct xfer *x, int peer, void *buf, size_t len)
 			   UCP_OP_ATTR_FIELD_RECV_INFO |
 			   UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
 	prm.cb.recv = ucx_recv_cb;
-	prm.datatype = ucp_dt_make_contig(1);
+	prm.datatype = dt;
 	prm.recv_info.tag_info = &info;
 	info.length = 0;
-	r = ucp_tag_recv_nbx(ucx_worker, buf, len,
+	r = ucp_tag_recv_nbx(ucx_worker, buf, count,
 			     x->tag_base | (uint64_t)(unsigned)peer,
 			     ~(uint64_t)0, &prm);
 	if (r == NULL) {
@@ -194,6 +207,116 @@ int xfer_recv(struct xfer *x, int peer, void *buf, size_t len)
 		op->req = r;
 	}
 	return idx;
+}
+
+int xfer_recv(struct xfer *x, int peer, void *buf, size_t len)
+{
+	return post_recv(x, peer, buf, len, ucp_dt_make_contig(1), len);
+}
+
+/*
+ * Receiving into a reduction (net/rreduce.h): a UCX generic datatype whose
+ * unpack() folds each fragment into the destination as UCX copies it out
+ * of its receive buffer, instead of a copy into scratch memory and a pass
+ * over it afterwards.  The descriptors live on the xfer until xfer_end.
+ */
+static ucs_status_t rr_unpack_cb(void *state, size_t off, const void *p,
+				 size_t len)
+{
+	return rr_unpack(state, off, p, len) ? UCS_ERR_MESSAGE_TRUNCATED
+					      : UCS_OK;
+}
+
+static void *rr_start_unpack(void *context, void *buffer, size_t count)
+{
+	(void)context;
+	(void)count;
+	return buffer;
+}
+
+static void *rr_start_pack(void *context, const void *buffer, size_t count)
+{
+	(void)context;
+	(void)count;
+	return (void *)buffer; /* never sent with */
+}
+
+static size_t rr_packed_size(void *state)
+{
+	return ((struct rr_desc *)state)->len;
+}
+
+static size_t rr_pack(void *state, size_t off, void *dest, size_t max)
+{
+	(void)state;
+	(void)off;
+	(void)dest;
+	(void)max;
+	return 0;
+}
+
+static void rr_finish(void *state)
+{
+	(void)state;
+}
+
+static void rr_create(void)
+{
+	static const ucp_generic_dt_ops_t ops = {
+		.start_pack = rr_start_pack,
+		.start_unpack = rr_start_unpack,
+		.packed_size = rr_packed_size,
+		.pack = rr_pack,
+		.unpack = rr_unpack_cb,
+		.finish = rr_finish,
+	};
+
+	rr_ok = hvd_env_bool("HVD_RECV_REDUCE", 1) &&
+		ucp_dt_create_generic(&ops, NULL, &rr_dt) == UCS_OK;
+}
+
+int xfer_recv_reduce_ok(void)
+{
+	pthread_mutex_lock(&rr_lock);
+	if (rr_ok < 0)
+		rr_create();
+	pthread_mutex_unlock(&rr_lock);
+	return rr_ok > 0;
+}
+
+int xfer_recv_reduce(struct xfer *x, int peer, void *dst, const void *src,
+		     size_t count, hvd_dtype_t dt, hvd_op_t op)
+{
+	struct rr_desc *d;
+	size_t esz = hvd_dtype_size(dt);
+
+	if (x->st != HVD_OK)
+		return -1;
+	if (!xfer_recv_reduce_ok() || esz > 8) {
+		x->st = hvd_error(HVD_ERR_INTERNAL,
+				  "hvd: receive-reduce is not available");
+		return -1;
+	}
+	d = malloc(sizeof(*d));
+	if (!d) {
+		x->st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+		return -1;
+	}
+	rr_init(d, dst, src, count, dt, op);
+	d->next = x->rr;
+	x->rr = d;
+	return post_recv(x, peer, d, 1, rr_dt, d->len);
+}
+
+static void rr_free(struct xfer *x)
+{
+	while (x->rr) {
+		struct rr_desc *d = x->rr;
+
+		x->rr = d->next;
+		rr_release(d);
+		free(d);
+	}
 }
 
 /* Move a finished request's result into the op; 1 when done. */
@@ -474,5 +597,6 @@ hvd_status_t xfer_end(struct xfer *x)
 	free(x->ops);
 	x->ops = NULL;
 	x->nops = x->cap = 0;
+	rr_free(x); /* after every request is released */
 	return x->st;
 }

@@ -49,6 +49,7 @@ void transport_finalize(int fence);
  * transport_fail_reason, transport_check_failed). */
 
 struct tp_op;
+struct rr_desc;
 
 struct xfer {
 	struct net_group *g;
@@ -59,6 +60,7 @@ struct xfer {
 	int nops, cap, first_pending;
 	double last_progress;
 	double next_check;
+	struct rr_desc *rr;  /* receive-reduce descriptors              */
 };
 
 /* Starts a collective on g: takes the next sequence number. */
@@ -67,6 +69,13 @@ void xfer_begin(struct xfer *x, struct net_group *g);
  * xfer_wait, or -1 (x->st says why). */
 int xfer_send(struct xfer *x, int peer, const void *buf, size_t len);
 int xfer_recv(struct xfer *x, int peer, void *buf, size_t len);
+/* Receive count elements from group rank peer and reduce them as they
+ * land: dst = src op (what arrived), element by element (dst may be
+ * src).  Only where xfer_recv_reduce_ok() (HVD_RECV_REDUCE, default 1);
+ * dtype of at most 8 bytes, op not AVERAGE.  Index or -1 as xfer_recv. */
+int xfer_recv_reduce(struct xfer *x, int peer, void *dst, const void *src,
+		     size_t count, hvd_dtype_t dtype, hvd_op_t op);
+int xfer_recv_reduce_ok(void);
 /* Progress until op idx is done (others progress too). */
 hvd_status_t xfer_wait(struct xfer *x, int idx);
 /* Progress until op a or op b is done; returns which (a when both), or

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct tp_op {
 	struct tp_req *req;  /* NULL once completed                  */
@@ -50,6 +51,107 @@ hvd_status_t transport_init(void **addr, size_t *addr_len)
 	return ucx_init(addr, addr_len);
 }
 
+/*
+ * One machine?  Several nodes of a job can be one machine: the
+ * mini-cluster's nodes are network namespaces of one host (and their
+ * PMIx host names differ).  Then what goes "between nodes" crosses no
+ * network, and a waiting rank that spins holds a core that a rank of
+ * another "node" needs.  Each rank hashes the kernel's boot id (one per
+ * running kernel: the same in every namespace and container of a
+ * machine, different on another machine) and the ranks agree on the
+ * smallest and the largest hash: equal means every rank runs on this
+ * machine.  A dissemination exchange (min and max are idempotent) of
+ * log2(size) rounds on a context of its own, before any communicator
+ * exists.  Mixed jobs (some nodes sharing machines, some not) count as
+ * separate machines.
+ */
+#define TP_SETUP_CTX 0xfffeu /* NOTICE_CTX - 1; only during hvd_init */
+
+static int one_machine;     /* every rank of the job on this machine */
+static int host_ranks = 1;  /* ranks of the job on this machine      */
+
+static uint64_t boot_hash(void)
+{
+	char id[128] = "";
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+	if (f) {
+		if (!fgets(id, sizeof(id), f))
+			id[0] = '\0';
+		fclose(f);
+	}
+	if (!id[0]) /* unknown: a value of its own, "another machine" */
+		snprintf(id, sizeof(id), "%d.%ld", (int)getpid(),
+			 (long)(hvd_now() * 1e9));
+	for (const char *p = id; *p && *p != '\n'; p++) {
+		h ^= (unsigned char)*p;
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static hvd_status_t agree_machine(const struct hvd_world *w)
+{
+	struct net_group g;
+	struct xfer x;
+	uint64_t v[2], in[2];
+	hvd_status_t st;
+
+	one_machine = 0;
+	host_ranks = w->local_size > 0 ? w->local_size : 1;
+	if (w->size < 2)
+		return HVD_OK;
+	memset(&g, 0, sizeof(g));
+	g.rank = w->rank;
+	g.size = w->size;
+	g.ctx = TP_SETUP_CTX;
+	g.world_ranks = malloc((size_t)w->size * sizeof(int));
+	if (!g.world_ranks)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	for (int r = 0; r < w->size; r++)
+		g.world_ranks[r] = r;
+	v[0] = boot_hash();
+	v[1] = ~v[0]; /* the minimum of ~h is ~(the maximum of h) */
+	xfer_begin(&x, &g);
+	for (int k = 1; k < w->size; k <<= 1) {
+		if (xfer_sendrecv(&x, (w->rank + k) % w->size, v, sizeof(v),
+				  (w->rank - k + w->size) % w->size, in,
+				  sizeof(in)) != HVD_OK)
+			break;
+		v[0] = in[0] < v[0] ? in[0] : v[0];
+		v[1] = in[1] < v[1] ? in[1] : v[1];
+	}
+	st = xfer_end(&x);
+	free(g.world_ranks);
+	if (st != HVD_OK)
+		return hvd_error_prefix(st, "hvd_init: comparing machines");
+	if (v[0] == ~v[1]) {
+		one_machine = 1;
+		host_ranks = w->size;
+	}
+	return HVD_OK;
+}
+
+int transport_host_ranks(void)
+{
+	return host_ranks;
+}
+
+int transport_host_oversubscribed(void)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return ncpu > 0 && host_ranks > ncpu;
+}
+
+int transport_nodes_share_hosts(void)
+{
+	const struct hvd_world *w = hvd_world();
+
+	return one_machine && w && w->num_nodes > 1;
+}
+
 hvd_status_t transport_set_peers(const struct hvd_world *w,
 				 struct bootstrap_peer *peers)
 {
@@ -61,7 +163,10 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
 		spin_s = 0;
 	if (yield_s < 0)
 		yield_s = 0;
-	return ucx_set_peers(w);
+	HVD_CHECK(ucx_set_peers(w));
+	HVD_CHECK(agree_machine(w));
+	ucx_set_oversubscribed(transport_host_oversubscribed());
+	return HVD_OK;
 }
 
 void transport_finalize(int fence)

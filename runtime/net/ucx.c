@@ -267,15 +267,21 @@ static hvd_status_t connect_all(const struct hvd_world *w)
 	return st;
 }
 
+void ucx_set_oversubscribed(int oversubscribed)
+{
+	/* Oversubscribed (more ranks on this machine than cores): waiting
+	 * ranks must give their core away at once or the rank they wait for
+	 * never runs.  HVD_POLL_YIELD=1 forces it. */
+	yield_always = hvd_env_bool("HVD_POLL_YIELD", oversubscribed);
+}
+
 hvd_status_t ucx_set_peers(const struct hvd_world *w)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
-	/* Oversubscribed (more ranks here than cores): waiting ranks must
-	 * give their core away at once or the rank they wait for never
-	 * runs.  HVD_POLL_YIELD=1 forces it. */
-	yield_always = hvd_env_bool("HVD_POLL_YIELD",
-				    ncpu > 0 && w->local_size > ncpu);
+	/* Until the transport knows whether the nodes share this machine:
+	 * the ranks of this node against its cores. */
+	ucx_set_oversubscribed(ncpu > 0 && w->local_size > ncpu);
 	err_peer_local = hvd_env_bool("HVD_UCX_PEER_ERRORS", 0);
 	eps = calloc((size_t)w->size, sizeof(*eps));
 	if (!eps)

@@ -34,6 +34,9 @@ ucp_ep_h ucx_ep(int w, hvd_status_t *st);
 /* The endpoint table for w's ranks (net/peers.h has their addresses);
  * in small jobs every endpoint is made and wired up here. */
 hvd_status_t ucx_set_peers(const struct hvd_world *w);
+/* More ranks on this machine than cores: waiters yield at once (unless
+ * HVD_POLL_YIELD says otherwise). */
+void ucx_set_oversubscribed(int oversubscribed);
 /* Completion callbacks that fill a struct tp_req. */
 void ucx_send_cb(void *request, ucs_status_t status, void *user_data);
 void ucx_recv_cb(void *request, ucs_status_t status,

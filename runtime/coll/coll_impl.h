@@ -62,8 +62,6 @@ struct coll_place {
 	int uniform;     /* same number of members on every node          */
 	int local_size;  /* members on this node                          */
 	int shm;         /* shared-memory collectives built in and on     */
-	int cohosted;    /* its nodes share machines: no network between
-			    them, so nothing for a hierarchy to save     */
 };
 
 /* Pure: fill t from an environment lookup (getenv, or a table in unit

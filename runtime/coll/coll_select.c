@@ -178,18 +178,7 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 	case CK_ALLREDUCE:
 		if (usable(k, ALGO_SHM, p))
 			return ALGO_SHM;
-		/* The hierarchy saves traffic on the links between nodes;
-		 * between nodes that are one machine there is no slower
-		 * link to save, and its three stages (shared-memory
-		 * reduce-scatter, cross-node allreduce, allgather) cost
-		 * more synchronisation than the flat algorithms' rounds:
-		 * measured on the mini-cluster (2 netns nodes x 2 ranks,
-		 * one 2-core machine, ratio to OpenMPI in the same runs)
-		 * 64 KiB 0.22x hierarchical, 2.16x flat; 2 MiB 0.86x,
-		 * 1.18x; 8 MiB 0.77x, 1.04x.  Forced with
-		 * HOROVOD_HIERARCHICAL_ALLREDUCE=1. */
-		if (t->hier != 0 && usable(k, ALGO_HIER, p) &&
-		    (t->hier == 1 || !p->cohosted))
+		if (t->hier != 0 && usable(k, ALGO_HIER, p))
 			return ALGO_HIER;
 		/* The ring splits the buffer in size blocks: below one
 		 * element per rank, or below the latency threshold, the

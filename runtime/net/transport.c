@@ -145,12 +145,6 @@ int transport_host_oversubscribed(void)
 	return ncpu > 0 && host_ranks > ncpu;
 }
 
-int transport_nodes_share_hosts(void)
-{
-	const struct hvd_world *w = hvd_world();
-
-	return one_machine && w && w->num_nodes > 1;
-}
 
 hvd_status_t transport_set_peers(const struct hvd_world *w,
 				 struct bootstrap_peer *peers)

@@ -46,10 +46,6 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
  * they outnumber its cores: then waiters should not spin. */
 int transport_host_ranks(void);
 int transport_host_oversubscribed(void);
-/* The job's nodes are all one machine: what goes "between nodes" crosses
- * no network, only its memory and cores.  The same answer on every
- * rank. */
-int transport_nodes_share_hosts(void);
 /* Close endpoints while progressing, with a PMIx fence in between so that
  * no rank stops progressing while others still flush to it. */
 void transport_finalize(int fence);

@@ -23,7 +23,7 @@ BENCH=$top_builddir/runtime/hvd-bench
 case $(pwd -P) in
 /tmp | /tmp/*) skip_all "the build directory is under /tmp, which the nodes cannot see" ;;
 esac
-plan 10
+plan 9
 T=$HVD_TEST_TIMEOUT
 MC=$top_srcdir/contrib/minicluster/minicluster
 
@@ -82,18 +82,10 @@ other=$(grep -E 'lane\[[0-9]+\]:' <<<"$out" | grep -E -c 'sysv|posix|cma')
 ok $(( lanes >= 2 && other == 0 ? 0 : 1 )) \
 	"endpoints between the nodes: TCP on eth0 ($lanes), no shared-memory lane ($other)"
 
-# These nodes are one machine: the hierarchy is not chosen on its own
-# (no network between the nodes for it to spare), but runs when asked.
 out=$(HOROVOD_LOG_LEVEL=trace step -N2 --ntasks-per-node=2 "$CHECK" 2>"$err")
-check_run "2 nodes x 2 ranks" "$out"
+check_run "2 nodes x 2 ranks (hierarchical)" "$out"
 hier=$(grep -c 'allreduce ctx 1: .*: hier$' "$err")
-flat=$(grep -c -E 'allreduce ctx 1: .*: (rd|ring)$' "$err")
-out=$(HOROVOD_HIERARCHICAL_ALLREDUCE=1 HOROVOD_LOG_LEVEL=trace \
-	step -N2 --ntasks-per-node=2 "$CHECK" 2>"$err")
-check_run "2 nodes x 2 ranks, HOROVOD_HIERARCHICAL_ALLREDUCE=1" "$out"
-forced=$(grep -c 'allreduce ctx 1: .*: hier$' "$err")
-ok $(( hier == 0 && flat > 0 && forced > 0 ? 0 : 1 )) \
-	"2 x 2 on one machine: flat by default ($flat calls, $hier hierarchical), hierarchical when asked ($forced calls)"
+ok $(( hier > 0 ? 0 : 1 )) "2 x 2: the allreduce ran hierarchical ($hier calls)"
 out=$(step -N3 --ntasks-per-node=1 "$CHECK" 2>&1)
 check_run "3 nodes x 1 rank" "$out"
 out=$(step -N3 --ntasks-per-node=2 "$CHECK" 2>&1)

@@ -32,11 +32,8 @@ check_run() {
 	fi
 }
 
-# The mini-cluster's nodes are one machine, where the hierarchy is not
-# chosen on its own (coll_select.c): asked for, to test it.
-out=$(HOROVOD_HIERARCHICAL_ALLREDUCE=1 HOROVOD_LOG_LEVEL=trace run_timeout \
-	"$HVD_TEST_TIMEOUT" srun -Q --mpi=pmix -N2 -n4 --ntasks-per-node=2 \
-	"$CHECK" 2>"$err")
+out=$(HOROVOD_LOG_LEVEL=trace run_timeout "$HVD_TEST_TIMEOUT" \
+	srun -Q --mpi=pmix -N2 -n4 --ntasks-per-node=2 "$CHECK" 2>"$err")
 check_run "srun -N2 -n4: coll_check" "$out"
 hier=$(grep -c 'allreduce ctx 1: .*: hier$' "$err")
 nodes=$(grep -c 'info: rank [0-3] of 4, node [01] of 2 .*local [01] of 2, cross [01] of 2' \

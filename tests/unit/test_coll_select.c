@@ -34,7 +34,7 @@ static void setenv_(const char *k, const char *v)
 static struct coll_place place(int size, int nodes, int uniform, int ls,
 			       int shm)
 {
-	struct coll_place p = {size, nodes, uniform, ls, shm, 0};
+	struct coll_place p = {size, nodes, uniform, ls, shm};
 
 	return p;
 }
@@ -48,11 +48,8 @@ int main(void)
 	struct coll_place uneven = place(5, 2, 0, 3, 1);
 	struct coll_place one_per_node = place(4, 4, 1, 1, 1);
 	struct coll_place pair = place(2, 2, 1, 1, 1);
-	struct coll_place cohosted = place(8, 2, 1, 4, 1);
 
-	cohosted.cohosted = 1;
-
-	plan(36);
+	plan(33);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
@@ -78,10 +75,6 @@ int main(void)
 	       ALGO_RING, "one rank per node: flat ring");
 	is_int(coll_select(&t, CK_ALLREDUCE, 1 << 20, 3, &uneven), ALGO_RD,
 	       "fewer elements than ranks: rd whatever the bytes");
-	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &cohosted),
-	       ALGO_RING, "two even nodes on one machine: flat ring");
-	is_int(coll_select(&t, CK_ALLREDUCE, 8, 2, &cohosted), ALGO_RD,
-	       "two even nodes on one machine, 8 B: rd");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &pair),
 	       ALGO_RING, "reducescatter of two ranks: ring even when small");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &one_per_node),
@@ -131,10 +124,5 @@ int main(void)
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &two_nodes),
 	       ALGO_HIER, "forced shm across nodes falls back to auto");
-	setenv_("HOROVOD_HIERARCHICAL_ALLREDUCE", "1");
-	coll_tuning_parse(&t, lookup, warn);
-	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &cohosted),
-	       ALGO_HIER,
-	       "HOROVOD_HIERARCHICAL_ALLREDUCE=1: hierarchical on one machine");
 	return done_testing();
 }

@@ -91,7 +91,11 @@ typedef enum {
 	HVD_MIN = 2,
 	HVD_MAX = 3,
 	HVD_PRODUCT = 4,
-	HVD_OP_COUNT
+	HVD_OP_COUNT,      /* the elementwise reductions are 0..COUNT-1 */
+	/* Not elementwise, allreduce only: Horovod's Adasum, of float16,
+	 * bfloat16, float32 or float64 in host memory, over a power-of-two
+	 * number of ranks. */
+	HVD_ADASUM = 16
 } hvd_op_t;
 
 /* Size in bytes of one element, 0 for an invalid type. */
@@ -107,6 +111,14 @@ hvd_status_t hvd_op_parse(const char *name, hvd_op_t *op);
 /* Pass as the send buffer to reduce in place in the receive buffer
  * (passing the same pointer for both works too). */
 #define HVD_IN_PLACE ((const void *)1)
+
+/* ---------------------------------------------------------------------- */
+/* What this build of libhvd has (for bindings' *_built() probes).         */
+
+/* 1 when built with the GPU path (CUDA + NCCL), else 0. */
+int hvd_cuda_built(void);
+/* NCCL_VERSION_CODE of the NCCL built against, 0 without the GPU path. */
+int hvd_nccl_built(void);
 
 /* ---------------------------------------------------------------------- */
 /* Initialisation and ranks.                                               */
@@ -175,6 +187,9 @@ int hvd_pset_rank(hvd_pset_t pset);
 int hvd_pset_size(hvd_pset_t pset);
 /* Number of process sets, and their ids (ids must hold n entries). */
 hvd_status_t hvd_pset_list(hvd_pset_t *ids, int max, int *n);
+/* The world ranks of a set, ascending: *n is the set's size, and the first
+ * min(max, *n) of them are written to ranks. */
+hvd_status_t hvd_pset_ranks(hvd_pset_t pset, int *ranks, int max, int *n);
 
 /* ---------------------------------------------------------------------- */
 /* Engine: asynchronous named operations.                                  */
@@ -242,6 +257,17 @@ hvd_status_t hvd_group_end(int group_id);
  * others start, contributing zeros, until all ranks have joined.  Returns
  * the last rank to join in *last_rank. */
 hvd_status_t hvd_join(int *last_rank);
+
+/* Device memory and a framework's stream: the CUDA stream (a
+ * cudaStream_t) whose queued work this thread's later asynchronous device
+ * operations wait for, on the GPU, before they read their buffers; each
+ * one's completion is then also queued on that stream, so work the caller
+ * queues after hvd_wait sees the result.  No host synchronization is
+ * needed in between.  NULL (the default) orders nothing: device buffers
+ * must be ready when submitted (the legacy default stream's work always
+ * is).  Thread-local.  HVD_ERR_UNSUPPORTED for a stream without the GPU
+ * path.  The blocking collectives ignore it. */
+hvd_status_t hvd_stream_set(void *stream);
 
 /* Timeline control (HOROVOD_TIMELINE gives the file at init). */
 hvd_status_t hvd_timeline_start(const char *path, int mark_cycles);

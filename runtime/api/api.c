@@ -33,11 +33,11 @@ static hvd_status_t check_type(const char *fn, hvd_dtype_t dt)
 
 static hvd_status_t check_op(const char *fn, hvd_op_t op)
 {
-	if ((unsigned)op >= HVD_OP_COUNT)
+	if ((unsigned)op >= HVD_OP_COUNT && op != HVD_ADASUM)
 		return hvd_error(HVD_ERR_BAD_OP,
 				 "hvd: %s(): op %d is not an hvd_op_t "
 				 "(expected HVD_SUM, HVD_AVERAGE, HVD_MIN, "
-				 "HVD_MAX or HVD_PRODUCT)",
+				 "HVD_MAX, HVD_PRODUCT or HVD_ADASUM)",
 				 fn, (int)op);
 	return HVD_OK;
 }

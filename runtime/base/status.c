@@ -96,8 +96,14 @@ hvd_status_t hvd_verror(hvd_status_t status, const char *fmt, va_list ap)
 	char msg[ERRBUF];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	snprintf(last_error, sizeof(last_error), "%s %s",
-		 hvd_status_code(status), msg + code_len(msg));
+	/* A note that comes with success ("no checkpoint: starting from
+	 * step 0") is not an error: no code. */
+	if (status == HVD_OK || status == HVD_IN_PROGRESS)
+		snprintf(last_error, sizeof(last_error), "%s",
+			 msg + code_len(msg));
+	else
+		snprintf(last_error, sizeof(last_error), "%s %s",
+			 hvd_status_code(status), msg + code_len(msg));
 	hvd_log(HVD_LOG_DEBUG, "%s: %s", hvd_status_name(status), last_error);
 	return status;
 }
@@ -196,6 +202,8 @@ hvd_status_t hvd_dtype_parse(const char *name, hvd_dtype_t *dtype)
 
 const char *hvd_op_name(hvd_op_t op)
 {
+	if (op == HVD_ADASUM)
+		return "adasum";
 	return (unsigned)op < HVD_OP_COUNT ? op_names[op] : NULL;
 }
 
@@ -214,6 +222,10 @@ hvd_status_t hvd_op_parse(const char *name, hvd_op_t *op)
 	}
 	if (strcasecmp(name, "product") == 0) {
 		*op = HVD_PRODUCT;
+		return HVD_OK;
+	}
+	if (strcasecmp(name, "adasum") == 0) {
+		*op = HVD_ADASUM;
 		return HVD_OK;
 	}
 	return hvd_error(HVD_ERR_BAD_OP,

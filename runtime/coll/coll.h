@@ -67,6 +67,13 @@ hvd_status_t coll_to_device(void *dst, const void *src, size_t bytes);
 hvd_status_t coll_host_alloc(void **p, size_t bytes);
 void coll_host_free(void *p);
 
+/* A caller's stream (hvd_stream_set, comm/backend.h): an event on it
+ * (HVD_ERR_UNSUPPORTED without the GPU path), the next device collective
+ * of this thread ordered after ev and before follow, an event released. */
+hvd_status_t coll_stream_mark(void *stream, void **ev);
+void coll_stream_order(void *ev, void *follow);
+void coll_event_release(void *ev);
+
 #pragma GCC visibility pop
 
 #endif /* HVD_COLL_H */

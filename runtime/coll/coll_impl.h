@@ -112,6 +112,12 @@ hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 			    void *recvbuf, const size_t *recvcounts,
 			    const size_t *rdispls, hvd_dtype_t dtype);
 
+/* Adasum (coll_adasum.c): comm's size a power of two, dt one of
+ * adasum_type_ok's; src may equal dst. */
+hvd_status_t host_adasum(hvd_comm_t *comm, const void *src, void *dst,
+			 size_t count, hvd_dtype_t dt);
+int adasum_type_ok(hvd_dtype_t dt);
+
 /* Allreduce over the transport only (rd or ring by size); op must not be
  * AVERAGE (callers scale). */
 hvd_status_t coll_allreduce_flat(hvd_comm_t *comm, const void *sendbuf,

@@ -69,6 +69,28 @@ hvd_status_t coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
 
 	if (comm->net.broken)
 		return coll_broken(comm, "allreduce");
+	if (op == HVD_ADASUM) {
+		int n = comm->net.size;
+
+		if (dev)
+			return hvd_error(HVD_ERR_UNSUPPORTED,
+					 "hvd: Adasum runs on host memory only; "
+					 "copy the tensor to the host (or use "
+					 "HVD_AVERAGE on the device)");
+		if (!adasum_type_ok(dt))
+			return hvd_error(HVD_ERR_BAD_TYPE,
+					 "hvd: Adasum of %s: expected float16, "
+					 "bfloat16, float32 or float64",
+					 hvd_dtype_name(dt));
+		if (n & (n - 1))
+			return hvd_error(HVD_ERR_UNSUPPORTED,
+					 "hvd: Adasum over %d ranks: it needs a "
+					 "power-of-two number of ranks",
+					 n);
+		if (count == 0)
+			return HVD_OK;
+		return host_adasum(comm, src, recvbuf, count, dt);
+	}
 	if (count == 0)
 		return HVD_OK;
 	if (dev)
@@ -89,6 +111,10 @@ hvd_status_t coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 
 	if (comm->net.broken)
 		return coll_broken(comm, "reducescatter");
+	if (op == HVD_ADASUM)
+		return hvd_error(HVD_ERR_BAD_OP,
+				 "hvd: reducescatter: Adasum is an allreduce "
+				 "only");
 	if (count == 0)
 		return HVD_OK;
 	if (coll_is_device(recvbuf))
@@ -169,6 +195,26 @@ hvd_status_t coll_fused_allreduce(hvd_comm_t *comm,
 		return HVD_OK;
 	return device->fused_allreduce(comm, entries, n, dt, op, prescale,
 				       postscale, compress_fp16);
+}
+
+hvd_status_t coll_stream_mark(void *stream, void **ev)
+{
+	*ev = NULL;
+	if (!device || !device->stream_mark)
+		return no_device("order device work after a stream");
+	return device->stream_mark(stream, ev);
+}
+
+void coll_stream_order(void *ev, void *follow)
+{
+	if (device && device->stream_order)
+		device->stream_order(ev, follow);
+}
+
+void coll_event_release(void *ev)
+{
+	if (ev && device && device->event_release)
+		device->event_release(ev);
 }
 
 hvd_status_t coll_to_host(void *dst, const void *src, size_t bytes)

@@ -91,6 +91,15 @@ struct comm_device_ops {
 	/* Page-locked host memory for asynchronous copies. */
 	hvd_status_t (*host_alloc)(void **p, size_t bytes);
 	void (*host_free)(void *p);
+	/* Ordering with a caller's stream (hvd_stream_set): an event
+	 * recorded on stream, marking what it has queued so far; the next
+	 * device collective of the calling thread waits for the events
+	 * handed to stream_order (on the GPU) and then makes the streams
+	 * handed to it wait for its end; events are released with
+	 * event_release.  May be NULL. */
+	hvd_status_t (*stream_mark)(void *stream, void **event);
+	void (*stream_order)(void *event, void *follow);
+	void (*event_release)(void *event);
 	/* hvd_finalize, before the communicators go (may be NULL). */
 	void (*finalize)(void);
 };

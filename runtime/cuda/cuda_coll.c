@@ -249,6 +249,9 @@ static const struct comm_device_ops ops = {
 	.to_device = cuda_memcpy_to_device,
 	.host_alloc = cuda_host_alloc,
 	.host_free = cuda_host_free,
+	.stream_mark = cuda_stream_mark,
+	.stream_order = cuda_stream_order,
+	.event_release = cuda_event_release,
 	/* No finalize: hvd_finalize destroys the host communicators, and
 	 * with them (on_destroy) every cuda_comm. */
 };

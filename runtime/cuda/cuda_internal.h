@@ -192,6 +192,17 @@ struct cuda_op {
  * current, open the NVTX range.  Fails when the comm was aborted. */
 hvd_status_t cuda_op_begin(struct cuda_comm *cc, const char *name,
 			   struct cuda_op *op);
+/* Ordering with callers' streams (cuda_stream.c): an event marking what
+ * stream has queued so far; events and streams queued for the calling
+ * thread's next operation (cuda_op_begin makes its stream wait for the
+ * events on the GPU, cuda_op_end makes the streams wait for the
+ * operation's end event). */
+hvd_status_t cuda_stream_mark(void *stream, void **event);
+void cuda_stream_order(void *event, void *follow);
+void cuda_event_release(void *event);
+hvd_status_t cuda_stream_before(cudaStream_t stream);
+void cuda_stream_after(cudaStream_t stream, cudaEvent_t done, int ok);
+
 /* Record completion and wait for it, polling ncclCommGetAsyncError; on an
  * NCCL error or timeout every communicator of cc is aborted and later
  * operations fail.  st: the status of the enqueueing so far (an error

@@ -508,7 +508,8 @@ hvd_status_t cuda_op_begin(struct cuda_comm *cc, const char *name,
 	op->nccl = cc->nccl[op->idx];
 	op->name = name;
 	cuda_range_push(name);
-	return HVD_OK;
+	/* after the work of the streams the submitters handed over */
+	return cuda_stream_before(op->stream);
 }
 
 static hvd_status_t poll_async(struct cuda_op *op)
@@ -576,6 +577,7 @@ hvd_status_t cuda_op_end(struct cuda_op *op, hvd_status_t st)
 					     op->name);
 	if (st == HVD_OK)
 		st = wait_event(op);
+	cuda_stream_after(op->stream, cc->done[op->idx], st == HVD_OK);
 	cuda_range_pop();
 	if (st != HVD_OK)
 		cuda_comm_abort(cc, hvd_last_error());

@@ -55,6 +55,7 @@ void hvd_opts_init(hvd_opts_t *opts)
 
 static void handle_free(struct hvd_handle *h)
 {
+	coll_event_release(h->dev_event);
 	free(h->name);
 	free(h->group);
 	free(h->ranks);
@@ -343,6 +344,10 @@ static hvd_status_t enqueue(const char *name, int kind, const void *sendbuf,
 		return hvd_error(HVD_ERR_BAD_OP,
 				 "hvd: %s '%s': unknown reduction %d", what,
 				 name, (int)op);
+	if (kind == EK_REDUCESCATTER && op == HVD_ADASUM)
+		return hvd_error(HVD_ERR_BAD_OP,
+				 "hvd: %s '%s': Adasum is an allreduce only",
+				 what, name);
 	if (count && (!recvbuf || !sendbuf))
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "hvd: %s '%s': NULL buffer for %zu elements",
@@ -383,8 +388,14 @@ static hvd_status_t enqueue(const char *name, int kind, const void *sendbuf,
 	if (opts->compress_fp16 && dtype == HVD_FLOAT32 &&
 	    (kind == EK_ALLREDUCE))
 		h->p.flags |= EF_COMPRESS;
-	if (coll_is_device(recvbuf) || coll_is_device(sendbuf))
+	if (coll_is_device(recvbuf) || coll_is_device(sendbuf)) {
 		h->p.flags |= EF_DEVICE;
+		st = engine_stream_mark(h);
+		if (st != HVD_OK) {
+			handle_free(h);
+			return st;
+		}
+	}
 	h->sendbuf = sendbuf;
 	h->recvbuf = recvbuf;
 	h->cb = opts->callback;

@@ -90,7 +90,19 @@ struct hvd_handle {
 	int result_int;
 	int internal; /* join / pset ops: not user names */
 	int tl_neg;   /* a NEGOTIATE span is open on the timeline */
+	/* device ops submitted under hvd_stream_set: the caller's stream
+	 * and an event marking its work at submission (engine/stream.c) */
+	void *dev_stream;
+	void *dev_event;
 };
+
+/* engine/stream.c: the calling thread's stream (hvd_stream_set) for a
+ * device op being submitted: records the event h->dev_event on it. */
+hvd_status_t engine_stream_mark(struct hvd_handle *h);
+/* Engine thread, around the device collective of ops[0..n-1] (NULL
+ * entries skipped): order it after their streams, then clear. */
+void engine_stream_order(struct hvd_handle **ops, const int *idx, int n);
+void engine_stream_clear(void);
 
 /* Completes h with st (message copied, may be NULL): runs the callback,
  * wakes waiters. */

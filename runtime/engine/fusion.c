@@ -89,9 +89,11 @@ static hvd_status_t exec_device_allreduce(struct engine *e,
 		ent[i].count = h->p.count;
 	}
 	tl_all(e, r, b, "NCCL_ALLREDUCE");
+	engine_stream_order(ops, b->idx, b->n);
 	st = coll_fused_allreduce(comm, ent, b->n, (hvd_dtype_t)p->dtype,
 				  (hvd_op_t)p->op, p->prescale, p->postscale,
 				  !!(p->flags & EF_COMPRESS));
+	engine_stream_clear();
 	tl_all(e, r, b, NULL);
 	free(ent);
 	return st;
@@ -232,6 +234,12 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 			goto out;
 		}
 	}
+	if (dev) {
+		int self = 0;
+
+		/* a single op: ops[] is this one handle */
+		engine_stream_order(&h, &self, 1);
+	}
 	switch (p->kind) {
 	case EK_ALLGATHER: {
 		size_t total = 0;
@@ -315,6 +323,8 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 	}
 	if (act)
 		timeline_end(&e->tl, r->name, NULL, 0);
+	if (dev)
+		engine_stream_clear();
 out:
 	free(counts);
 	free(displs);

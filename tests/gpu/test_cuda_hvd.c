@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int rank_, size_;
 
@@ -286,6 +287,63 @@ static void engine(void)
 		cudaFree(d[k]);
 }
 
+/* The producer of a tensor is late on the caller's stream (a host function
+ * that sleeps, then an asynchronous copy from page-locked memory): without
+ * hvd_stream_set NCCL would reduce the zeros the buffer held before; with
+ * it, NCCL's stream waits for the caller's on the GPU, no host sync, and
+ * the caller's stream waits for the result. */
+static void CUDART_CB late_producer(void *arg)
+{
+	(void)arg;
+	usleep(200000);
+}
+
+static void streams(void)
+{
+	const size_t n = 1u << 20;
+	cudaStream_t s;
+	float *d = NULL, *h = NULL, *out = NULL;
+	hvd_handle_t hd;
+	size_t bad = 0;
+	int good = 1;
+
+	good &= cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) ==
+		cudaSuccess;
+	good &= cudaMalloc((void **)&d, n * 4) == cudaSuccess;
+	good &= cudaMallocHost((void **)&h, n * 4) == cudaSuccess;
+	good &= cudaMallocHost((void **)&out, n * 4) == cudaSuccess;
+	if (!good) {
+		all_ok(0, "engine: device allreduce ordered after the "
+			  "caller's stream (setup)");
+		return;
+	}
+	cudaMemset(d, 0, n * 4);
+	cudaDeviceSynchronize();
+	for (size_t i = 0; i < n; i++)
+		h[i] = value(rank_, i);
+	good &= hvd_stream_set(s) == HVD_OK;
+	good &= cudaLaunchHostFunc(s, late_producer, NULL) == cudaSuccess;
+	good &= cudaMemcpyAsync(d, h, n * 4, cudaMemcpyHostToDevice, s) ==
+		cudaSuccess;
+	good &= hvd_allreduce_async("gpu.stream", HVD_IN_PLACE, d, n,
+				    HVD_FLOAT32, HVD_SUM, NULL,
+				    &hd) == HVD_OK;
+	good &= hvd_wait(hd) == HVD_OK;
+	good &= cudaMemcpyAsync(out, d, n * 4, cudaMemcpyDeviceToHost, s) ==
+		cudaSuccess;
+	good &= cudaStreamSynchronize(s) == cudaSuccess;
+	for (size_t i = 0; i < n; i++)
+		bad += out[i] != sum_of(i);
+	good &= hvd_stream_set(NULL) == HVD_OK;
+	all_ok(good && bad == 0,
+	       "engine: device allreduce ordered after the caller's stream "
+	       "(hvd_stream_set, a late producer, no host sync)");
+	cudaFree(d);
+	cudaFreeHost(h);
+	cudaFreeHost(out);
+	cudaStreamDestroy(s);
+}
+
 int main(void)
 {
 	int ndev = 0;
@@ -317,6 +375,7 @@ int main(void)
 	cudaSetDevice(hvd_local_rank());
 	blocking();
 	engine();
+	streams();
 	hvd_finalize();
 	return rank_ == 0 ? done_testing() : 0;
 }

@@ -10,7 +10,7 @@ work=/var/tmp/hvd-debian
 n=0 failed=0
 ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi; }
 
-echo "1..7"
+echo "1..8"
 export DEBIAN_FRONTEND=noninteractive
 apt-get install -y --no-install-recommends debhelper dpkg-dev fakeroot >/dev/null 2>&1
 ok $? "debhelper installed"
@@ -36,6 +36,14 @@ out=$(timeout 120 /usr/bin/hvdrun -np 2 /usr/bin/hvd-bench -b 8 -e 64K -n 5 -w 1
 rc=$?
 echo "$out" | sed 's/^/# /'
 ok $rc "installed hvdrun runs installed hvd-bench"
+# The Python binding from its package (python3-hvd), with the packaged
+# hvdrun and libhvd.
+out=$(timeout 180 /usr/bin/hvdrun -np 2 /usr/bin/python3 -c 'import torch, hvd.torch as hvd
+hvd.init()
+print("python3-hvd", hvd.allreduce(torch.ones(1), op=hvd.Sum).item(), hvd.library_path() if hasattr(hvd, "library_path") else "")' 2>&1)
+echo "$out" | sed 's/^/# /'
+[ "$(echo "$out" | grep -c '^python3-hvd 2.0')" = 2 ]
+ok $? "python3-hvd: hvd.torch allreduce on 2 ranks under the packaged hvdrun"
 # Smoke job on the mini-cluster with the packaged plugin.
 mc="$srcdir/contrib/minicluster/minicluster"
 if [ -n "$plugin" ] && "$mc" start --plugin "$plugin" >/dev/null 2>&1; then

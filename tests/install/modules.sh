@@ -30,10 +30,10 @@ check_system() {
 	out=$(clean_env bash -c '
 		set -u
 		. "'"$init"'" >/dev/null 2>&1
-		before=$(env | grep -E "^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|MANPATH|CPATH)=" | sort)
+		before=$(env | grep -E "^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|MANPATH|CPATH|PYTHONPATH)=" | sort)
 		[ "$(command -v hvdrun)" = "'"$prefix"'/bin/hvdrun" ] && echo "LEAK hvdrun visible before load"
 		module use "'"$tree"'"
-		before=$(env | grep -E "^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|MANPATH|CPATH)=" | sort)
+		before=$(env | grep -E "^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|MANPATH|CPATH|PYTHONPATH)=" | sort)
 		module load horovod 2>&1 || echo "LOADFAIL"
 		[ "$(command -v hvdrun)" = "'"$prefix"'/bin/hvdrun" ] && echo "HVDRUN ok"
 		timeout 120 hvdrun -np 2 hvd-bench -e 1M -n 5 -w 1 >/dev/null 2>&1 && echo "BENCH ok"
@@ -41,6 +41,13 @@ check_system() {
 		case ":${MANPATH:-}:" in *"'"$prefix"'/share/man"*) echo "MANPATH ok";; esac
 		case ":${CPATH:-}:" in *"'"$prefix"'/include"*) echo "CPATH ok";; esac
 		module help horovod 2>&1 | grep -q "hvdrun -np" && echo "HELP ok"
+		# the Python binding (when it was built): hvd in the site
+		# directory, horovod.torch (hvd.torch) through the module
+		if [ -d "'"$prefix"'/share/slurm-horovod/python/horovod" ]; then
+			timeout 120 python3 -c "import horovod.torch as h, hvd.torch as t; assert h is t" 2>&1 && echo "PYTHON ok"
+		else
+			echo "PYTHON ok (built without the binding)"
+		fi
 		module unload horovod 2>&1
 		# Two versions never load together: a second one is refused or
 		# swapped in (the copy under $other is the same module as 9.9.9).
@@ -50,12 +57,12 @@ check_system() {
 		[ "$(module -t list 2>&1 | grep -c "^horovod/")" = 1 ] && echo "CONFLICT ok"
 		module unload horovod >/dev/null 2>&1
 		module unuse "'"$other"'"
-		after=$(env | grep -E "^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|MANPATH|CPATH)=" | sort)
+		after=$(env | grep -E "^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|MANPATH|CPATH|PYTHONPATH)=" | sort)
 		[ "$before" = "$after" ] && echo "RESTORED ok" || { echo "RESTORED differs:"; diff <(echo "$before") <(echo "$after"); }
 	' 2>&1)
 	echo "$out" | sed 's/^/# /'
 	rm -rf "$other"
-	for what in HVDRUN BENCH PKGCONFIG MANPATH CPATH HELP CONFLICT RESTORED; do
+	for what in HVDRUN BENCH PKGCONFIG MANPATH CPATH HELP PYTHON CONFLICT RESTORED; do
 		echo "$out" | grep -q "^$what ok"
 		ok $? "$name: $what after module load horovod"
 	done
@@ -64,7 +71,7 @@ check_system() {
 }
 
 export DEBIAN_FRONTEND=noninteractive
-echo "1..18"
+echo "1..20"
 if [ -z "$version" ]; then
 	echo "Bail out! no hvd.pc under $prefix/lib/pkgconfig: install first"
 	exit 1

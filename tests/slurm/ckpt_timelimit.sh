@@ -32,7 +32,7 @@ wait_for() {
 ref=$(run_timeout "$HVD_TEST_TIMEOUT" srun --mpi=pmix -N2 -n2 "$TRAIN" \
 	--steps $STEPS --seed $SEED --print-every $STEPS \
 	--ckpt-dir "$wd/ref-ck" --ckpt-every 100000 2>&1)
-ok $? "uninterrupted run of $STEPS steps"
+ok $? "uninterrupted run of $STEPS steps" || diag "$(tail -n 20 <<<"$ref")"
 ref_sum=$(sed -n 's/^train: weights checksum //p' <<<"$ref")
 
 # The first run is slowed down (5 ms a step: at most 9000 steps in 45 s)

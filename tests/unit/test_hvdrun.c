@@ -190,12 +190,50 @@ static void test_broken_sink(void)
 	hvdrun_linebuf_free(&lb);
 }
 
+static const char *env_get(char **env, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (int i = 0; env[i]; i++)
+		if (!strncmp(env[i], name, len) && env[i][len] == '=')
+			return env[i] + len + 1;
+	return NULL;
+}
+
+/* torch.distributed's env:// variables: the rank ones always hvdrun's, the
+ * master address and port the user's when set. */
+static void test_torch_env(void)
+{
+	char **env = calloc(4, sizeof(*env));
+	int n = 0;
+
+	env[0] = strdup("RANK=7");
+	env[1] = strdup("MASTER_PORT=1234");
+	env[2] = strdup("PATH=/bin");
+	is_int(hvdrun_torch_env(&env, 2, 3, 40000), 0, "torch env: built");
+	is_str(env_get(env, "RANK"), "2", "RANK replaced by the rank");
+	is_str(env_get(env, "WORLD_SIZE"), "3", "WORLD_SIZE");
+	is_str(env_get(env, "LOCAL_RANK"), "2", "LOCAL_RANK");
+	is_str(env_get(env, "LOCAL_WORLD_SIZE"), "3", "LOCAL_WORLD_SIZE");
+	is_str(env_get(env, "MASTER_ADDR"), "127.0.0.1", "MASTER_ADDR");
+	is_str(env_get(env, "MASTER_PORT"), "1234",
+	       "a MASTER_PORT of the user's is kept");
+	is_str(env_get(env, "PATH"), "/bin", "other variables kept");
+	while (env[n])
+		n++;
+	is_int(n, 7, "each variable once");
+	for (int i = 0; env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
 int main(void)
 {
-	plan(32);
+	plan(41);
 	test_opts();
 	test_lines();
 	test_long_line();
 	test_broken_sink();
+	test_torch_env();
 	return done_testing();
 }

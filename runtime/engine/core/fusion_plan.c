@@ -29,7 +29,9 @@
 
 int fusion_compatible(const struct eng_params *a, const struct eng_params *b)
 {
+	/* Adasum's coefficients are per tensor: each runs alone. */
 	return a->kind == EK_ALLREDUCE && b->kind == EK_ALLREDUCE &&
+	       a->op != HVD_ADASUM &&
 	       a->dtype == b->dtype && a->op == b->op && a->pset == b->pset &&
 	       a->flags == b->flags && a->prescale == b->prescale &&
 	       a->postscale == b->postscale;

@@ -162,7 +162,10 @@ int bench_parse_args(int argc, char **argv, struct bench_opts *o,
 			}
 			break;
 		case 'r':
-			if (hvd_op_parse(optarg, &o->op) != HVD_OK) {
+			/* (Adasum is not elementwise: no reference
+			 * values to check it against here) */
+			if (hvd_op_parse(optarg, &o->op) != HVD_OK ||
+			    o->op == HVD_ADASUM) {
 				fprintf(stderr,
 					"hvd-bench: -r %s: expected sum, prod, "
 					"min, max or avg\n",

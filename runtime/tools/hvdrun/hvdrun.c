@@ -316,6 +316,9 @@ static int rank_cpu(int r)
 	return -1;
 }
 
+/* MASTER_PORT of the job (0: none could be reserved). */
+static int torch_port;
+
 static int launch(int r, const char *path, sigset_t *blocked)
 {
 	char **env = hvdrun_child_env();
@@ -324,6 +327,11 @@ static int launch(int r, const char *path, sigset_t *blocked)
 
 	if (!env) {
 		fprintf(stderr, "hvdrun: out of memory\n");
+		return -1;
+	}
+	if (hvdrun_torch_env(&env, r, opts.np, torch_port)) {
+		fprintf(stderr, "hvdrun: out of memory\n");
+		hvdrun_free_env(env);
 		return -1;
 	}
 	if (hvdrun_pmix_setup_rank(&server, r, &env)) {
@@ -675,6 +683,13 @@ int main(int argc, char **argv)
 	if (alloc_state() || setup_signals(&blocked, &sfd, wake) ||
 	    make_tmpdir())
 		goto out;
+	if (!getenv("MASTER_PORT") && hvdrun_reserve_port(&torch_port) < 0) {
+		fprintf(stderr,
+			"hvdrun: warning: no TCP port for MASTER_PORT (%s); "
+			"torch.distributed's env:// needs MASTER_PORT set\n",
+			strerror(errno));
+		torch_port = 0;
+	}
 	if (hvdrun_pmix_init(&server, &shared, opts.np, opts.verbose)) {
 		fprintf(stderr,
 			"hvdrun: cannot start the PMIx server (server "

@@ -94,6 +94,22 @@ void hvdrun_free_env(char **env);
 pid_t hvdrun_spawn(int r, int cpu, const char *path, char **argv, char **env,
 		   const sigset_t *unblock, int fd[2]);
 
+/* ---- torch.distributed variables (hvdrun_env.c, pure) */
+
+/* Sets NAME=VALUE in the NULL-terminated malloc'd array *envp (replacing
+ * an existing NAME only when replace is set); -1 when out of memory. */
+int hvdrun_env_put(char ***envp, const char *name, const char *value,
+		   int replace);
+/* RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (always), MASTER_ADDR
+ * (127.0.0.1) and MASTER_PORT (when master_port > 0), the last two only
+ * where the environment has none. */
+int hvdrun_torch_env(char ***envp, int rank, int np, int master_port);
+/* A TCP port for MASTER_PORT, kept bound (never listening, SO_REUSEADDR,
+ * close-on-exec) for hvdrun's lifetime so that no other hvdrun on this
+ * machine is given it, while the job's rank 0 can still listen on it.
+ * Returns the socket (*port set), or -1. */
+int hvdrun_reserve_port(int *port);
+
 /* ---- PMIx server (hvdrun_pmix.c) */
 
 /* Flags set by the PMIx progress thread, read by the main thread. */

@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,6 +107,31 @@ err:
 		free(env[--k]);
 	free(env);
 	return NULL;
+}
+
+/* SO_REUSEADDR on both sides lets torch's TCPStore listen on a port this
+ * socket holds (Linux refuses the bind only against a listening socket),
+ * while bind(port 0) elsewhere skips ports that have any socket bound. */
+int hvdrun_reserve_port(int *port)
+{
+	struct sockaddr_in a;
+	socklen_t alen = sizeof(a);
+	int one = 1;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_ANY);
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    getsockname(fd, (struct sockaddr *)&a, &alen)) {
+		close(fd);
+		return -1;
+	}
+	*port = ntohs(a.sin_port);
+	return fd;
 }
 
 void hvdrun_free_env(char **env)

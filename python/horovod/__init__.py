@@ -1,0 +1,42 @@
+"""horovod: slurm-horovod's compatibility package, so that an unchanged
+Horovod script (``import horovod.torch as hvd``) runs on slurm-horovod:
+horovod.torch *is* hvd.torch.
+
+It lives in a directory of its own ($(pkgdatadir)/python) that only
+``module load horovod`` or an explicit PYTHONPATH puts on the path, and it
+never shadows a Horovod the user installed: when another ``horovod``
+package is found on sys.path, that one is imported in its place (set
+HVD_HOROVOD_COMPAT=1 to use this one anyway).
+"""
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import warnings
+
+__version__ = '0.28.1'  # the Horovod API this package provides
+
+_here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _installed_horovod():
+    paths = [p for p in sys.path
+             if os.path.abspath(p or os.getcwd()) != _here]
+    try:
+        return importlib.machinery.PathFinder.find_spec('horovod', paths)
+    except (ImportError, ValueError):
+        return None
+
+
+if os.environ.get('HVD_HOROVOD_COMPAT') != '1':
+    _spec = _installed_horovod()
+    if _spec is not None and _spec.loader is not None:
+        warnings.warn(
+            'slurm-horovod: a Horovod is installed (%s) and is used for '
+            '"import horovod"; "import hvd.torch as hvd" gives '
+            "slurm-horovod's (or set HVD_HOROVOD_COMPAT=1)"
+            % os.path.dirname(_spec.origin or '?'), stacklevel=2)
+        _mod = importlib.util.module_from_spec(_spec)
+        sys.modules[__name__] = _mod
+        _spec.loader.exec_module(_mod)

@@ -1,0 +1,1 @@
+"""horovod.common: the framework-independent names scripts import."""

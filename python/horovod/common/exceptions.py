@@ -1,0 +1,5 @@
+"""horovod.common.exceptions: hvd's exception classes."""
+
+from hvd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+
+__all__ = ['HorovodInternalError', 'HostsUpdatedInterrupt']

@@ -1,0 +1,73 @@
+"""Errors: raised on every rank with libhvd's message, never a hang; the
+engine goes on after a mismatch."""
+
+import pytest
+import torch
+
+
+def test_mismatched_count(hvd):
+    if hvd.size() < 2:
+        pytest.skip('needs 2 ranks')
+    x = torch.ones(3 + hvd.rank())
+    with pytest.raises(hvd.HorovodInternalError,
+                       match='mismatched count') as e:
+        hvd.allreduce(x, name='err.count')
+    assert e.value.status == 'HVD_ERR_MISMATCH'
+    assert 'err.count' in str(e.value)
+    # the engine goes on
+    assert hvd.allreduce(torch.ones(2), name='err.after').tolist() == [1, 1]
+
+
+def test_mismatched_type(hvd):
+    if hvd.size() < 2:
+        pytest.skip('needs 2 ranks')
+    x = torch.ones(3, dtype=torch.float32 if hvd.rank() == 0
+                   else torch.float64)
+    with pytest.raises(hvd.HorovodInternalError, match='mismatched'):
+        hvd.allreduce(x, name='err.type')
+
+
+def test_mismatched_op(hvd):
+    if hvd.size() < 2:
+        pytest.skip('needs 2 ranks')
+    op = hvd.Sum if hvd.rank() == 0 else hvd.Max
+    with pytest.raises(hvd.HorovodInternalError, match='mismatched'):
+        hvd.allreduce(torch.ones(3), name='err.op', op=op)
+
+
+def test_mismatched_allgather_shape(hvd):
+    if hvd.size() < 2:
+        pytest.skip('needs 2 ranks')
+    x = torch.ones(2, 3 if hvd.rank() == 0 else 4)
+    with pytest.raises(hvd.HorovodInternalError, match='Mismatched allgather'):
+        hvd.allgather(x, name='err.ag')
+    y = torch.ones(2, 3, dtype=torch.int32 if hvd.rank() == 0
+                   else torch.int64)
+    with pytest.raises(hvd.HorovodInternalError, match='types'):
+        hvd.allgather(y, name='err.ag.type')
+
+
+def test_mismatched_broadcast_root(hvd):
+    if hvd.size() < 2:
+        pytest.skip('needs 2 ranks')
+    with pytest.raises(hvd.HorovodInternalError, match='mismatched root'):
+        hvd.broadcast(torch.ones(2), root_rank=hvd.rank(), name='err.root')
+
+
+def test_bad_arguments(hvd):
+    with pytest.raises(ValueError, match='not supported'):
+        hvd.allreduce(torch.ones(2, dtype=torch.int16))
+    with pytest.raises(ValueError, match='not supported'):
+        hvd.allreduce(torch.ones(2, dtype=torch.bool))
+    with pytest.raises(ValueError, match='contiguous'):
+        hvd.allreduce_(torch.ones(4, 4)[:, 1])
+    with pytest.raises(ValueError, match='op must be'):
+        hvd.allreduce(torch.ones(2), op=17)
+    with pytest.raises(hvd.HorovodInternalError, match='root'):
+        hvd.broadcast(torch.ones(2), root_rank=hvd.size())
+    with pytest.raises(ValueError, match='0-dim'):
+        hvd.allgather(torch.tensor(1.0))
+
+
+def test_error_is_runtime_error(hvd):
+    assert issubclass(hvd.HorovodInternalError, RuntimeError)

@@ -280,7 +280,11 @@ typedef struct hvd_ckpt hvd_ckpt_t;
 
 typedef enum {
 	HVD_CKPT_REPLICATED = 0, /* identical on every rank, written once */
-	HVD_CKPT_PER_RANK = 1,   /* each rank's own copy                  */
+	HVD_CKPT_PER_RANK = 1,   /* each rank's own copy: opaque, restores
+				    only on the same number of ranks     */
+	HVD_CKPT_SHARDED = 2,    /* this rank's block of one global array
+				    (hvd_ckpt_register_sharded): resliced
+				    when restored on another size         */
 } hvd_ckpt_kind_t;
 
 typedef struct {
@@ -305,6 +309,31 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 hvd_status_t hvd_ckpt_register(hvd_ckpt_t *ckpt, const char *name,
 			       void *buf, size_t bytes,
 			       hvd_ckpt_kind_t kind);
+/* A global array of count elements of elem bytes, split in blocks over
+ * the ranks (the first count % size ranks hold one element more): buf is
+ * this rank's block, hvd_ckpt_shard_range(count, rank, size) elements.
+ * Restored on any number of ranks: each rank reads its new block from the
+ * files of the ranks that wrote it. */
+hvd_status_t hvd_ckpt_register_sharded(hvd_ckpt_t *ckpt, const char *name,
+				       void *buf, uint64_t count,
+				       size_t elem);
+/* The block of rank among size ranks of an array of count elements:
+ * *first its first element, the return value its length. */
+uint64_t hvd_ckpt_shard_range(uint64_t count, int rank, int size,
+			      uint64_t *first);
+/* A global sampler position: consumed = the samples of the epoch taken so
+ * far by all ranks together (keep it replicated, in a registered buffer or
+ * the metadata).  Each step the ranks take the next size * batch positions
+ * of the epoch's order, rank r those at consumed + r, + r + size, ...:
+ * hvd_ckpt_sampler_batch() writes rank's positions into pos (at most batch,
+ * fewer at the end of the epoch) and returns how many; the new consumed is
+ * hvd_ckpt_sampler_advance().  Restored on another number of ranks, the
+ * same consumed gives the ranks the rest of the epoch, every sample once. */
+size_t hvd_ckpt_sampler_batch(uint64_t epoch_size, uint64_t consumed,
+			      int rank, int size, size_t batch,
+			      uint64_t *pos);
+uint64_t hvd_ckpt_sampler_advance(uint64_t epoch_size, uint64_t consumed,
+				  int size, size_t batch);
 /* Metadata blob saved with each checkpoint (copied at each write). */
 hvd_status_t hvd_ckpt_set_meta(hvd_ckpt_t *ckpt, const void *meta,
 			       size_t bytes);

@@ -198,6 +198,12 @@ hvd_nccl_built = _proto('hvd_nccl_built', _I, optional=True)
 hvd_pset_ranks = _proto('hvd_pset_ranks', _I, _c.c_int32, _c.POINTER(_I), _I,
                         _c.POINTER(_I), optional=True)
 hvd_stream_set = _proto('hvd_stream_set', _I, _P, optional=True)
+hvd_ckpt_sampler_batch = _proto('hvd_ckpt_sampler_batch', _SZ, _c.c_uint64,
+                                _c.c_uint64, _I, _I, _SZ,
+                                _c.POINTER(_c.c_uint64), optional=True)
+hvd_ckpt_sampler_advance = _proto('hvd_ckpt_sampler_advance', _c.c_uint64,
+                                  _c.c_uint64, _c.c_uint64, _I, _SZ,
+                                  optional=True)
 
 CKPT_EXIT_STATUS = 85
 

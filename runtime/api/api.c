@@ -82,13 +82,23 @@ hvd_status_t hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
 	return coll_allreduce(comm_world(), sendbuf, recvbuf, count, dtype, op);
 }
 
-/* n counts of count each: the v-variant arguments of the even
- * collectives. */
-static hvd_status_t uniform_counts(const char *fn, int n, size_t count,
-				   size_t **out)
+/* The checks of an even collective of count elements a rank (allgather,
+ * alltoall) on the world, and its n counts of count each for the
+ * v-variant that does the work. */
+static hvd_status_t even_args(const char *fn, const void *sendbuf,
+			      const void *recvbuf, size_t count,
+			      hvd_dtype_t dtype, size_t **out)
 {
-	size_t *counts = malloc((size_t)n * sizeof(size_t));
+	size_t *counts;
+	int n;
 
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(check_type(fn, dtype));
+	n = comm_size(comm_world());
+	HVD_CHECK(check_count(fn, count, dtype, (size_t)n));
+	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+	counts = malloc((size_t)n * sizeof(size_t));
 	if (!counts)
 		return hvd_error(HVD_ERR_NO_MEMORY,
 				 "hvd: %s(): out of memory for %d counts", fn,
@@ -102,18 +112,11 @@ static hvd_status_t uniform_counts(const char *fn, int n, size_t count,
 hvd_status_t hvd_allgather(const void *sendbuf, void *recvbuf, size_t count,
 			   hvd_dtype_t dtype)
 {
-	const char *fn = "hvd_allgather";
-	int n;
 	size_t *counts = NULL;
 	hvd_status_t st;
 
-	HVD_CHECK(need_init(fn));
-	HVD_CHECK(check_type(fn, dtype));
-	n = comm_size(comm_world());
-	HVD_CHECK(check_count(fn, count, dtype, (size_t)n));
-	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
-	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
-	HVD_CHECK(uniform_counts(fn, n, count, &counts));
+	HVD_CHECK(even_args("hvd_allgather", sendbuf, recvbuf, count, dtype,
+			    &counts));
 	st = coll_allgatherv(comm_world(), sendbuf, count, recvbuf, counts,
 			     NULL, dtype);
 	free(counts);
@@ -178,18 +181,11 @@ hvd_status_t hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype,
 hvd_status_t hvd_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 			  hvd_dtype_t dtype)
 {
-	const char *fn = "hvd_alltoall";
 	size_t *counts = NULL;
 	hvd_status_t st;
-	int n;
 
-	HVD_CHECK(need_init(fn));
-	HVD_CHECK(check_type(fn, dtype));
-	n = comm_size(comm_world());
-	HVD_CHECK(check_count(fn, count, dtype, (size_t)n));
-	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
-	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
-	HVD_CHECK(uniform_counts(fn, n, count, &counts));
+	HVD_CHECK(even_args("hvd_alltoall", sendbuf, recvbuf, count, dtype,
+			    &counts));
 	st = coll_alltoallv(comm_world(), sendbuf, counts, NULL, recvbuf,
 			    counts, NULL, dtype);
 	free(counts);

@@ -305,6 +305,7 @@ static void ckpt_free(hvd_ckpt_t *c)
 	free(c->loaded_meta);
 	ckpt_stage_free(c, c->stage_repl);
 	ckpt_stage_free(c, c->stage_rank);
+	ckpt_stage_free(c, c->stage_shard);
 	free(c);
 }
 

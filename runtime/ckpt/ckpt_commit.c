@@ -51,10 +51,11 @@ static hvd_status_t write_one(hvd_ckpt_t *c, const struct ckpt_dir *pd,
 	if (staged) {
 		parts[n].buf = staged;
 		parts[n++].bytes = kind == HVD_CKPT_REPLICATED ? c->repl_bytes
+				   : kind == HVD_CKPT_SHARDED  ? c->shard_bytes
 							       : c->rank_bytes;
 	} else {
 		for (size_t i = 0; i < c->nregs; i++) {
-			if (c->regs[i].kind != kind)
+			if (c->regs[i].kind != kind || c->regs[i].bytes == 0)
 				continue;
 			parts[n].buf = c->regs[i].buf;
 			parts[n++].bytes = c->regs[i].bytes;
@@ -91,6 +92,12 @@ void ckpt_write_local(hvd_ckpt_t *c, struct ckpt_write *w, int staged)
 		ckpt_rank_file(name, sizeof(name), c->rank);
 		st = write_one(c, &pd, name, HVD_CKPT_PER_RANK,
 			       staged ? c->stage_rank : NULL, &w->rank_hash);
+	}
+	/* every rank writes its shard file, empty when its blocks are */
+	if (st == HVD_OK && c->shard_global) {
+		ckpt_shard_file(name, sizeof(name), c->rank);
+		st = write_one(c, &pd, name, HVD_CKPT_SHARDED,
+			       staged ? c->stage_shard : NULL, &w->shard_hash);
 	}
 	if (st == HVD_OK)
 		st = ckpt_fsync_dir(&pd);
@@ -152,6 +159,7 @@ static hvd_status_t write_manifest(hvd_ckpt_t *c, struct ckpt_write *w,
 	ckpt_fmt(m.job, sizeof(m.job), "%s", c->job);
 	m.replicated_bytes = c->repl_bytes;
 	m.per_rank_bytes = c->rank_bytes;
+	m.sharded_bytes = c->shard_global;
 	m.nbuffers = c->nregs;
 	m.buffers = calloc(c->nregs, sizeof(*m.buffers));
 	if (!m.buffers)
@@ -162,12 +170,19 @@ static hvd_status_t write_manifest(hvd_ckpt_t *c, struct ckpt_write *w,
 		m.buffers[i].kind = c->regs[i].kind;
 		m.buffers[i].offset = c->regs[i].offset;
 		m.buffers[i].bytes = c->regs[i].bytes;
+		if (c->regs[i].kind == HVD_CKPT_SHARDED) {
+			m.buffers[i].offset = c->regs[i].goffset;
+			m.buffers[i].bytes = c->regs[i].count * c->regs[i].elem;
+			m.buffers[i].elem = c->regs[i].elem;
+		}
 	}
 	HVD_CHECK_GOTO(ckpt_manifest_layout(&m), st, err_free);
 	if (c->repl_bytes)
 		m.files[fi++].hash = (uint64_t)hashes[0];
 	for (int r = 0; c->rank_bytes && r < c->size; r++)
 		m.files[fi++].hash = (uint64_t)hashes[1 + r];
+	for (int r = 0; c->shard_global && r < c->size; r++)
+		m.files[fi++].hash = (uint64_t)hashes[1 + c->size + r];
 	m.meta = w->meta;
 	m.meta_len = w->meta_len;
 	st = ckpt_manifest_format(&m, &text, &len);
@@ -268,13 +283,15 @@ hvd_status_t ckpt_agreed(hvd_ckpt_t *c, struct ckpt_write *w,
 				 "why); the previous checkpoint is intact",
 				 w->step, (long long)failed);
 	}
-	w->hashes = calloc((size_t)c->size + 1, sizeof(*w->hashes));
+	/* slots: replicated.bin, rank-R.bin for every R, shard-R.bin */
+	w->hashes = calloc(2 * (size_t)c->size + 1, sizeof(*w->hashes));
 	if (!w->hashes)
 		return hvd_error(HVD_ERR_NO_MEMORY, "checkpoint: out of memory");
 	if (c->rank == 0)
 		w->hashes[0] = (int64_t)w->repl_hash;
 	w->hashes[1 + c->rank] = (int64_t)w->rank_hash;
-	st = ckpt_allreduce(c, w->hashes, (size_t)c->size + 1, HVD_SUM);
+	w->hashes[1 + c->size + c->rank] = (int64_t)w->shard_hash;
+	st = ckpt_allreduce(c, w->hashes, 2 * (size_t)c->size + 1, HVD_SUM);
 	if (st != HVD_OK) {
 		free(w->hashes);
 		w->hashes = NULL;

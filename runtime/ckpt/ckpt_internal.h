@@ -30,9 +30,11 @@
 struct ckpt_reg {
 	char name[CKPT_NAME_MAX + 1];
 	void *buf;
-	size_t bytes;
+	size_t bytes;           /* sharded: of this rank's block      */
 	hvd_ckpt_kind_t kind;
 	uint64_t offset;        /* within its file                    */
+	uint64_t count, elem;   /* sharded: global elements, their size */
+	uint64_t goffset;       /* sharded: in the concatenated arrays */
 	int device;             /* GPU memory: staged through host    */
 };
 
@@ -44,6 +46,7 @@ struct ckpt_write {
 	char error[1024];       /* its message (the writer thread's)  */
 	uint64_t repl_hash;     /* rank 0                             */
 	uint64_t rank_hash;
+	uint64_t shard_hash;    /* shard-R.bin                        */
 	unsigned char *meta;    /* copy taken when the write started  */
 	size_t meta_len;
 	double started;         /* hvd_now() at start                 */
@@ -78,6 +81,8 @@ struct hvd_ckpt {
 	struct ckpt_reg *regs;
 	size_t nregs;
 	uint64_t repl_bytes, rank_bytes;
+	uint64_t shard_bytes;   /* this rank's blocks (shard-R.bin)   */
+	uint64_t shard_global;  /* the sharded arrays' global bytes   */
 	int frozen;             /* registry fixed by the first write  */
 	int has_device;
 
@@ -89,10 +94,11 @@ struct hvd_ckpt {
 
 	long last_step;         /* last committed or restored; -1     */
 	long restored_step;     /* protected from retention; -1       */
+	int restored_resized;   /* it was written by another size    */
 	long prune_step;        /* async: retention to run, or -1     */
 
 	/* staging (async, device buffers) */
-	unsigned char *stage_repl, *stage_rank;
+	unsigned char *stage_repl, *stage_rank, *stage_shard;
 	int stage_pinned;
 	int copy_threads;       /* staging memcpy split between them  */
 	/* the checkpoint in flight (async) */

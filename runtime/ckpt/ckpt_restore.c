@@ -9,8 +9,14 @@
  *      its own rank file); allreduce MAX of a verdict: 0 good, 1 damaged
  *      somewhere (skip, warn naming the file, try the previous one),
  *      2 incompatible (a clear error: other checkpoints would be too);
+ *      on another number of ranks than wrote it, the writers' shard files
+ *      are verified whole, spread over the ranks, and per-rank buffers
+ *      are an error (each rank's own: they cannot be divided);
  *   3. the chosen one is read into the registered buffers, the checksums
- *      checked again while reading (allreduce: every rank loaded it);
+ *      checked again while reading (allreduce: every rank loaded it); on
+ *      another number of ranks each rank reads its new block of every
+ *      sharded buffer from the byte ranges of the writers' shard files
+ *      that hold it (ckpt_shard_plan);
  *   4. rank 0 repairs a stale `latest` and removes partial directories
  *      left by crashes (never the restored checkpoint).
  * Verification reads the data twice (once to verify, once to load) so that
@@ -29,6 +35,25 @@
 
 enum { VERDICT_OK = 0, VERDICT_SKIP = 1, VERDICT_MISMATCH = 2 };
 
+static const char *kind_str(hvd_ckpt_kind_t kind)
+{
+	return kind == HVD_CKPT_PER_RANK ? "per-rank"
+	       : kind == HVD_CKPT_SHARDED ? "sharded" : "replicated";
+}
+
+/* "replicated, 4096 bytes", "sharded, 10 elements of 8 bytes" */
+static void describe(char *buf, size_t n, hvd_ckpt_kind_t kind,
+		     uint64_t bytes, uint64_t elem)
+{
+	if (kind == HVD_CKPT_SHARDED && elem)
+		ckpt_fmt(buf, n, "sharded, %llu elements of %llu bytes",
+			 (unsigned long long)(bytes / elem),
+			 (unsigned long long)elem);
+	else
+		ckpt_fmt(buf, n, "%s, %llu bytes", kind_str(kind),
+			 (unsigned long long)bytes);
+}
+
 static hvd_status_t check_compat(hvd_ckpt_t *c,
 				 const struct ckpt_manifest *m)
 {
@@ -43,22 +68,25 @@ static hvd_status_t check_compat(hvd_ckpt_t *c,
 	for (size_t i = 0; i < c->nregs; i++) {
 		const struct ckpt_buffer *b = &m->buffers[i];
 		const struct ckpt_reg *r = &c->regs[i];
+		/* a sharded buffer is compared as the global array */
+		uint64_t rbytes = r->kind == HVD_CKPT_SHARDED
+					  ? r->count * r->elem : r->bytes;
 
 		if (strcmp(b->name, r->name) != 0 || b->kind != r->kind ||
-		    b->bytes != r->bytes)
+		    b->bytes != rbytes ||
+		    (r->kind == HVD_CKPT_SHARDED && b->elem != r->elem)) {
+			char was[96], is[96];
+
+			describe(was, sizeof(was), b->kind, b->bytes, b->elem);
+			describe(is, sizeof(is), r->kind, rbytes, r->elem);
 			return hvd_error(HVD_ERR_MISMATCH,
 					 "checkpoint step %ld: buffer %zu is "
-					 "\"%s\" (%s, %llu bytes), this program "
-					 "registered \"%s\" (%s, %zu bytes): "
+					 "\"%s\" (%s), this program "
+					 "registered \"%s\" (%s): "
 					 "register the same buffers, in the same "
 					 "order, as the run that wrote it",
-					 m->step, i, b->name,
-					 b->kind == HVD_CKPT_PER_RANK
-						 ? "per-rank" : "replicated",
-					 (unsigned long long)b->bytes, r->name,
-					 r->kind == HVD_CKPT_PER_RANK
-						 ? "per-rank" : "replicated",
-					 r->bytes);
+					 m->step, i, b->name, was, r->name, is);
+		}
 	}
 	if (c->rank_bytes && m->world_size != c->size) {
 		const char *first = "";
@@ -70,12 +98,38 @@ static hvd_status_t check_compat(hvd_ckpt_t *c,
 			}
 		return hvd_error(HVD_ERR_MISMATCH,
 				 "checkpoint step %ld was written by %d ranks, "
-				 "this run has %d: its per-rank state (\"%s\", "
-				 "...) can only be restored on %d ranks "
-				 "(resharding is not supported yet; replicated "
-				 "buffers restore on any number of ranks)",
+				 "this run has %d: its per-rank buffer \"%s\" "
+				 "is each rank's own and cannot be divided "
+				 "among %d ranks (restore on %d ranks, or make "
+				 "it HVD_CKPT_REPLICATED if every rank holds "
+				 "the same, or hvd_ckpt_register_sharded() if "
+				 "it is this rank's block of one array)",
 				 m->step, m->world_size, c->size, first,
-				 m->world_size);
+				 c->size, m->world_size);
+	}
+	return HVD_OK;
+}
+
+/* Step 2 on another number of ranks: replicated.bin, and the writers'
+ * shard files spread over the ranks (rank r checks writers r, r + size,
+ * ...), since every rank reads pieces of several of them. */
+static hvd_status_t verify_resized(hvd_ckpt_t *c, const struct ckpt_dir *ck,
+				   const struct ckpt_manifest *m)
+{
+	char name[CKPT_FILE_NAME_MAX];
+	const struct ckpt_file *f;
+
+	f = ckpt_manifest_file(m, CKPT_REPLICATED_FILE);
+	if (f)
+		HVD_CHECK(ckpt_verify_file(ck, f, NULL, 0));
+	for (int j = c->rank; m->sharded_bytes && j < m->world_size;
+	     j += c->size) {
+		ckpt_shard_file(name, sizeof(name), j);
+		f = ckpt_manifest_file(m, name);
+		if (!f)
+			return hvd_error(HVD_ERR_CORRUPT, "checkpoint %s: the "
+					 "manifest lists no %s", ck->path, name);
+		HVD_CHECK(ckpt_verify_file(ck, f, NULL, 0));
 	}
 	return HVD_OK;
 }
@@ -100,7 +154,10 @@ static int check_candidate(hvd_ckpt_t *c, const struct ckpt_dir *ck,
 	st = check_compat(c, m);
 	if (st != HVD_OK)
 		return VERDICT_MISMATCH;
-	st = ckpt_verify(ck, m, c->rank);
+	if (m->world_size == c->size)
+		st = ckpt_verify(ck, m, c->rank);
+	else
+		st = verify_resized(c, ck, m);
 	if (st != HVD_OK) {
 		hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
 		return VERDICT_SKIP;
@@ -121,6 +178,8 @@ static hvd_status_t load_file(hvd_ckpt_t *c, const struct ckpt_dir *ck,
 
 	if (kind == HVD_CKPT_REPLICATED)
 		ckpt_fmt(name, sizeof(name), "%s", CKPT_REPLICATED_FILE);
+	else if (kind == HVD_CKPT_SHARDED)
+		ckpt_shard_file(name, sizeof(name), c->rank);
 	else
 		ckpt_rank_file(name, sizeof(name), c->rank);
 	f = ckpt_manifest_file(m, name);
@@ -131,7 +190,7 @@ static hvd_status_t load_file(hvd_ckpt_t *c, const struct ckpt_dir *ck,
 		return hvd_error(HVD_ERR_NO_MEMORY, "checkpoint: out of memory");
 	if (c->has_device) {
 		/* device buffers are read through host memory */
-		stage = malloc(f->size);
+		stage = malloc(f->size ? f->size : 1);
 		if (!stage) {
 			free(d);
 			return hvd_error(HVD_ERR_NO_MEMORY,
@@ -141,7 +200,7 @@ static hvd_status_t load_file(hvd_ckpt_t *c, const struct ckpt_dir *ck,
 		d[n++].bytes = f->size;
 	} else {
 		for (size_t i = 0; i < c->nregs; i++) {
-			if (c->regs[i].kind != kind)
+			if (c->regs[i].kind != kind || c->regs[i].bytes == 0)
 				continue;
 			d[n].buf = c->regs[i].buf;
 			d[n++].bytes = c->regs[i].bytes;
@@ -151,7 +210,7 @@ static hvd_status_t load_file(hvd_ckpt_t *c, const struct ckpt_dir *ck,
 	for (size_t i = 0; st == HVD_OK && stage && i < c->nregs; i++) {
 		const struct ckpt_reg *r = &c->regs[i];
 
-		if (r->kind != kind)
+		if (r->kind != kind || r->bytes == 0)
 			continue;
 		if (r->device)
 			st = ckpt_dev_copy(r->buf, stage + r->offset, r->bytes,
@@ -161,6 +220,64 @@ static hvd_status_t load_file(hvd_ckpt_t *c, const struct ckpt_dir *ck,
 	}
 	free(stage);
 	free(d);
+	return st;
+}
+
+/* Step 3 on another number of ranks: this rank's new block of every
+ * sharded buffer, read piece by piece from the writers' shard files
+ * (verified whole in step 2, by one rank each). */
+static hvd_status_t load_resharded(hvd_ckpt_t *c, const struct ckpt_dir *ck,
+				   const struct ckpt_manifest *m)
+{
+	struct ckpt_shard_read *rd;
+	char name[CKPT_FILE_NAME_MAX];
+	unsigned char *tmp = NULL;
+	size_t nrd, done = 0;
+	hvd_status_t st;
+
+	HVD_CHECK(ckpt_shard_plan(m, c->rank, c->size, &rd, &nrd));
+	st = HVD_OK;
+	for (size_t i = 0; i < c->nregs && st == HVD_OK; i++) {
+		const struct ckpt_reg *r = &c->regs[i];
+		unsigned char *dst = r->buf;
+
+		if (r->kind != HVD_CKPT_SHARDED || r->bytes == 0)
+			continue;
+		if (r->device) {
+			tmp = malloc(r->bytes);
+			if (!tmp) {
+				st = hvd_error(HVD_ERR_NO_MEMORY,
+					       "checkpoint: out of memory");
+				break;
+			}
+			dst = tmp;
+		}
+		for (; done < nrd && rd[done].buf < i; done++)
+			;
+		for (; st == HVD_OK && done < nrd && rd[done].buf == i;
+		     done++) {
+			const struct ckpt_shard_read *x = &rd[done];
+			const struct ckpt_file *f;
+
+			ckpt_shard_file(name, sizeof(name), x->writer);
+			f = ckpt_manifest_file(m, name);
+			if (!f || x->dst_off + x->len > r->bytes)
+				st = hvd_error(HVD_ERR_CORRUPT,
+					       "checkpoint %s: %s does not "
+					       "hold %s's block (manifest "
+					       "inconsistent)", ck->path, name,
+					       r->name);
+			else
+				st = ckpt_read_range(ck, f, x->file_off,
+						     dst + x->dst_off,
+						     (size_t)x->len);
+		}
+		if (st == HVD_OK && r->device)
+			st = ckpt_dev_copy(r->buf, tmp, r->bytes, 0);
+		free(tmp);
+		tmp = NULL;
+	}
+	free(rd);
 	return st;
 }
 
@@ -176,6 +293,7 @@ static hvd_status_t finish_restore(hvd_ckpt_t *c, struct ckpt_manifest *m,
 	m->meta = NULL;
 	c->last_step = m->step;
 	c->restored_step = m->step;
+	c->restored_resized = m->world_size != c->size;
 	if (c->rank != 0)
 		return HVD_OK;
 	if (ckpt_read_latest(&c->dir, latest, sizeof(latest)) != HVD_OK ||
@@ -265,8 +383,12 @@ static int try_candidate(hvd_ckpt_t *c, long step, hvd_status_t *st)
 		goto out;
 	}
 	*st = load_file(c, &ck, &m, HVD_CKPT_REPLICATED);
-	if (*st == HVD_OK)
+	if (*st == HVD_OK && m.world_size == c->size)
 		*st = load_file(c, &ck, &m, HVD_CKPT_PER_RANK);
+	if (*st == HVD_OK && m.world_size == c->size)
+		*st = load_file(c, &ck, &m, HVD_CKPT_SHARDED);
+	else if (*st == HVD_OK)
+		*st = load_resharded(c, &ck, &m);
 	v[0] = *st != HVD_OK;
 	if (*st != HVD_OK)
 		hvd_log(HVD_LOG_ERROR, "%s", hvd_last_error());
@@ -323,9 +445,11 @@ hvd_status_t hvd_ckpt_restore(hvd_ckpt_t *c, long *step)
 		hvd_error_clear();
 		if (c->rank == 0)
 			hvd_log(skipped ? HVD_LOG_WARNING : HVD_LOG_INFO,
-				"checkpoint: restored %s/step-%08ld (step %ld)%s",
+				"checkpoint: restored %s/step-%08ld (step %ld)%s%s",
 				c->dir.path, *step, *step, skipped ? " after skipping "
-				"newer damaged ones" : "");
+				"newer damaged ones" : "",
+				c->restored_resized ? ", written by another "
+				"number of ranks (sharded buffers resliced)" : "");
 		return HVD_OK;
 	}
 	if (c->rank == 0 && skipped == 0)

@@ -37,15 +37,21 @@ hvd_status_t ckpt_stage_prepare(hvd_ckpt_t *c)
 			goto err_oom;
 		memset(c->stage_rank, 0, c->rank_bytes);
 	}
+	if (c->shard_bytes && !c->stage_shard) {
+		c->stage_shard = stage_alloc(c, c->shard_bytes);
+		if (!c->stage_shard)
+			goto err_oom;
+		memset(c->stage_shard, 0, c->shard_bytes);
+	}
 	return HVD_OK;
 err_oom:
 	return hvd_error(HVD_ERR_NO_MEMORY,
 			 "checkpoint: cannot allocate %llu bytes of staging "
 			 "memory (async mode keeps a copy of the state): use "
 			 "synchronous checkpoints or more memory",
-			 (unsigned long long)(c->rank == 0 ? c->repl_bytes +
-							   c->rank_bytes
-							 : c->rank_bytes));
+			 (unsigned long long)((c->rank == 0 ? c->repl_bytes
+							    : 0) + c->rank_bytes +
+					      c->shard_bytes));
 }
 
 /* The staging copy is what async mode costs the training loop: large ones
@@ -118,12 +124,14 @@ hvd_status_t ckpt_stage(hvd_ckpt_t *c, enum ckpt_stage_which which)
 		const struct ckpt_reg *r = &c->regs[i];
 		unsigned char *dst;
 
-		if (r->kind == HVD_CKPT_REPLICATED && c->rank != 0)
+		if ((r->kind == HVD_CKPT_REPLICATED && c->rank != 0) ||
+		    r->bytes == 0)
 			continue;
 		if ((which == CKPT_STAGE_DEVICE && !r->device) ||
 		    (which == CKPT_STAGE_HOST && r->device))
 			continue;
 		dst = (r->kind == HVD_CKPT_REPLICATED ? c->stage_repl
+		       : r->kind == HVD_CKPT_SHARDED  ? c->stage_shard
 						      : c->stage_rank) +
 		      r->offset;
 		if (r->device) {

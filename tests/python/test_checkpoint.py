@@ -116,3 +116,68 @@ def test_errors(hvd):
         finally:
             if saved is not None:
                 os.environ['HOROVOD_CHECKPOINT_DIR'] = saved
+
+
+def test_global_sampler_positions(hvd):
+    """The sampler's arithmetic over 4 -> 3 -> 2 ranks (every rank
+    simulated here): every sample of the epoch taken once, the same
+    positions as libhvd's hvd_ckpt_sampler_batch."""
+    import ctypes
+    from hvd import _lib
+    for n, batch in ((101, 4), (7, 3), (64, 8), (1, 5)):
+        s = hvd.GlobalSampler(n, batch, seed=3)
+        s.set_epoch(2)
+        order = s.order()
+        assert sorted(order) == list(range(n))
+        seen = []
+        for size, steps in ((4, 2), (3, 3), (2, None)):
+            left = s.steps_left(size=size)
+            for _ in range(left if steps is None else min(steps, left)):
+                for r in range(size):
+                    mine = s.positions(rank=r, size=size)[:batch]
+                    pos = (ctypes.c_uint64 * batch)()
+                    k = _lib.hvd_ckpt_sampler_batch(n, s.consumed, r, size,
+                                                    batch, pos)
+                    assert mine == list(pos[:k])
+                    seen += [order[p] for p in mine]
+                want = _lib.hvd_ckpt_sampler_advance(n, s.consumed, size,
+                                                     batch)
+                s.record_step(size=size)
+                assert s.consumed == want
+            # a checkpoint here: the state is global
+            st = s.state_dict()
+            s = hvd.GlobalSampler(n, batch, seed=3)
+            s.load_state_dict(st)
+            s.set_epoch(2)  # the restored epoch: its position is kept
+        assert s.consumed == n and s.steps_left(size=2) == 0
+        assert sorted(seen) == list(range(n)), (n, batch)
+    s.set_epoch(3)
+    assert s.consumed == 0
+    with pytest.raises(ValueError, match='epoch of 1 samples'):
+        hvd.GlobalSampler(5, 1).load_state_dict(st)
+
+
+def test_global_sampler_checkpoint(hvd):
+    """rng=False and a GlobalSampler: no per-rank buffer (the checkpoint
+    restores on any number of ranks), the position in the metadata."""
+    d = ckpt_dir(hvd, 'g')
+    w = torch.zeros(4)
+    s = hvd.GlobalSampler(50, 2)
+    ck = hvd.Checkpoint(dir=d, rng=False, sampler=s, w=w)
+    assert ck.restore() == 0
+    s.set_epoch(1)
+    for _ in range(3):
+        s.record_step()
+        w += 1
+    ck.save(3)
+    ck.close()
+    s2 = hvd.GlobalSampler(50, 2)
+    w2 = torch.zeros(4)
+    ck2 = hvd.Checkpoint(dir=d, rng=False, sampler=s2, w=w2)
+    step = ck2.restore()
+    ck2.close()
+    files = sorted(os.listdir(os.path.join(d, 'step-00000003')))
+    assert step == 3
+    assert (s2.epoch, s2.consumed) == (1, 3 * 2 * hvd.size())
+    assert torch.equal(w2, torch.full((4,), 3.0))
+    assert not [f for f in files if f.startswith('rank-')], files

@@ -64,6 +64,28 @@ def test_broadcast_optimizer_state_fresh(hvd):
     assert len(opt.state_dict()['state']) == 2
 
 
+def test_broadcast_optimizer_state_fresh_distributed(hvd):
+    # a new DistributedOptimizer: the zero-gradient step is the wrapped
+    # optimizer's (its own step() would wait for allreduces never started)
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.Adam(m.parameters(), lr=0.01 * (hvd.rank() + 1)),
+        named_parameters=m.named_parameters())
+    w = m.weight.detach().clone()
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert opt.param_groups[0]['lr'] == pytest.approx(0.01)
+    assert len(opt.state_dict()['state']) == 2
+    assert torch.equal(m.weight.detach(), w)  # Adam, zero gradients
+    # and it trains on: one step with gradients averaged over the ranks
+    opt.zero_grad()
+    m(torch.full((1, 3), float(hvd.rank() + 1))).sum().backward()
+    opt.step()
+    assert not torch.equal(m.weight.detach(), w)
+    got = hvd.allgather(m.weight.detach().reshape(1, -1))
+    assert all(torch.equal(got[0], got[i]) for i in range(hvd.size()))
+
+
 def test_broadcast_object(hvd):
     obj = {'rank': hvd.rank(), 'list': list(range(hvd.rank() + 3)),
            't': torch.arange(3) * hvd.rank()}

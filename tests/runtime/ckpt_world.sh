@@ -18,7 +18,7 @@ run 2 "$PROG" "$W/mixed" 10 5 >"$W/o2" 2>&1
 ok $? "2 ranks write replicated and per-rank state"
 out=$(run 1 "$PROG" "$W/mixed" 10 5 --expect-error 2>&1)
 is "$?" 3 "per-rank state on 1 rank: restore fails"
-like "$out" "HVD_ERR_MISMATCH: .*written by 2 ranks, this run has 1: its per-rank state \(\"mine\"" \
+like "$out" "HVD_ERR_MISMATCH: .*written by 2 ranks, this run has 1: its per-rank buffer \"mine\"" \
 	"with a message saying why"
 out=$(run 2 "$PROG" "$W/mixed" 10 5 2>&1)
 like "$out" "^restored 10 ok \(rank 0 of 2\)" "on 2 ranks it restores"

@@ -66,10 +66,15 @@ out=$wd/job-$job.out
 
 # Slurm holds a requeued job back (BeginTime, about two minutes): once it
 # is pending again, let it start (not in the same second: slurmd refuses a
-# launch while the old run's credential is being revoked).
+# launch while the old run's credential is being revoked).  The requeued
+# run keeps --signal=TERM@75, and on a loaded machine its 20000 steps can
+# take longer than the 15 to 45 s before that signal: give it 10 minutes,
+# so that exactly one run is stopped.
 if wait_for "$out" "requeueing job" 200; then
 	for _ in $(seq 60); do
 		if [[ $(job_state "$job") == PENDING ]]; then
+			run_timeout 30 scontrol update JobId="$job" \
+				TimeLimit=10 >/dev/null 2>&1
 			sleep 5
 			run_timeout 30 scontrol update JobId="$job" \
 				StartTime=now >/dev/null 2>&1
@@ -77,6 +82,8 @@ if wait_for "$out" "requeueing job" 200; then
 		fi
 		sleep 0.5
 	done
+	[[ $(run_timeout 30 scontrol show job "$job" 2>/dev/null) =~ TimeLimit=00:10:00 ]] ||
+		run_timeout 30 scontrol update JobId="$job" TimeLimit=10 >/dev/null 2>&1
 fi
 state=$(wait_job "$job" 240)
 is "$state" COMPLETED "the job was requeued and completed"

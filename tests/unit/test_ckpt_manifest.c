@@ -153,8 +153,8 @@ static void test_semantics(void)
 	ckpt_manifest_format(&m, &text, &len);
 	ok(!parses(text, len), "file count not matching world size");
 	free(text);
-	ok(!parses("hvd-checkpoint 2\n", 17), "future version rejected");
-	ok(strstr(hvd_last_error(), "version 2") != NULL, "message: %s",
+	ok(!parses("hvd-checkpoint 3\n", 17), "future version rejected");
+	ok(strstr(hvd_last_error(), "version 3") != NULL, "message: %s",
 	   hvd_last_error());
 	ok(!parses("", 0), "empty manifest rejected");
 	/* the checksum is no MAC: ckpt_manifest_format makes it right for
@@ -356,6 +356,366 @@ static void test_counts(void)
 #endif
 }
 
+/* ------------------------------------------------------------ resharding */
+
+static void test_shard_range(void)
+{
+	int bad_cover = 0, bad_balance = 0, cases = 0;
+
+	for (uint64_t count = 0; count <= 60; count++) {
+		for (int size = 1; size <= 9; size++) {
+			uint64_t next = 0, first, n;
+
+			for (int r = 0; r < size; r++) {
+				ckpt_shard_range(count, r, size, &first, &n);
+				if (first != next)
+					bad_cover++;
+				if (n != count / size +
+					     ((uint64_t)r < count % size))
+					bad_balance++;
+				next = first + n;
+			}
+			if (next != count)
+				bad_cover++;
+			cases++;
+		}
+	}
+	is_int(bad_cover, 0, "blocks of %d (count, size) cases are "
+	       "contiguous and cover the array", cases);
+	is_int(bad_balance, 0, "the first count %% size ranks hold one more");
+	{
+		uint64_t first, n;
+
+		ckpt_shard_range(10, 3, 4, &first, &n);
+		ok(first == 8 && n == 2, "10 over 4: rank 3 holds [8, 10)");
+		ckpt_shard_range(10, 1, 4, &first, &n);
+		ok(first == 3 && n == 3, "10 over 4: rank 1 holds [3, 6)");
+		ckpt_shard_range(2, 2, 3, &first, &n);
+		ok(first == 2 && n == 0, "2 over 3: rank 2 holds nothing");
+		ckpt_shard_range(UINT64_MAX, 999999, 1000000, &first, &n);
+		ok(first + n == UINT64_MAX, "no overflow at the top");
+		ckpt_shard_range(10, 4, 4, &first, &n);
+		ok(n == 0, "a rank out of range holds nothing");
+	}
+}
+
+/* Three sharded arrays (and a replicated buffer between them) written by
+ * nw ranks, resliced for every rank of every size 1..9: the bytes each
+ * rank reassembles are its block of the global arrays, every destination
+ * byte written exactly once. */
+#define NSH 3
+static const uint64_t sh_count[NSH] = { 23, 5, 2 };
+static const uint64_t sh_elem[NSH] = { 8, 3, 12 };
+
+static unsigned char gbyte(int buf, uint64_t i)
+{
+	return (unsigned char)(buf * 101 + i * 7 + (i >> 8));
+}
+
+static void shard_manifest(struct ckpt_manifest *m, struct ckpt_buffer *b,
+			   int nw)
+{
+	uint64_t off = 0;
+
+	memset(m, 0, sizeof(*m));
+	memset(b, 0, (NSH + 1) * sizeof(*b));
+	m->version = CKPT_FORMAT_SHARDED;
+	m->step = 7;
+	m->world_size = nw;
+	strcpy(m->job, "-");
+	for (int k = 0, i = 0; i < NSH + 1; i++) {
+		if (i == 1) {
+			strcpy(b[i].name, "weights");
+			b[i].kind = HVD_CKPT_REPLICATED;
+			b[i].bytes = 64;
+			m->replicated_bytes = 64;
+			continue;
+		}
+		snprintf(b[i].name, sizeof(b[i].name), "shard%d", k);
+		b[i].kind = HVD_CKPT_SHARDED;
+		b[i].offset = off;
+		b[i].bytes = sh_count[k] * sh_elem[k];
+		b[i].elem = sh_elem[k];
+		off += b[i].bytes;
+		k++;
+	}
+	m->buffers = b;
+	m->nbuffers = NSH + 1;
+	m->sharded_bytes = off;
+}
+
+/* The bytes of writer j's shard file, as ckpt_write_local lays them out. */
+static unsigned char *writer_file(const struct ckpt_manifest *m, int j,
+				  uint64_t *len)
+{
+	unsigned char *f = malloc(ckpt_shard_file_bytes(m, j) + 1);
+	uint64_t n = 0;
+
+	for (size_t i = 0, k = 0; i < m->nbuffers; i++) {
+		const struct ckpt_buffer *b = &m->buffers[i];
+		uint64_t first, cnt;
+
+		if (b->kind != HVD_CKPT_SHARDED)
+			continue;
+		ckpt_shard_range(b->bytes / b->elem, j, m->world_size, &first,
+				 &cnt);
+		for (uint64_t x = 0; x < cnt * b->elem; x++)
+			f[n++] = gbyte((int)k, first * b->elem + x);
+		k++;
+	}
+	*len = n;
+	return f;
+}
+
+static void test_shard_plan(void)
+{
+	int bad_layout = 0, bad_bytes = 0, bad_cover = 0, plans = 0;
+
+	for (int nw = 1; nw <= 8; nw++) {
+		struct ckpt_manifest m;
+		struct ckpt_buffer b[NSH + 1];
+		unsigned char *files[8];
+		uint64_t flen[8];
+
+		shard_manifest(&m, b, nw);
+		if (ckpt_manifest_layout(&m) != HVD_OK ||
+		    m.nfiles != 1 + (size_t)nw)
+			bad_layout++;
+		for (int j = 0; j < nw; j++) {
+			files[j] = writer_file(&m, j, &flen[j]);
+			if (m.nfiles == 1 + (size_t)nw &&
+			    m.files[1 + j].size != flen[j])
+				bad_layout++;
+		}
+		for (int size = 1; size <= 9; size++) {
+			for (int r = 0; r < size; r++) {
+				struct ckpt_shard_read *rd;
+				size_t nrd;
+				unsigned char *dst[NSH + 1] = { 0 };
+				unsigned char *hits[NSH + 1] = { 0 };
+				uint64_t first[NSH + 1], cnt[NSH + 1];
+
+				if (ckpt_shard_plan(&m, r, size, &rd, &nrd) !=
+				    HVD_OK) {
+					bad_cover++;
+					continue;
+				}
+				plans++;
+				for (size_t i = 0; i < m.nbuffers; i++) {
+					if (b[i].kind != HVD_CKPT_SHARDED)
+						continue;
+					ckpt_shard_range(b[i].bytes / b[i].elem,
+							 r, size, &first[i],
+							 &cnt[i]);
+					dst[i] = calloc(1, cnt[i] * b[i].elem + 1);
+					hits[i] = calloc(1, cnt[i] * b[i].elem + 1);
+				}
+				for (size_t x = 0; x < nrd; x++) {
+					const struct ckpt_shard_read *q = &rd[x];
+					size_t i = q->buf;
+
+					if (b[i].kind != HVD_CKPT_SHARDED ||
+					    q->writer < 0 || q->writer >= nw ||
+					    q->file_off + q->len > flen[q->writer] ||
+					    q->dst_off + q->len >
+						    cnt[i] * b[i].elem) {
+						bad_cover++;
+						continue;
+					}
+					memcpy(dst[i] + q->dst_off,
+					       files[q->writer] + q->file_off,
+					       q->len);
+					for (uint64_t y = 0; y < q->len; y++)
+						hits[i][q->dst_off + y]++;
+				}
+				for (size_t i = 0, k = 0; i < m.nbuffers; i++) {
+					if (b[i].kind != HVD_CKPT_SHARDED)
+						continue;
+					for (uint64_t y = 0;
+					     y < cnt[i] * b[i].elem; y++) {
+						bad_cover += hits[i][y] != 1;
+						bad_bytes += dst[i][y] !=
+							     gbyte((int)k,
+								   first[i] *
+								   b[i].elem + y);
+					}
+					free(dst[i]);
+					free(hits[i]);
+					k++;
+				}
+				free(rd);
+			}
+		}
+		for (int j = 0; j < nw; j++)
+			free(files[j]);
+		free(m.files);
+	}
+	is_int(bad_layout, 0, "shard file sizes in the layout match what "
+	       "each of 1..8 writers holds");
+	is_int(plans, 8 * 45, "a plan for every rank of sizes 1..9 from "
+	       "1..8 writers");
+	is_int(bad_cover, 0, "every destination byte read exactly once, "
+	       "within the files");
+	is_int(bad_bytes, 0, "every rank reassembles its new block of the "
+	       "global arrays");
+}
+
+static void test_shard_format(void)
+{
+	struct ckpt_manifest m, p;
+	struct ckpt_buffer b[NSH + 1];
+	char *text;
+	size_t len;
+
+	shard_manifest(&m, b, 3);
+	ok(ckpt_manifest_layout(&m) == HVD_OK, "sharded layout");
+	is_str(m.files[1].name, "shard-00000.bin", "shard files after "
+	       "replicated.bin");
+	for (size_t i = 0; i < m.nfiles; i++)
+		m.files[i].hash = 0xfedcba9876543210ULL - i;
+	ok(ckpt_manifest_format(&m, &text, &len) == HVD_OK, "format");
+	ok(strstr(text, "hvd-checkpoint 2\n") == text,
+	   "format 2 when there are sharded buffers");
+	ok(strstr(text, "\nsharded_bytes 223\n") != NULL &&
+	   strstr(text, "\nbuffer sharded shard1 184 15 3\n") != NULL,
+	   "sharded_bytes and the element size written");
+	ok(ckpt_manifest_parse(text, len, &p) == HVD_OK, "parse back: %s",
+	   hvd_last_error());
+	ok(p.sharded_bytes == 223 && p.buffers[2].kind == HVD_CKPT_SHARDED &&
+	   p.buffers[2].elem == 3 && p.buffers[2].bytes == 15,
+	   "sharded buffer read back");
+	ckpt_manifest_free(&p);
+	{
+		int flips = 0, truncs = 0;
+
+		for (size_t i = 0; i < len; i++) {
+			char saved = text[i];
+
+			text[i] = (char)(saved ^ 0x01);
+			flips += !parses(text, len);
+			text[i] = saved;
+		}
+		for (size_t i = 0; i < len; i++)
+			truncs += !parses(text, i);
+		is_int(flips, len, "format 2: all %zu one-bit flips detected",
+		       len);
+		is_int(truncs, len, "format 2: all %zu truncations detected",
+		       len);
+	}
+	free(text);
+	/* lies with a right checksum */
+	b[2].bytes = 16; /* not a multiple of 3 */
+	m.sharded_bytes = 224;
+	ckpt_manifest_format(&m, &text, &len);
+	ok(!parses(text, len), "sharded size not a multiple of its element "
+	   "refused");
+	ok(strstr(hvd_last_error(), "multiple of its element") != NULL,
+	   "message: %s", hvd_last_error());
+	free(text);
+	b[2].bytes = 15;
+	m.sharded_bytes = 223;
+	m.files[2].size++;
+	ckpt_manifest_format(&m, &text, &len);
+	ok(!parses(text, len), "a shard file of the wrong size refused");
+	free(text);
+	m.files[2].size--;
+	m.sharded_bytes = 0; /* written as format 1: no sharded buffers */
+	ckpt_manifest_format(&m, &text, &len);
+	ok(!parses(text, len), "a sharded buffer in format 1 refused");
+	ok(strstr(hvd_last_error(), "format 2 only") != NULL, "message: %s",
+	   hvd_last_error());
+	free(text);
+	ok(!parses("hvd-checkpoint 2\nstep 1\nworld_size 1\ncreated 0\n"
+		   "job -\nreplicated_bytes 0\nper_rank_bytes 0\n"
+		   "sharded_bytes 0\n", 105), "format 2 without sharded bytes "
+	   "refused (one spelling: that is format 1)");
+	ok(strstr(hvd_last_error(), "format 2 without") != NULL, "message: %s",
+	   hvd_last_error());
+	free(m.files);
+	/* format 1 stays format 1 (older libhvd reads it) */
+	{
+		struct ckpt_buffer b1[3];
+
+		sample(&m, b1);
+		ckpt_manifest_layout(&m);
+		ckpt_manifest_format(&m, &text, &len);
+		ok(strstr(text, "hvd-checkpoint 1\n") == text &&
+		   strstr(text, "sharded") == NULL,
+		   "no sharded buffer: format 1, byte for byte as before");
+		free(text);
+		free(m.files);
+	}
+}
+
+/* The global sampler position across 4 -> 3 -> 2 ranks (and other
+ * sequences): every position of the epoch taken exactly once. */
+static void test_sampler(void)
+{
+	static const int sizes[][3] = { { 4, 3, 2 }, { 2, 5, 1 }, { 3, 3, 3 },
+					{ 1, 7, 4 } };
+	static const uint64_t epochs[] = { 0, 1, 7, 100, 101, 257 };
+	static const size_t batches[] = { 1, 3, 8 };
+	int bad = 0, runs = 0;
+	uint64_t pos[8];
+
+	for (size_t si = 0; si < 4; si++)
+	for (size_t ei = 0; ei < 6; ei++)
+	for (size_t bi = 0; bi < 3; bi++) {
+		uint64_t e = epochs[ei], consumed = 0;
+		size_t batch = batches[bi];
+		unsigned char *seen = calloc(e + 1, 1);
+		int steps = 0;
+
+		/* run 3 steps at each size, the last size to the end */
+		for (int phase = 0; phase < 3; phase++) {
+			int size = sizes[si][phase];
+
+			for (int k = 0; consumed < e && (phase == 2 || k < 3);
+			     k++) {
+				uint64_t taken = 0, before = consumed;
+
+				for (int r = 0; r < size; r++) {
+					size_t n = ckpt_sampler_batch(
+						e, consumed, r, size, batch, pos);
+
+					for (size_t x = 0; x < n; x++) {
+						if (pos[x] >= e ||
+						    pos[x] < consumed)
+							bad++;
+						else
+							seen[pos[x]]++;
+					}
+					taken += n;
+				}
+				consumed = ckpt_sampler_advance(e, consumed,
+								size, batch);
+				if (taken != consumed - before)
+					bad++;
+				steps++;
+				if (steps > 10000)
+					break;
+			}
+		}
+		for (uint64_t x = 0; x < e; x++)
+			bad += seen[x] != 1;
+		bad += consumed != e;
+		free(seen);
+		runs++;
+	}
+	is_int(bad, 0, "%d runs over size changes: every sample of the "
+	       "epoch exactly once", runs);
+	is_int(ckpt_sampler_advance(10, 8, 4, 3), 10, "advance stops at the "
+	       "end of the epoch");
+	is_int(ckpt_sampler_batch(10, 8, 2, 4, 3, pos), 0,
+	       "a rank past the end takes nothing");
+	is_int(ckpt_sampler_batch(10, 8, 1, 4, 3, pos), 1, "the last short "
+	       "step: rank 1 takes one");
+	is_int(pos[0], 9, "position 9");
+	is_int(ckpt_sampler_batch(10, 0, 1, 4, 3, pos), 3, "rank 1 of 4, "
+	       "batch 3: three positions");
+	ok(pos[0] == 1 && pos[1] == 5 && pos[2] == 9, "1, 5, 9");
+}
+
 int main(void)
 {
 	test_roundtrip();
@@ -363,5 +723,9 @@ int main(void)
 	test_names();
 	test_retention();
 	test_counts();
+	test_shard_range();
+	test_shard_plan();
+	test_shard_format();
+	test_sampler();
 	return done_testing();
 }

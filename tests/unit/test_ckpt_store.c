@@ -499,6 +499,81 @@ static void test_world_size(void)
 	hvd_ckpt_close(c);
 }
 
+/* Sharded buffers as a world of one: the whole array is rank 0's block;
+ * saved into shard-00000.bin (0600), format 2, restored; bad arguments. */
+static void test_sharded(void)
+{
+	hvd_ckpt_config_t cfg = { .keep = 2 };
+	uint64_t tab[10], got[10], first = 99;
+	char dir[300], p[400];
+	struct stat sb;
+	hvd_ckpt_t *c;
+	long step;
+	FILE *f;
+	char line[64] = "";
+
+	snprintf(dir, sizeof(dir), "%s/sharded", root);
+	cfg.dir = dir;
+	is_int(hvd_ckpt_shard_range(10, 0, 1, &first), 10,
+	       "one rank holds the whole array");
+	is_int(first, 0, "from element 0");
+	is_int(hvd_ckpt_shard_range(10, 2, 4, &first), 2, "10 over 4: rank 2 "
+	       "holds 2");
+	is_int(first, 6, "from element 6");
+	for (int i = 0; i < 10; i++)
+		tab[i] = 0x1111111111111111ULL * (uint64_t)i;
+	ok(hvd_ckpt_open(&cfg, &c) == HVD_OK, "open");
+	ok(hvd_ckpt_register(c, "t", tab, sizeof(tab), HVD_CKPT_SHARDED) ==
+		   HVD_ERR_INVALID_ARG &&
+		   strstr(hvd_last_error(), "hvd_ckpt_register_sharded") != NULL,
+	   "HVD_CKPT_SHARDED through hvd_ckpt_register: refused, naming the "
+	   "function to use");
+	ok(hvd_ckpt_register_sharded(c, "t", tab, 0, 8) == HVD_ERR_INVALID_ARG,
+	   "count 0 refused");
+	ok(hvd_ckpt_register_sharded(c, "t", tab, 10, 0) == HVD_ERR_INVALID_ARG,
+	   "elem 0 refused");
+	ok(hvd_ckpt_register_sharded(c, "t", NULL, 10, 8) ==
+		   HVD_ERR_INVALID_ARG, "NULL for a block of 10 refused");
+	ok(hvd_ckpt_register_sharded(c, "t", tab, UINT64_MAX / 4, 8) ==
+		   HVD_ERR_INVALID_ARG, "an array that overflows refused");
+	ok(hvd_ckpt_register_sharded(c, "t", tab, 10, sizeof(tab[0])) ==
+		   HVD_OK, "register_sharded");
+	hvd_ckpt_register(c, "weights", w, sizeof(w), HVD_CKPT_REPLICATED);
+	ok(hvd_ckpt_save(c, 5) == HVD_OK, "save: %s", hvd_last_error());
+	hvd_ckpt_close(c);
+	snprintf(p, sizeof(p), "%s/step-00000005/shard-00000.bin", dir);
+	ok(stat(p, &sb) == 0 && sb.st_size == sizeof(tab) &&
+		   (sb.st_mode & 0777) == 0600,
+	   "shard-00000.bin: the block, mode 0600");
+	snprintf(p, sizeof(p), "%s/step-00000005/MANIFEST", dir);
+	f = fopen(p, "r");
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = '\0';
+		fclose(f);
+	}
+	is_str(line, "hvd-checkpoint 2\n", "manifest format 2");
+	memset(got, 0, sizeof(got));
+	ok(hvd_ckpt_open(&cfg, &c) == HVD_OK, "open again");
+	hvd_ckpt_register_sharded(c, "t", got, 10, sizeof(got[0]));
+	hvd_ckpt_register(c, "weights", w, sizeof(w), HVD_CKPT_REPLICATED);
+	ok(hvd_ckpt_restore(c, &step) == HVD_OK && step == 5,
+	   "restore: step 5");
+	ok(memcmp(got, tab, sizeof(tab)) == 0, "the block restored");
+	hvd_ckpt_close(c);
+	/* another element size (or count) is another array */
+	ok(hvd_ckpt_open(&cfg, &c) == HVD_OK, "open a third time");
+	hvd_ckpt_register_sharded(c, "t", got, 20, 4);
+	hvd_ckpt_register(c, "weights", w, sizeof(w), HVD_CKPT_REPLICATED);
+	ok(hvd_ckpt_restore(c, &step) == HVD_ERR_MISMATCH &&
+		   strstr(hvd_last_error(), "(sharded, 10 elements of 8 bytes), "
+			  "this program registered \"t\" (sharded, 20 "
+			  "elements of 4 bytes)") != NULL,
+	   "the same bytes as 20 elements of 4: a mismatch (%s)",
+	   hvd_last_error());
+	hvd_ckpt_close(c);
+}
+
 static void test_errors(void)
 {
 	hvd_ckpt_config_t cfg = { 0 };
@@ -558,6 +633,7 @@ int main(void)
 	test_corruption();
 	test_stale_latest_and_leftovers();
 	test_retention();
+	test_sharded();
 	test_async();
 	test_overlap();
 	test_world_size();

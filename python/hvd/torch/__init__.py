@@ -34,5 +34,5 @@ from hvd.torch.mpi_ops import (
     start_timeline, stop_timeline, synchronize)
 from hvd.torch.optimizer import DistributedOptimizer
 from hvd.torch.sync_batch_norm import SyncBatchNorm
-from hvd.torch.checkpoint import Checkpoint
+from hvd.torch.checkpoint import Checkpoint, GlobalSampler
 from hvd.torch import elastic  # noqa: F401 (refuses any use)

@@ -19,7 +19,17 @@ What is saved, and how (doc/python.md, "Checkpoints"):
 - each rank's random number generators (torch, and when loaded, Python's
   random and numpy's) and the state_dict() of every other keyword argument
   (a sampler's position, an lr scheduler) are pickled into a *per-rank*
-  buffer of ``state_bytes`` bytes.
+  buffer of ``state_bytes`` bytes;
+- except objects whose state is global (an attribute ``hvd_global_state``
+  true, as GlobalSampler's): the same on every rank, their state_dict()
+  goes in the metadata, replicated.
+
+A checkpoint restores on another number of ranks (a job requeued with
+``sbatch -N 2-4``) when it has no per-rank buffer: make the Checkpoint with
+``rng=False`` (seed from the epoch and rank instead) and a GlobalSampler,
+whose position is the number of samples of the epoch all ranks took, so
+that every sample of the epoch is seen once across the change.  With
+per-rank state a restore on another size is an error saying so.
 
 Everything is registered once, by address, when the Checkpoint is made: an
 optimizer's state is created then (one step with zero gradients whose
@@ -68,11 +78,15 @@ class Checkpoint:
         self.optimizer = optimizer
         self.rng = rng
         self._tensors = []   # (name, tensor) registered replicated
-        self._objects = {}   # name -> object with state_dict()
+        self._objects = {}   # name -> object with state_dict(), per rank
+        self._global = {}    # name -> object whose state is global
         self._closed = False
         for k, v in state.items():
             if torch.is_tensor(v):
                 self._tensors.append(('state/' + k, v))
+            elif (hasattr(v, 'state_dict') and hasattr(v, 'load_state_dict')
+                  and getattr(v, 'hvd_global_state', False)):
+                self._global[k] = v
             elif hasattr(v, 'state_dict') and hasattr(v, 'load_state_dict'):
                 self._objects[k] = v
             else:
@@ -108,7 +122,11 @@ class Checkpoint:
             used = set()
             for name, t in self._tensors:
                 self._register(_unique(name, used), t, 0)
-            self._register('rank/state', self._blob, 1)
+            # per-rank state only when there is some: without it the
+            # checkpoint restores on any number of ranks
+            self._per_rank = bool(self.rng or self._objects)
+            if self._per_rank:
+                self._register('rank/state', self._blob, 1)
         except BaseException:
             _lib.hvd_ckpt_close(self._h)
             self._h = None
@@ -149,6 +167,9 @@ class Checkpoint:
 
     def _meta(self):
         meta = {'version': 1}
+        if self._global:
+            meta['global'] = {k: o.state_dict()
+                              for k, o in self._global.items()}
         if self.optimizer is not None:
             state = self.optimizer.state
             meta['param_groups'] = [
@@ -192,7 +213,8 @@ class Checkpoint:
         meta = self._meta()
         _lib.check(_lib.hvd_ckpt_set_meta(self._h, meta, len(meta)),
                    'hvd.Checkpoint')
-        self._fill_rank_state()
+        if self._per_rank:
+            self._fill_rank_state()
 
     def step(self, step):
         """End of training step `step` (the number of steps done): writes a
@@ -230,11 +252,25 @@ class Checkpoint:
         if self._h is None:
             raise ValueError('hvd.Checkpoint: closed')
         step = ctypes.c_long(0)
-        _lib.check(_lib.hvd_ckpt_restore(self._h, ctypes.byref(step)),
-                   'hvd.Checkpoint.restore')
+        st = _lib.hvd_ckpt_restore(self._h, ctypes.byref(step))
+        if st != _lib.OK:
+            e = _lib.error(st, 'hvd.Checkpoint.restore')
+            if self._per_rank and 'per-rank buffer "rank/state"' in str(e):
+                e = type(e)(
+                    '%s; hvd.Checkpoint: the per-rank state (%s) was saved '
+                    'by another number of ranks; to resume on any number, '
+                    'make the Checkpoint with rng=False and keep the '
+                    'sampler position global (hvd.torch.GlobalSampler)'
+                    % (e, ', '.join((['RNG'] if self.rng else []) +
+                                    sorted(self._objects))))
+                e.status = _lib.status_name(st)
+            raise e
         if step.value == 0:
             return 0
         meta = self._get_meta()
+        for k, o in self._global.items():
+            if k in meta.get('global', {}):
+                o.load_state_dict(meta['global'][k])
         if self.optimizer is not None and meta.get('param_groups'):
             for g, saved in zip(self.optimizer.param_groups,
                                 meta['param_groups']):
@@ -244,7 +280,7 @@ class Checkpoint:
                 if i < len(params):
                     self.optimizer.state[params[i]][k] = v
         n = int.from_bytes(bytes(self._blob[:8].tolist()), 'little')
-        if n:
+        if n and self._per_rank:
             st = pickle.loads(self._blob[8:8 + n].numpy().tobytes())
             for k, o in self._objects.items():
                 if k in st['objects']:
@@ -331,3 +367,104 @@ def _create_optimizer_state(optimizer):
             for v in st.values():
                 if torch.is_tensor(v):
                     v.zero_()
+
+
+class GlobalSampler(torch.utils.data.Sampler):
+    """A distributed sampler whose position is global, so that it resumes
+    on another number of ranks with every sample of the epoch seen once.
+
+        sampler = hvd.GlobalSampler(len(dataset), batch_size=32, seed=0)
+        loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+        ckpt = hvd.Checkpoint(model=model, optimizer=opt, rng=False,
+                              sampler=sampler)
+        ckpt.restore()
+        while sampler.epoch < epochs:
+            sampler.set_epoch(sampler.epoch)  # keeps a restored position
+            it = iter(loader)
+            for _ in range(sampler.steps_left()):
+                batch = next(it, None)        # None: none for this rank
+                train_step(batch)             # zero gradients when None
+                sampler.record_step()
+                ckpt.step(...)
+            sampler.set_epoch(sampler.epoch + 1)
+
+    The epoch's order is a permutation of range(n) drawn from seed + epoch
+    (the same on every rank).  ``consumed`` counts the samples of the
+    epoch all ranks took; each step the ranks take the next size *
+    batch_size positions of the order, rank r those at consumed + r,
+    consumed + r + size, ... (hvd_ckpt_sampler_batch in C, hvd(3)).  So
+    the ranks' last batches of an epoch may be short, and a rank may have
+    one batch fewer than the others: steps_left() is the number of steps
+    every rank makes.  Call record_step() after each optimizer step; the
+    Checkpoint saves epoch and consumed in its metadata (replicated).
+    """
+
+    hvd_global_state = True
+
+    def __init__(self, n, batch_size, shuffle=True, seed=0):
+        self.n = int(n)
+        self.batch_size = int(batch_size)
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.epoch = 0
+        self.consumed = 0
+        if self.n < 0 or self.batch_size < 1:
+            raise ValueError('hvd.GlobalSampler: n must be >= 0 and '
+                             'batch_size >= 1, got %d and %d'
+                             % (self.n, self.batch_size))
+
+    @staticmethod
+    def _world(rank, size):
+        import hvd as _hvd
+        return (_hvd.rank() if rank is None else rank,
+                _hvd.size() if size is None else size)
+
+    def set_epoch(self, epoch):
+        """Start epoch `epoch` (its position is kept when it is the epoch
+        the sampler is in, e.g. after a restore)."""
+        if int(epoch) != self.epoch:
+            self.epoch = int(epoch)
+            self.consumed = 0
+
+    def order(self):
+        if not self.shuffle:
+            return list(range(self.n))
+        g = torch.Generator()
+        g.manual_seed(self.seed + self.epoch)
+        return torch.randperm(self.n, generator=g).tolist()
+
+    def positions(self, rank=None, size=None):
+        """This rank's positions in the epoch's order, from consumed to the
+        end of the epoch, in the order they are taken."""
+        rank, size = self._world(rank, size)
+        return list(range(self.consumed + rank, self.n, size))
+
+    def steps_left(self, size=None):
+        """Steps to the end of the epoch (the same on every rank)."""
+        _, size = self._world(0, size)
+        per_step = size * self.batch_size
+        return (self.n - self.consumed + per_step - 1) // per_step
+
+    def record_step(self, size=None):
+        """One step done: every rank took its batch."""
+        _, size = self._world(0, size)
+        self.consumed = min(self.n, self.consumed + size * self.batch_size)
+
+    def __iter__(self):
+        order = self.order()
+        return iter([order[p] for p in self.positions()])
+
+    def __len__(self):
+        return len(self.positions())
+
+    def state_dict(self):
+        return {'epoch': self.epoch, 'consumed': self.consumed,
+                'n': self.n, 'seed': self.seed}
+
+    def load_state_dict(self, st):
+        if st.get('n', self.n) != self.n:
+            raise ValueError('hvd.GlobalSampler: the checkpoint is of an '
+                             'epoch of %d samples, this sampler has %d'
+                             % (st['n'], self.n))
+        self.epoch = int(st['epoch'])
+        self.consumed = int(st['consumed'])

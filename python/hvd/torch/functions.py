@@ -43,7 +43,6 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
     the options of its parameter groups, e.g. the learning rate) from
     root_rank.  model: optional, to find sparse embeddings (a fresh optimizer
     is stepped once with zero gradients to create its state)."""
-    from hvd.torch.optimizer import DistributedOptimizer
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError('cannot broadcast torch.optim.LBFGS state')
     state_dict = optimizer.state_dict()
@@ -67,7 +66,7 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
                         p.grad = p.grad.to_sparse()
         # A DistributedOptimizer's step() would allreduce (and block until
         # every rank steps): take the wrapped optimizer's step.
-        if optimizer.__module__ == DistributedOptimizer.__module__:
+        if getattr(optimizer, '_hvd_collective_step', False):
             super(optimizer.__class__, optimizer).step()
         else:
             optimizer.step()

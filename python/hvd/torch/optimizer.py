@@ -77,6 +77,9 @@ def _grad_accumulator(p):
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
+    # step() collective; broadcast_optimizer_state steps the wrapped one
+    _hvd_collective_step = True
+
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step=1, op=Average,
                  gradient_predivide_factor=1.0, groups=None,
@@ -325,6 +328,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
+    # step() collective; broadcast_optimizer_state steps the wrapped one
+    _hvd_collective_step = True
+
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step=1):
         super(self.__class__, self).__init__(params)

@@ -22,6 +22,13 @@
  *	meta 5 x68656c6c6f
  *	checksum 0123456789abcdef
  *
+ * Format 2 (written only when there are sharded buffers) has a line
+ * "sharded_bytes N" after per_rank_bytes, buffer lines
+ * "buffer sharded NAME OFFSET BYTES ELEM" (offset and bytes in the
+ * concatenation of the global arrays, ELEM bytes per element, the unit of
+ * the split) and, after the rank files, "file shard-00000.bin ..." for
+ * every rank, each holding that rank's blocks of the sharded arrays.
+ *
  * Keys come in exactly this order, separated by one space, every line ends
  * with '\n', numbers are plain decimal, hashes 16 lower-case hex digits
  * (XXH3 64-bit).  The last line checksums every byte before it.  Anything
@@ -71,6 +78,47 @@ void ckpt_rank_file(char *buf, size_t n, int rank)
 	ckpt_fmt(buf, n, "rank-%05d.bin", rank);
 }
 
+void ckpt_shard_file(char *buf, size_t n, int rank)
+{
+	ckpt_fmt(buf, n, "shard-%05d.bin", rank);
+}
+
+/* Every writer's shard file size at once: O(buffers + ranks), since a
+ * forged manifest may list a million of each (the checksum is no MAC).
+ * Writer j holds q*elem bytes of every buffer, plus elem more of those
+ * whose remainder exceeds j: a suffix sum over the remainders. */
+static hvd_status_t shard_sizes(const struct ckpt_manifest *m,
+				uint64_t **sizes)
+{
+	const size_t nw = (size_t)m->world_size;
+	uint64_t *extra, base = 0, run = 0;
+
+	*sizes = NULL;
+	extra = calloc(nw + 1, sizeof(*extra));
+	if (!extra)
+		return hvd_error(HVD_ERR_NO_MEMORY,
+				 "checkpoint manifest: out of memory");
+	for (size_t i = 0; i < m->nbuffers; i++) {
+		const struct ckpt_buffer *b = &m->buffers[i];
+		uint64_t count;
+
+		if (b->kind != HVD_CKPT_SHARDED || b->elem == 0)
+			continue;
+		count = b->bytes / b->elem;
+		base += count / nw * b->elem;
+		extra[count % nw] += b->elem;
+	}
+	/* extra[k] += extra[k+1] ...: sizes[j] = base + sum over k > j */
+	for (size_t k = nw; k-- > 0;) {
+		uint64_t e = extra[k];
+
+		extra[k] = base + run;
+		run += e;
+	}
+	*sizes = extra;
+	return HVD_OK;
+}
+
 hvd_status_t ckpt_manifest_layout(struct ckpt_manifest *m)
 {
 	size_t n = 0, i = 0;
@@ -78,6 +126,8 @@ hvd_status_t ckpt_manifest_layout(struct ckpt_manifest *m)
 	if (m->replicated_bytes)
 		n++;
 	if (m->per_rank_bytes)
+		n += (size_t)m->world_size;
+	if (m->sharded_bytes)
 		n += (size_t)m->world_size;
 	free(m->files);
 	m->files = NULL;
@@ -100,6 +150,22 @@ hvd_status_t ckpt_manifest_layout(struct ckpt_manifest *m)
 				       sizeof(m->files[i].name), r);
 			m->files[i++].size = m->per_rank_bytes;
 		}
+	}
+	if (m->sharded_bytes) {
+		uint64_t *sizes;
+		hvd_status_t st = shard_sizes(m, &sizes);
+
+		if (st != HVD_OK) {
+			free(m->files);
+			m->files = NULL;
+			return st;
+		}
+		for (int r = 0; r < m->world_size; r++) {
+			ckpt_shard_file(m->files[i].name,
+					sizeof(m->files[i].name), r);
+			m->files[i++].size = sizes[r];
+		}
+		free(sizes);
 	}
 	m->nfiles = n;
 	return HVD_OK;
@@ -155,7 +221,8 @@ static void HVD_PRINTF(2, 3) sb_printf(struct sbuf *b, const char *fmt, ...)
 
 static const char *kind_name(hvd_ckpt_kind_t kind)
 {
-	return kind == HVD_CKPT_PER_RANK ? "per-rank" : "replicated";
+	return kind == HVD_CKPT_PER_RANK ? "per-rank"
+	       : kind == HVD_CKPT_SHARDED ? "sharded" : "replicated";
 }
 
 hvd_status_t ckpt_manifest_format(const struct ckpt_manifest *m, char **text,
@@ -165,7 +232,10 @@ hvd_status_t ckpt_manifest_format(const struct ckpt_manifest *m, char **text,
 	struct sbuf b = { 0 };
 	uint64_t sum;
 
-	sb_printf(&b, "%s %d\n", CKPT_MAGIC, CKPT_FORMAT_VERSION);
+	int sharded = m->sharded_bytes != 0;
+
+	sb_printf(&b, "%s %d\n", CKPT_MAGIC,
+		  sharded ? CKPT_FORMAT_SHARDED : CKPT_FORMAT_VERSION);
 	sb_printf(&b, "step %ld\n", m->step);
 	sb_printf(&b, "world_size %d\n", m->world_size);
 	sb_printf(&b, "created %lld\n", m->created);
@@ -174,12 +244,20 @@ hvd_status_t ckpt_manifest_format(const struct ckpt_manifest *m, char **text,
 		  (unsigned long long)m->replicated_bytes);
 	sb_printf(&b, "per_rank_bytes %llu\n",
 		  (unsigned long long)m->per_rank_bytes);
+	if (sharded)
+		sb_printf(&b, "sharded_bytes %llu\n",
+			  (unsigned long long)m->sharded_bytes);
 	sb_printf(&b, "buffers %zu\n", m->nbuffers);
-	for (size_t i = 0; i < m->nbuffers; i++)
-		sb_printf(&b, "buffer %s %s %llu %llu\n",
+	for (size_t i = 0; i < m->nbuffers; i++) {
+		sb_printf(&b, "buffer %s %s %llu %llu",
 			  kind_name(m->buffers[i].kind), m->buffers[i].name,
 			  (unsigned long long)m->buffers[i].offset,
 			  (unsigned long long)m->buffers[i].bytes);
+		if (m->buffers[i].kind == HVD_CKPT_SHARDED)
+			sb_printf(&b, " %llu",
+				  (unsigned long long)m->buffers[i].elem);
+		sb_printf(&b, "\n");
+	}
 	sb_printf(&b, "files %zu\n", m->nfiles);
 	for (size_t i = 0; i < m->nfiles; i++)
 		sb_printf(&b, "file %s %llu %016llx\n", m->files[i].name,
@@ -261,7 +339,7 @@ static hvd_status_t next_line(struct cursor *c, const char *key, int ntok)
 		s = e + 1;
 	}
 	c->p = nl + 1;
-	if (c->ntok != ntok) {
+	if (ntok && c->ntok != ntok) {
 		char msg[128];
 
 		ckpt_fmt(msg, sizeof(msg), "expected %d fields starting with "
@@ -355,14 +433,19 @@ static hvd_status_t num(struct cursor *c, const char *key, uint64_t max,
 
 static hvd_status_t check_layout(struct cursor *c, struct ckpt_manifest *m)
 {
-	uint64_t off[2] = { 0, 0 };
+	uint64_t off[3] = { 0, 0, 0 };
 	struct ckpt_manifest want = *m;
 	hvd_status_t st;
 
 	for (size_t i = 0; i < m->nbuffers; i++) {
 		const struct ckpt_buffer *b = &m->buffers[i];
-		int k = b->kind == HVD_CKPT_PER_RANK;
+		int k = b->kind == HVD_CKPT_PER_RANK  ? 1
+			: b->kind == HVD_CKPT_SHARDED ? 2 : 0;
 
+		if (k == 2 && (b->elem == 0 || b->bytes == 0 ||
+			       b->bytes % b->elem != 0))
+			return bad(c, "sharded buffer: size not a positive "
+				   "multiple of its element size");
 		if (b->offset != off[k])
 			return bad(c, "buffer offsets are not contiguous");
 		if (b->bytes > UINT64_MAX - off[k])
@@ -372,14 +455,16 @@ static hvd_status_t check_layout(struct cursor *c, struct ckpt_manifest *m)
 			if (strcmp(m->buffers[j].name, b->name) == 0)
 				return bad(c, "duplicate buffer name");
 	}
-	if (off[0] != m->replicated_bytes || off[1] != m->per_rank_bytes)
-		return bad(c, "buffer sizes do not add up to replicated_bytes "
-			   "and per_rank_bytes");
+	if (off[0] != m->replicated_bytes || off[1] != m->per_rank_bytes ||
+	    off[2] != m->sharded_bytes)
+		return bad(c, "buffer sizes do not add up to replicated_bytes, "
+			   "per_rank_bytes and sharded_bytes");
 	/* the count first: world_size alone must not size an allocation
 	 * (the checksum is no MAC: a forged manifest passes it), nfiles is
 	 * bounded by the bytes of the file */
 	if ((m->replicated_bytes ? 1u : 0u) +
-		    (m->per_rank_bytes ? (size_t)m->world_size : 0u) !=
+		    (m->per_rank_bytes ? (size_t)m->world_size : 0u) +
+		    (m->sharded_bytes ? (size_t)m->world_size : 0u) !=
 	    m->nfiles)
 		return bad(c, "wrong number of files for world_size and sizes");
 	want.files = NULL;
@@ -411,12 +496,13 @@ static hvd_status_t parse_header(struct cursor *c, struct ckpt_manifest *m)
 	HVD_CHECK(next_line(c, CKPT_MAGIC, 2));
 	if (parse_u64(c, 1, 1000, &v))
 		return bad(c, "bad format version");
-	if (v != CKPT_FORMAT_VERSION)
+	if (v != CKPT_FORMAT_VERSION && v != CKPT_FORMAT_SHARDED)
 		return hvd_error(HVD_ERR_CORRUPT,
 				 "checkpoint manifest: format version %llu, this "
-				 "libhvd reads version %d (use the libhvd that "
-				 "wrote it)",
-				 (unsigned long long)v, CKPT_FORMAT_VERSION);
+				 "libhvd reads versions %d and %d (use the libhvd "
+				 "that wrote it)",
+				 (unsigned long long)v, CKPT_FORMAT_VERSION,
+				 CKPT_FORMAT_SHARDED);
 	m->version = (int)v;
 	HVD_CHECK(num(c, "step", CKPT_STEP_MAX, &v));
 	m->step = (long)v;
@@ -431,6 +517,13 @@ static hvd_status_t parse_header(struct cursor *c, struct ckpt_manifest *m)
 		return bad(c, "job id too long");
 	HVD_CHECK(num(c, "replicated_bytes", UINT64_MAX, &m->replicated_bytes));
 	HVD_CHECK(num(c, "per_rank_bytes", UINT64_MAX, &m->per_rank_bytes));
+	if (m->version == CKPT_FORMAT_SHARDED) {
+		HVD_CHECK(num(c, "sharded_bytes", UINT64_MAX,
+			      &m->sharded_bytes));
+		/* one spelling: without sharded buffers it is format 1 */
+		if (m->sharded_bytes == 0)
+			return bad(c, "format 2 without sharded bytes");
+	}
 	return HVD_OK;
 }
 
@@ -471,13 +564,26 @@ static hvd_status_t parse_buffers(struct cursor *c, struct ckpt_manifest *m)
 	for (size_t i = 0; i < m->nbuffers; i++) {
 		struct ckpt_buffer *b = &m->buffers[i];
 
-		HVD_CHECK(next_line(c, "buffer", 5));
+		HVD_CHECK(next_line(c, "buffer", 0));
+		if (c->ntok < 2)
+			return bad(c, "buffer line without a kind");
 		if (tok_is(c, 1, "replicated"))
 			b->kind = HVD_CKPT_REPLICATED;
 		else if (tok_is(c, 1, "per-rank"))
 			b->kind = HVD_CKPT_PER_RANK;
+		else if (tok_is(c, 1, "sharded") &&
+			 m->version == CKPT_FORMAT_SHARDED)
+			b->kind = HVD_CKPT_SHARDED;
 		else
-			return bad(c, "buffer kind is not replicated/per-rank");
+			return bad(c, "buffer kind is not replicated/per-rank"
+				   "/sharded (sharded: format 2 only)");
+		if (c->ntok != (b->kind == HVD_CKPT_SHARDED ? 6 : 5))
+			return bad(c, b->kind == HVD_CKPT_SHARDED
+				   ? "expected 6 fields in a sharded buffer line"
+				   : "expected 5 fields in a buffer line");
+		if (b->kind == HVD_CKPT_SHARDED &&
+		    parse_u64(c, 5, UINT64_MAX, &b->elem))
+			return bad(c, "bad element size");
 		if (copy_tok(c, 2, b->name, sizeof(b->name)) ||
 		    !ckpt_name_valid(b->name))
 			return bad(c, "bad buffer name");

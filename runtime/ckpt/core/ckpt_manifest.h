@@ -6,6 +6,7 @@
  * A checkpoint directory DIR/step-00000100 holds
  *   replicated.bin     replicated buffers, in registration order (rank 0)
  *   rank-00000.bin ... per-rank buffers of each rank, same layout everywhere
+ *   shard-00000.bin .. each rank's slices of the sharded buffers (format 2)
  *   MANIFEST           written last, by rank 0: the commit record
  * and is created as DIR/step-00000100.partial-TAG, renamed when complete.
  * DIR/latest names the newest committed directory (a hint for people and
@@ -20,7 +21,12 @@
 
 #pragma GCC visibility push(hidden)
 
+/* Format 1: replicated and per-rank buffers.  Format 2 adds sharded
+ * buffers (a line sharded_bytes, "buffer sharded NAME OFF BYTES ELEM",
+ * shard-R.bin files); a checkpoint without sharded buffers is still
+ * written as format 1, so that an older libhvd reads it. */
 #define CKPT_FORMAT_VERSION 1
+#define CKPT_FORMAT_SHARDED 2
 #define CKPT_MAGIC "hvd-checkpoint"
 #define CKPT_MANIFEST_NAME "MANIFEST"
 #define CKPT_LATEST_NAME "latest"
@@ -41,8 +47,10 @@ struct ckpt_file {
 struct ckpt_buffer {
 	char name[CKPT_NAME_MAX + 1];
 	hvd_ckpt_kind_t kind;
-	uint64_t offset; /* in replicated.bin or rank-R.bin */
-	uint64_t bytes;
+	uint64_t offset; /* in replicated.bin or rank-R.bin; sharded: in the
+			    concatenation of the global arrays         */
+	uint64_t bytes;  /* sharded: of the whole (global) array         */
+	uint64_t elem;   /* sharded: bytes per element (the split unit)  */
 };
 
 struct ckpt_manifest {
@@ -53,6 +61,7 @@ struct ckpt_manifest {
 	char job[64];           /* SLURM_JOB_ID or "-"                 */
 	uint64_t replicated_bytes;
 	uint64_t per_rank_bytes;
+	uint64_t sharded_bytes; /* sum of the sharded arrays' global bytes */
 	size_t nbuffers;
 	struct ckpt_buffer *buffers;
 	size_t nfiles;
@@ -68,12 +77,50 @@ void ckpt_fmt(char *buf, size_t n, const char *fmt, ...) HVD_PRINTF(3, 4);
 /* Buffer names: 1..CKPT_NAME_MAX of [A-Za-z0-9_.:/+-]. */
 int ckpt_name_valid(const char *name);
 
-/* File name of rank r's per-rank file ("rank-00003.bin"). */
+/* File name of rank r's per-rank file ("rank-00003.bin") and of its
+ * shard file ("shard-00003.bin"). */
 void ckpt_rank_file(char *buf, size_t n, int rank);
+void ckpt_shard_file(char *buf, size_t n, int rank);
+
+/* Resharding arithmetic.  A sharded array of count elements is split in
+ * blocks over size ranks, the first count % size ranks one element more
+ * (numpy's array_split): rank's block starts at *first, *n elements. */
+void ckpt_shard_range(uint64_t count, int rank, int size, uint64_t *first,
+		      uint64_t *n);
+/* Bytes of writer's shard file in a checkpoint of m->world_size ranks:
+ * its slices of the sharded buffers, in order. */
+uint64_t ckpt_shard_file_bytes(const struct ckpt_manifest *m, int writer);
+/* One read that reslices: len bytes at file_off of shard-WRITER.bin go to
+ * dst_off in the registered buffer number buf (an index of m->buffers). */
+struct ckpt_shard_read {
+	int writer;
+	size_t buf;
+	uint64_t file_off;
+	uint64_t dst_off;
+	uint64_t len;
+};
+/* The reads that fill rank's slices (of a world of size ranks) of every
+ * sharded buffer of m, written by m->world_size ranks: for each buffer in
+ * order, the writers whose blocks overlap rank's, in order, so that the
+ * destination is covered exactly once.  *reads malloc'd (NULL when none);
+ * HVD_ERR_NO_MEMORY. */
+hvd_status_t ckpt_shard_plan(const struct ckpt_manifest *m, int rank,
+			     int size, struct ckpt_shard_read **reads,
+			     size_t *nreads);
+
+/* The global sampler position (hvd_ckpt_sampler_batch/advance in hvd.h):
+ * rank's positions of the next step, consumed + rank + k * size for
+ * k < batch while below epoch_size; and consumed after that step. */
+size_t ckpt_sampler_batch(uint64_t epoch_size, uint64_t consumed, int rank,
+			  int size, size_t batch, uint64_t *pos);
+uint64_t ckpt_sampler_advance(uint64_t epoch_size, uint64_t consumed,
+			      int size, size_t batch);
 
 /* Files a manifest must list, in order: replicated.bin when there are
  * replicated bytes, then rank-R.bin for every rank when there are per-rank
- * bytes.  Fills m->files names and sizes (hashes zero); HVD_ERR_NO_MEMORY. */
+ * bytes, then shard-R.bin for every rank when there are sharded bytes
+ * (sizes from the buffers).  Fills m->files names and sizes (hashes
+ * zero); HVD_ERR_NO_MEMORY. */
 hvd_status_t ckpt_manifest_layout(struct ckpt_manifest *m);
 
 /* Text of the manifest (malloc'd, NUL-terminated, *len without the NUL). */

@@ -14,6 +14,7 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #pragma GCC visibility push(hidden)
@@ -46,6 +47,17 @@ hvd_status_t ckpt_dir_sub(const struct ckpt_dir *d, const char *name,
 hvd_status_t ckpt_dir_make(const struct ckpt_dir *d, const char *name,
 			   struct ckpt_dir *sub);
 void ckpt_dir_close(struct ckpt_dir *d);
+/* buf = d's path / name, for messages. */
+void ckpt_dir_path(char *buf, size_t n, const struct ckpt_dir *d,
+		   const char *name);
+/* Why sb (of d/name, from fstatat without following) is not a checkpoint
+ * directory of d's user; NULL when it is one. */
+const char *ckpt_dir_not_ours(const struct ckpt_dir *d,
+			      const struct stat *sb, char *why, size_t n);
+
+/* What the checkpointer creates: directories 0700, files 0600. */
+#define CKPT_DIR_MODE 0700
+#define CKPT_FILE_MODE 0600
 
 /* The directory's lock: an fcntl write lock (open file description) on
  * d/.lock, held while *fd stays open, so that one run at a time writes a
@@ -107,10 +119,18 @@ struct ckpt_dst {
 hvd_status_t ckpt_verify_file(const struct ckpt_dir *ck,
 			      const struct ckpt_file *f,
 			      const struct ckpt_dst *dsts, size_t ndst);
-/* Verify what rank `rank` needs (replicated.bin and its own file), or every
- * file when rank < 0. */
+/* Verify what rank `rank` needs (replicated.bin, its own rank and shard
+ * files: a restore on the size that wrote it), or every file when
+ * rank < 0. */
 hvd_status_t ckpt_verify(const struct ckpt_dir *ck,
 			 const struct ckpt_manifest *m, int rank);
+
+/* Read len bytes at off of ck/f->name (a regular file, not through a
+ * link, of the manifest's size) into buf, unchecked: a reshard reads
+ * pieces of files that whole-file checksums verified before. */
+hvd_status_t ckpt_read_range(const struct ckpt_dir *ck,
+			     const struct ckpt_file *f, uint64_t off,
+			     void *buf, size_t len);
 
 /* Entries of d named like checkpoints, classified and sorted newest
  * first.  own_tag marks this run's partials (NULL: none). */

@@ -285,15 +285,26 @@ show:
 	       "world size: %d\ncreated:    %s\njob:        %s\n",
 	       src->path, m.version, m.step, m.world_size, when, m.job);
 	printf("buffers:    %zu (replicated %llu bytes, per rank %llu "
-	       "bytes)\n", m.nbuffers, (unsigned long long)m.replicated_bytes,
-	       (unsigned long long)m.per_rank_bytes);
-	for (size_t i = 0; i < m.nbuffers; i++)
-		printf("  %-10s %-32s offset %llu, %llu bytes\n",
-		       m.buffers[i].kind == HVD_CKPT_PER_RANK ? "per-rank"
-							      : "replicated",
-		       m.buffers[i].name,
-		       (unsigned long long)m.buffers[i].offset,
-		       (unsigned long long)m.buffers[i].bytes);
+	       "bytes, sharded %llu bytes)\n", m.nbuffers,
+	       (unsigned long long)m.replicated_bytes,
+	       (unsigned long long)m.per_rank_bytes,
+	       (unsigned long long)m.sharded_bytes);
+	for (size_t i = 0; i < m.nbuffers; i++) {
+		const struct ckpt_buffer *b = &m.buffers[i];
+
+		printf("  %-10s %-32s offset %llu, %llu bytes",
+		       b->kind == HVD_CKPT_PER_RANK  ? "per-rank"
+		       : b->kind == HVD_CKPT_SHARDED ? "sharded"
+						     : "replicated",
+		       b->name, (unsigned long long)b->offset,
+		       (unsigned long long)b->bytes);
+		if (b->kind == HVD_CKPT_SHARDED)
+			printf(" (%llu elements of %llu bytes, split over "
+			       "%d ranks)", (unsigned long long)(b->bytes /
+								b->elem),
+			       (unsigned long long)b->elem, m.world_size);
+		printf("\n");
+	}
 	printf("files:      %zu\n", m.nfiles);
 	for (size_t i = 0; i < m.nfiles; i++)
 		printf("  %-16s %14llu bytes  xxh3 %016llx\n", m.files[i].name,

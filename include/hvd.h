@@ -15,7 +15,8 @@
  *     library was built with CUDA/NCCL);
  *   - the engine: asynchronous named operations with negotiation, response
  *     cache, tensor fusion, process sets, timeline and stall inspection;
- *   - the checkpointer.
+ *   - the checkpointer;
+ *   - elastic training (the world re-formed after a failure, or grown).
  */
 #ifndef HVD_H
 #define HVD_H
@@ -58,6 +59,10 @@ typedef enum {
 	HVD_ERR_UNSUPPORTED = 20,     /* feature not built in / not allowed  */
 	HVD_ERR_DUPLICATE_NAME = 21,  /* name already in flight on this rank */
 	HVD_ERR_INTERNAL = 22,
+	/* Elastic training (hvd_elastic_*, below). */
+	HVD_HOSTS_UPDATED = 23,       /* ranks are waiting to join: re-form */
+	HVD_ERR_TOO_FEW_RANKS = 24,   /* fewer than HOROVOD_ELASTIC_MIN_SIZE */
+	HVD_ERR_REMOVED = 25,         /* this rank is out of the elastic job */
 } hvd_status_t;
 
 /* Name of a status ("HVD_ERR_MISMATCH"). */
@@ -355,6 +360,74 @@ hvd_status_t hvd_ckpt_fence(hvd_ckpt_t *ckpt);
 hvd_status_t hvd_ckpt_close(hvd_ckpt_t *ckpt);
 /* 1 when a stop (SIGTERM/SIGUSR1) was requested on this rank. */
 int hvd_ckpt_stop_requested(void);
+
+
+/* ---------------------------------------------------------------------- */
+/* Elastic training (HOROVOD_ELASTIC=1: srun --horovod=elastic, or hvdrun
+ * --elastic).  doc/elastic.md has the whole story.
+ *
+ * When a rank dies, the operations in flight fail on every other rank with
+ * HVD_ERR_PEER_FAILED (within HOROVOD_PEER_TIMEOUT).  The survivors then
+ * roll their state back to its last commit and call hvd_elastic_reset():
+ * they agree on the new membership and libhvd re-forms itself around it -
+ * ranks renumbered in their old order (rank 0 is the lowest survivor),
+ * local/cross ranks and nodes computed again, the world communicator, the
+ * engine (fresh caches) and, on first use, shared memory and NCCL made
+ * anew; process sets other than the global one are gone (add them again).
+ * Then every rank makes its state rank 0's (a broadcast) and goes on.
+ *
+ * Growing: a later srun --horovod=elastic step of the same job joins in its
+ * hvd_init(), which returns once it is a member of the running world; the
+ * running ranks learn of it at their next commit, where
+ * hvd_elastic_check_hosts() returns HVD_HOSTS_UPDATED on every rank: they
+ * call hvd_elastic_reset() too (no rollback) and sync.
+ *
+ * A program's commit is: copy its state aside, then
+ * hvd_elastic_check_hosts().  hvd_elastic_run() below runs the whole loop
+ * (Horovod's hvd.elastic.run) around four hooks.                          */
+
+/* 1 with HOROVOD_ELASTIC=1. */
+int hvd_elastic_enabled(void);
+/* HOROVOD_ELASTIC_MIN_SIZE (default 1). */
+int hvd_elastic_min_size(void);
+/* Re-formings of this world so far (0 after hvd_init). */
+unsigned hvd_elastic_epoch(void);
+/* Collective over the live ranks: re-form the world.  HVD_OK, or
+ * HVD_ERR_TOO_FEW_RANKS when fewer than the minimum are left (the world
+ * is re-formed all the same, so that the program can checkpoint and
+ * exit), HVD_ERR_REMOVED when this rank was left out (exit),
+ * HVD_ERR_TIMEOUT when no agreement came within HOROVOD_ELASTIC_TIMEOUT
+ * (default 600 s).  Call it from one thread, with no operation of this
+ * rank in flight (those that were have completed with their error). */
+hvd_status_t hvd_elastic_reset(void);
+/* Collective: HVD_HOSTS_UPDATED on every rank when processes wait to join
+ * (rank 0 decides), else HVD_OK (always, without elastic).  Horovod's
+ * check_host_updates. */
+hvd_status_t hvd_elastic_check_hosts(void);
+
+typedef struct {
+	/* Trains from the current state until done (HVD_OK) or until an
+	 * operation or a commit fails; returns that status. */
+	hvd_status_t (*train)(void *arg);
+	/* Back to the state of the last commit (after HVD_ERR_PEER_FAILED). */
+	void (*restore)(void *arg);
+	/* Every rank's state becomes rank 0's (e.g. hvd_broadcast of each
+	 * buffer from root 0); returns the status of the broadcasts. */
+	hvd_status_t (*sync)(void *arg);
+	/* After each re-forming, before sync: what depends on the world
+	 * (process sets, a learning rate scaled by hvd_size(), a data
+	 * split).  May be NULL. */
+	void (*on_reset)(void *arg);
+} hvd_elastic_hooks_t;
+
+/* Horovod's elastic run loop (without elastic: sync and train once, a
+ * failure ends it as before): sync, then train; on HVD_ERR_PEER_FAILED
+ * (or HVD_ERR_TIMEOUT, HVD_ERR_TRANSPORT) restore, re-form, on_reset,
+ * sync and train again; on HVD_HOSTS_UPDATED re-form, on_reset, sync and
+ * train again.  Returns HVD_OK when train
+ * does, or the first status it cannot handle (HVD_ERR_TOO_FEW_RANKS with
+ * the world re-formed, HVD_ERR_REMOVED, ...). */
+hvd_status_t hvd_elastic_run(const hvd_elastic_hooks_t *hooks, void *arg);
 
 #ifdef __cplusplus
 }

@@ -188,6 +188,19 @@ def _compute_homogeneous():
     return buf[0] == -buf[1]
 
 
+def _after_reform():
+    """After libhvd re-formed the world (hvd.elastic.reset): the world's
+    set is the new one, the other process sets are gone (libhvd keeps only
+    the global set across a re-forming), homogeneity is computed again."""
+    for ps_id in list(_ps._table):
+        if ps_id != 0:
+            del _ps._table[ps_id]
+    _ps._table[0] = list(range(_lib.hvd_size()))
+    _ps._refresh_from_library()
+    global_process_set.ranks = list(_ps._table[0])
+    _state['homogeneous'] = _compute_homogeneous()
+
+
 def shutdown():
     """Shut Horovod down (hvd_finalize: collective; pending operations fail
     with HorovodInternalError)."""
@@ -331,5 +344,7 @@ __all__ = [
     'ccl_built', 'start_timeline', 'stop_timeline', 'ProcessSet',
     'global_process_set', 'add_process_set', 'remove_process_set',
     'HorovodInternalError', 'HostsUpdatedInterrupt', 'Average', 'Sum',
-    'Adasum', 'Min', 'Max', 'Product',
+    'Adasum', 'Min', 'Max', 'Product', 'elastic',
 ]
+
+from hvd import elastic  # noqa: E402 (uses hvd._after_reform at run time)

@@ -44,6 +44,9 @@ ERR_NCCL = 19
 ERR_UNSUPPORTED = 20
 ERR_DUPLICATE_NAME = 21
 ERR_INTERNAL = 22
+HOSTS_UPDATED = 23
+ERR_TOO_FEW_RANKS = 24
+ERR_REMOVED = 25
 
 # hvd_dtype_t
 UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64 = range(8)
@@ -198,6 +201,13 @@ hvd_nccl_built = _proto('hvd_nccl_built', _I, optional=True)
 hvd_pset_ranks = _proto('hvd_pset_ranks', _I, _c.c_int32, _c.POINTER(_I), _I,
                         _c.POINTER(_I), optional=True)
 hvd_stream_set = _proto('hvd_stream_set', _I, _P, optional=True)
+# Elastic training (hvd.elastic).
+hvd_elastic_enabled = _proto('hvd_elastic_enabled', _I, optional=True)
+hvd_elastic_min_size = _proto('hvd_elastic_min_size', _I, optional=True)
+hvd_elastic_epoch = _proto('hvd_elastic_epoch', _c.c_uint, optional=True)
+hvd_elastic_reset = _proto('hvd_elastic_reset', _I, optional=True)
+hvd_elastic_check_hosts = _proto('hvd_elastic_check_hosts', _I,
+                                 optional=True)
 hvd_ckpt_sampler_batch = _proto('hvd_ckpt_sampler_batch', _SZ, _c.c_uint64,
                                 _c.c_uint64, _I, _I, _SZ,
                                 _c.POINTER(_c.c_uint64), optional=True)

@@ -8,15 +8,31 @@ class HorovodInternalError(RuntimeError):
     The message is libhvd's; ``status`` holds its status name
     (``'HVD_ERR_PEER_FAILED'``, ``'HVD_ERR_MISMATCH'``, ...).  After a peer
     failure every later operation fails too: save what can be saved and
-    exit (``hvd.torch.Checkpoint`` resumes the job when it is requeued).
+    exit (``hvd.torch.Checkpoint`` resumes the job when it is requeued),
+    or, with elastic training on, let ``hvd.elastic.run`` roll back to the
+    last commit and go on with the survivors (doc/elastic.md).
     """
     status = None
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's elastic interrupt; never raised here (no elastic mode),
-    defined so that code catching it still imports."""
+    """Elastic training: processes are waiting to join (a later srun step of
+    the job).  Raised on every rank at once by State.commit() /
+    check_host_updates(); hvd.elastic.run then re-forms the world with
+    them and syncs the state.  skip_sync is Horovod's (True when hosts were
+    only removed, which libhvd reports as a failure instead: always False
+    here)."""
 
     def __init__(self, skip_sync=False):
         super().__init__('hosts updated')
         self.skip_sync = skip_sync
+
+
+class ElasticError(RuntimeError):
+    """Elastic training cannot go on: fewer ranks are left than
+    HOROVOD_ELASTIC_MIN_SIZE (status 'HVD_ERR_TOO_FEW_RANKS': the world was
+    re-formed among them, so collectives still work and the state may be
+    checkpointed before exiting), this rank was left out of the new world
+    ('HVD_ERR_REMOVED': exit), or no agreement came in time.  ``status``
+    holds libhvd's status name, the message its code."""
+    status = None

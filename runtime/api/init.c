@@ -10,9 +10,11 @@
  */
 #include "config.h"
 
+#include "api/elastic.h"
 #include "coll/coll.h"
 #include "engine/engine.h"
 #include "net/bootstrap.h"
+#include "net/reform.h"
 #include "net/transport.h"
 
 #include <pthread.h>
@@ -40,7 +42,9 @@ static void teardown(int fence)
 
 static void on_peer_failed(int rank, const char *why)
 {
-	transport_mark_failed(rank, why);
+	/* PMIx names ranks of the first world; after an elastic re-forming
+	 * they are renumbered (net/reform.h). */
+	reform_pmix_failed(rank, why);
 }
 
 hvd_status_t hvd_init(void)
@@ -96,6 +100,16 @@ hvd_status_t hvd_init(void)
 		teardown(0);
 		goto out;
 	}
+	/* HOROVOD_ELASTIC=1: a later step of the job joins the running world
+	 * here; rank 0 of a new world publishes where it is. */
+	st = elastic_init();
+	if (st != HVD_OK) {
+		__atomic_store_n(&initialized, 0, __ATOMIC_RELEASE);
+		engine_stop();
+		coll_finalize();
+		teardown(0);
+		goto out;
+	}
 out:
 	pthread_mutex_unlock(&init_lock);
 	return st;
@@ -112,11 +126,14 @@ hvd_status_t hvd_finalize(void)
 				 "hvd: hvd_finalize() without a successful "
 				 "hvd_init()");
 	}
+	/* After an elastic re-forming the PMIx namespace no longer matches
+	 * the world: a barrier over the world replaces the fence. */
+	fence = elastic_finalize();
 	engine_stop();
 	coll_finalize();
 	__atomic_store_n(&initialized, 0, __ATOMIC_RELEASE);
 	/* With a dead peer the fence would never complete. */
-	fence = comm_failed(comm_world()) < 0;
+	fence = fence && comm_failed(comm_world()) < 0;
 	teardown(fence);
 	pthread_mutex_unlock(&init_lock);
 	return HVD_OK;

@@ -14,6 +14,7 @@
 
 #include "coll/coll_impl.h"
 #include "net/service.h"
+#include "net/watch.h"
 
 #include <stdio.h>
 
@@ -56,6 +57,15 @@ void coll_place_of(hvd_comm_t *comm, struct coll_place *p)
 static hvd_status_t shm_setup_barrier(void *arg)
 {
 	return svc_barrier(arg);
+}
+
+/* A failure anywhere in the job ends a shared-memory wait, as it ends a
+ * transfer (net/transport.c, watch): a node-mate may have left the
+ * collective for a rank that died on another node. */
+static int shm_world_check(void *arg, char *why, size_t len)
+{
+	(void)arg;
+	return transport_watch(why, len) >= 0;
 }
 
 shm_group_t *coll_shm(hvd_comm_t *comm)
@@ -105,6 +115,7 @@ shm_group_t *coll_shm(hvd_comm_t *comm)
 	}
 	if (transport_host_oversubscribed())
 		shm_group_oversubscribed(g);
+	shm_group_set_check(g, shm_world_check, NULL);
 	s->state = g;
 	s->status = 1;
 	return g;

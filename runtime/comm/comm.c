@@ -165,6 +165,13 @@ void comm_world_destroy(void)
 {
 	comm_destroy(world_comm);
 	world_comm = NULL;
+	/* The next world (an elastic re-forming) starts its channel-0
+	 * sequences afresh on every member, newcomers included. */
+	pthread_mutex_lock(&create_lock);
+	free(create_counts);
+	create_counts = NULL;
+	ncreate_counts = 0;
+	pthread_mutex_unlock(&create_lock);
 }
 
 /* Agree on nids consecutive new context ids over comm; returns the
@@ -182,8 +189,10 @@ static hvd_status_t agree_ctx(hvd_comm_t *comm, int nids, uint32_t *first)
 	       !atomic_compare_exchange_weak(&next_ctx, &cur,
 					     agreed + (uint32_t)nids))
 		;
-	/* The last id is the transport's failure-notice channel. */
-	if (agreed + (uint32_t)nids >= (1u << TP_CTX_BITS) - 1)
+	/* The last three ids are the transport's: elastic join requests,
+	 * the elastic agreement, failure notices (net/membership.h,
+	 * net/notice.h). */
+	if (agreed + (uint32_t)nids >= (1u << TP_CTX_BITS) - 3)
 		return hvd_error(HVD_ERR_UNSUPPORTED,
 				 "hvd: out of communicator ids (%u created)",
 				 agreed);

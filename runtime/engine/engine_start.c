@@ -179,9 +179,13 @@ static void engine_free(struct engine *e)
 	free(e);
 }
 
-static hvd_status_t add_static_sets(struct engine *e, uint64_t *hash)
+static hvd_status_t add_static_sets(struct engine *e, int first_world,
+				    uint64_t *hash)
 {
-	const char *spec = getenv("HOROVOD_PROCESS_SETS");
+	/* HOROVOD_PROCESS_SETS names ranks of the world PMIx made; after an
+	 * elastic re-forming those numbers are other processes, so then only
+	 * the global set is made again (doc/elastic.md). */
+	const char *spec = first_world ? getenv("HOROVOD_PROCESS_SETS") : NULL;
 	int **sets = NULL, *sizes = NULL, nsets = 0;
 	char err[512];
 	hvd_status_t st;
@@ -350,7 +354,7 @@ hvd_status_t engine_start(void)
 	read_knobs(e);
 	HVD_CHECK_GOTO(comm_dup(comm_world(), &e->comm), st, err_free);
 	HVD_CHECK_GOTO(add_global_set(e), st, err_free);
-	HVD_CHECK_GOTO(add_static_sets(e, &hash), st, err_free);
+	HVD_CHECK_GOTO(add_static_sets(e, w->epoch == 0, &hash), st, err_free);
 	HVD_CHECK_GOTO(rc_init(&e->cache, e->cache_capacity), st, err_free);
 	HVD_CHECK_GOTO(start_coordinator(e), st, err_free);
 	HVD_CHECK_GOTO(start_observers(e), st, err_free);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 ucp_worker_h ucx_worker;
@@ -36,6 +37,15 @@ static int yield_always;
 static int err_peer_local; /* HVD_UCX_PEER_ERRORS=1: PEER mode on-node */
 static int efd = -1;       /* the worker's event fd (UCP_FEATURE_WAKEUP) */
 static atomic_int sleepers; /* threads blocked in ucx_block()         */
+static int wakeup;          /* the context has UCP_FEATURE_WAKEUP     */
+
+/* The event fd of the current worker, or -1 (no WAKEUP, or UCX has none). */
+static void worker_efd(void)
+{
+	efd = -1;
+	if (wakeup && ucp_worker_get_efd(ucx_worker, &efd) != UCS_OK)
+		efd = -1;
+}
 
 double transport_peer_timeout(void)
 {
@@ -120,13 +130,63 @@ static void tune_config(ucp_config_t *config)
 	}
 }
 
+/* A thread-safe worker on the context, and its address. */
+static hvd_status_t worker_open(ucp_worker_h *wk, ucp_address_t **addr,
+				size_t *addr_len)
+{
+	ucp_worker_params_t wparams;
+	ucp_worker_attr_t attr;
+	ucs_status_t s;
+
+	/* The engine thread runs collectives on its own communicator while
+	 * the user thread may call the blocking API: one worker, MULTI. */
+	memset(&wparams, 0, sizeof(wparams));
+	wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+	wparams.thread_mode = UCS_THREAD_MODE_MULTI;
+	/* UCX 1.13 was seen to fail a worker with "No such device" for a
+	 * second or so at a time on a machine whose network interfaces other
+	 * jobs were adding and removing (every transport's interface
+	 * enumeration failing at once): try again for a while. */
+	for (int tries = 0;; tries++) {
+		struct timespec ts = {0, 50 * 1000 * 1000};
+
+		s = ucp_worker_create(context, &wparams, wk);
+		if (s != UCS_ERR_NO_DEVICE || tries == 40)
+			break;
+		if (tries == 0)
+			hvd_log(HVD_LOG_INFO,
+				"ucp_worker_create: %s; trying again",
+				UCS_MSG(s));
+		nanosleep(&ts, NULL);
+	}
+	if (s != UCS_OK)
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "hvd: ucp_worker_create failed (%s)",
+				 UCS_MSG(s));
+	attr.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
+	if (ucp_worker_query(*wk, &attr) != UCS_OK ||
+	    attr.thread_mode != UCS_THREAD_MODE_MULTI) {
+		ucp_worker_destroy(*wk);
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "hvd: the UCX worker is not thread-safe: UCX "
+				 "must be built with --enable-mt");
+	}
+	s = ucp_worker_get_address(*wk, addr, addr_len);
+	if (s != UCS_OK) {
+		ucp_worker_destroy(*wk);
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "hvd: ucp_worker_get_address failed (%s)",
+				 UCS_MSG(s));
+	}
+	return HVD_OK;
+}
+
 hvd_status_t ucx_init(void **addr, size_t *addr_len)
 {
 	ucp_config_t *config;
 	ucp_params_t params;
-	ucp_worker_params_t wparams;
-	ucp_worker_attr_t attr;
 	ucs_status_t s;
+	hvd_status_t st;
 
 	peer_timeout = hvd_env_double("HOROVOD_PEER_TIMEOUT", 60.0);
 	if (peer_timeout <= 0)
@@ -160,41 +220,15 @@ hvd_status_t ucx_init(void **addr, size_t *addr_len)
 	if (s != UCS_OK)
 		return hvd_error(HVD_ERR_TRANSPORT, "hvd: ucp_init failed (%s)",
 				 UCS_MSG(s));
-
-	/* The engine thread runs collectives on its own communicator while
-	 * the user thread may call the blocking API: one worker, MULTI. */
-	memset(&wparams, 0, sizeof(wparams));
-	wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-	wparams.thread_mode = UCS_THREAD_MODE_MULTI;
-	s = ucp_worker_create(context, &wparams, &ucx_worker);
-	if (s != UCS_OK) {
+	st = worker_open(&ucx_worker, &my_addr, &my_addr_len);
+	if (st != HVD_OK) {
 		ucp_cleanup(context);
-		return hvd_error(HVD_ERR_TRANSPORT,
-				 "hvd: ucp_worker_create failed (%s)",
-				 UCS_MSG(s));
+		context = NULL;
+		return st;
 	}
-	attr.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
-	if (ucp_worker_query(ucx_worker, &attr) != UCS_OK ||
-	    attr.thread_mode != UCS_THREAD_MODE_MULTI) {
-		ucp_worker_destroy(ucx_worker);
-		ucp_cleanup(context);
-		return hvd_error(HVD_ERR_TRANSPORT,
-				 "hvd: the UCX worker is not thread-safe: UCX "
-				 "must be built with --enable-mt");
-	}
-	efd = -1;
+	wakeup = (params.features & UCP_FEATURE_WAKEUP) != 0;
 	atomic_init(&sleepers, 0);
-	if ((params.features & UCP_FEATURE_WAKEUP) &&
-	    ucp_worker_get_efd(ucx_worker, &efd) != UCS_OK)
-		efd = -1;
-	s = ucp_worker_get_address(ucx_worker, &my_addr, &my_addr_len);
-	if (s != UCS_OK) {
-		ucp_worker_destroy(ucx_worker);
-		ucp_cleanup(context);
-		return hvd_error(HVD_ERR_TRANSPORT,
-				 "hvd: ucp_worker_get_address failed (%s)",
-				 UCS_MSG(s));
-	}
+	worker_efd();
 	*addr = my_addr;
 	*addr_len = my_addr_len;
 	return HVD_OK;
@@ -472,8 +506,117 @@ void ucx_finalize(int fence)
 	neps = 0;
 	ucp_worker_release_address(ucx_worker, my_addr);
 	ucp_worker_destroy(ucx_worker);
+	ucx_worker_discard();
 	ucp_cleanup(context);
 	efd = -1;
 	ucx_worker = NULL;
 	context = NULL;
+}
+
+/* ------------------------------------------------- elastic re-forming */
+
+/*
+ * A new world (net/membership.c) gets a new worker on the same context.
+ * The next worker is made while the current one still carries the
+ * agreement (its address travels in the agreement), and the switch
+ * abandons the current one: every endpoint force-closed, the worker
+ * destroyed with whatever it still held (messages of collectives that a
+ * failure cut short, in its unexpected queue).  So no message of the old
+ * world can ever match a receive of the new one, whatever the context ids
+ * and sequence numbers: the new world's tags start afresh.
+ */
+static ucp_worker_h next_worker;
+static ucp_address_t *next_addr;
+static size_t next_addr_len;
+
+hvd_status_t ucx_worker_prepare(void **addr, size_t *addr_len)
+{
+	if (!next_worker)
+		HVD_CHECK(worker_open(&next_worker, &next_addr,
+				      &next_addr_len));
+	*addr = next_addr;
+	*addr_len = next_addr_len;
+	return HVD_OK;
+}
+
+void ucx_worker_discard(void)
+{
+	if (!next_worker)
+		return;
+	ucp_worker_release_address(next_worker, next_addr);
+	ucp_worker_destroy(next_worker);
+	next_worker = NULL;
+	next_addr = NULL;
+	next_addr_len = 0;
+}
+
+void ucx_worker_address(void **addr, size_t *addr_len)
+{
+	*addr = my_addr;
+	*addr_len = my_addr_len;
+}
+
+ucp_worker_h ucx_worker_next(void)
+{
+	return next_worker;
+}
+
+void ucx_worker_switch(void)
+{
+	void **reqs = NULL;
+	int nreq = 0;
+	double deadline;
+
+	if (!next_worker)
+		return;
+	if (eps)
+		reqs = calloc((size_t)neps, sizeof(*reqs));
+	for (int r = 0; eps && r < neps; r++) {
+		ucp_ep_h ep = atomic_load(&eps[r]);
+		ucp_request_param_t prm;
+		void *q;
+
+		if (!ep)
+			continue;
+		memset(&prm, 0, sizeof(prm));
+		prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+		prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+		q = ucp_ep_close_nbx(ep, &prm);
+		if (q && !UCS_PTR_IS_ERR(q) && reqs)
+			reqs[nreq++] = q;
+		atomic_store(&eps[r], NULL);
+	}
+	/* A forced close does not wait for the peer; a second is plenty. */
+	deadline = hvd_now() + 1.0;
+	for (int left = nreq; left && hvd_now() < deadline;) {
+		ucp_worker_progress(ucx_worker);
+		left = 0;
+		for (int i = 0; i < nreq; i++) {
+			if (!reqs[i])
+				continue;
+			if (ucp_request_check_status(reqs[i]) ==
+			    UCS_INPROGRESS) {
+				left++;
+			} else {
+				ucp_request_free(reqs[i]);
+				reqs[i] = NULL;
+			}
+		}
+	}
+	for (int i = 0; i < nreq; i++)
+		if (reqs[i])
+			ucp_request_free(reqs[i]);
+	free(reqs);
+	free((void *)eps);
+	eps = NULL;
+	neps = 0;
+	ucp_worker_release_address(ucx_worker, my_addr);
+	ucp_worker_destroy(ucx_worker);
+	ucx_worker = next_worker;
+	worker_efd();
+	my_addr = next_addr;
+	my_addr_len = next_addr_len;
+	next_worker = NULL;
+	next_addr = NULL;
+	next_addr_len = 0;
 }

@@ -58,6 +58,19 @@ double transport_peer_timeout(void);
  * it.  Then the worker and context go. */
 void ucx_finalize(int fence);
 
+/* Elastic re-forming (net/membership.c): the next world's worker, made on
+ * the same context while the current one still carries the agreement
+ * (*addr is its address, valid until the switch or the discard).  The
+ * switch force-closes every endpoint of the current worker and destroys
+ * it, so that nothing of the old world reaches the new one; the next
+ * worker becomes ucx_worker and ucx_set_peers() makes its endpoints. */
+hvd_status_t ucx_worker_prepare(void **addr, size_t *addr_len);
+/* The current worker's address (a newcomer's reply address). */
+void ucx_worker_address(void **addr, size_t *addr_len);
+ucp_worker_h ucx_worker_next(void);
+void ucx_worker_switch(void);
+void ucx_worker_discard(void);
+
 #pragma GCC visibility pop
 
 #endif /* HVD_NET_UCX_H */

@@ -17,7 +17,7 @@ HVDRUN=$top_builddir/runtime/hvdrun
 # they apply).
 PY_CORE="test_basics.py test_ops.py test_grad.py test_optimizer.py
 	test_functions.py test_psets.py test_errors.py test_adasum.py
-	test_sync_bn.py test_checkpoint.py"
+	test_sync_bn.py test_checkpoint.py test_elastic_api.py"
 # Seconds one launch may take (ranks import torch: seconds each on a busy
 # machine).
 PY_LIMIT=${HVD_PY_TEST_TIMEOUT:-300}

@@ -35,4 +35,4 @@ from hvd.torch.mpi_ops import (
 from hvd.torch.optimizer import DistributedOptimizer
 from hvd.torch.sync_batch_norm import SyncBatchNorm
 from hvd.torch.checkpoint import Checkpoint, GlobalSampler
-from hvd.torch import elastic  # noqa: F401 (refuses any use)
+from hvd.torch import elastic  # noqa: F401 (hvd.elastic.run, TorchState, ...)

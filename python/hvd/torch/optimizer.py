@@ -76,6 +76,22 @@ def _grad_accumulator(p):
         return p.expand_as(p).grad_fn.next_functions[0][0]
 
 
+def _pass_done(opt, p):
+    """A gradient hook's count of backward passes: True when p's gradient
+    is due for its allreduce (the backward_passes_per_step-th pass)."""
+    if p in opt._handles and opt._handles[p][0] is not None:
+        if opt._allreduce_delay[p] <= 0:
+            raise AssertionError(
+                'Gradients were computed more than '
+                'backward_passes_per_step times before call '
+                'to step(). Increase backward_passes_per_step to '
+                'accumulate gradients locally.')
+    assert not p.grad.requires_grad
+    assert opt._allreduce_delay[p] > 0
+    opt._allreduce_delay[p] -= 1
+    return opt._allreduce_delay[p] == 0
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     # step() collective; broadcast_optimizer_state steps the wrapped one
     _hvd_collective_step = True
@@ -133,6 +149,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
+        # (hvd.elastic's restore comes here after a failed step: its
+        # grouped allreduces start from nothing too)
+        for group in self._group_counts:
+            self._group_counts[group] = 0
         super(self.__class__, self).load_state_dict(*args, **kwargs)
 
     @staticmethod
@@ -221,18 +241,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        'Gradients were computed more than '
-                        'backward_passes_per_step times before call '
-                        'to step(). Increase backward_passes_per_step to '
-                        'accumulate gradients locally.')
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
+            if _pass_done(self, p):
                 if self._groups is not None:
                     group = self._p_to_group[p]
                     self._group_counts[group] += 1
@@ -266,6 +276,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
                 self._handles[p] = self._allreduce_grad_async(p)
+        try:
+            self._wait_all()
+        except BaseException:
+            # A failed step (a peer died): forget its handles, so that the
+            # next step - after hvd.elastic's reset and restore - starts as
+            # if this one never ran.
+            self._handles.clear()
+            for p in self._allreduce_delay:
+                self._allreduce_delay[p] = self.backward_passes_per_step
+            raise
+        self._handles.clear()
+        self._synchronized = True
+
+    def _wait_all(self):
         for p, (handle, ctx) in self._handles.items():
             if isinstance(p, tuple):
                 outputs = synchronize(handle)
@@ -291,8 +315,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     p.grad.zero_().add_(aggregated)
                 else:
                     p.grad.set_(self._compression.decompress(output, ctx))
-        self._handles.clear()
-        self._synchronized = True
 
     @contextmanager
     def skip_synchronize(self):
@@ -389,18 +411,8 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        'Gradients were computed more than '
-                        'backward_passes_per_step times before call '
-                        'to step(). Increase backward_passes_per_step to '
-                        'accumulate gradients locally.')
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
+            if _pass_done(self, p):
                 handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook

@@ -35,6 +35,15 @@ void shm_group_destroy(shm_group_t *g);
  * says otherwise). */
 void shm_group_oversubscribed(shm_group_t *g);
 
+/* A failure elsewhere in the job, for waiters that sleep: every 20 ms a
+ * sleeping waiter also asks this (besides its peers' pids); 1 ends the
+ * wait with HVD_ERR_PEER_FAILED and the reason written into why[len].  A
+ * member may wait on a live node-mate that itself left the collective
+ * because a rank on another node died, as in the hierarchical allreduce.
+ * NULL (the default): only the group's own members count. */
+typedef int (*shm_check_fn)(void *arg, char *why, size_t len);
+void shm_group_set_check(shm_group_t *g, shm_check_fn fn, void *arg);
+
 /* AVERAGE is reduced as SUM; the result is multiplied by scale (1.0:
  * not at all) inside the pipeline, while each step is still in the cache,
  * instead of in a pass of its own over the whole output. */

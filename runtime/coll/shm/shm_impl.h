@@ -86,6 +86,8 @@ struct shm_group {
 	unsigned spin_now; /* the same, for the running collective */
 	int oversub;	   /* more members than the node has CPUs */
 	double timeout;	   /* HOROVOD_PEER_TIMEOUT             */
+	shm_check_fn check; /* a failure elsewhere (may be NULL) */
+	void *check_arg;
 	hvd_status_t failed;
 	char failmsg[256];
 	const char *what; /* name of the running collective, for errors */

@@ -9,6 +9,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+void shm_group_set_check(shm_group_t *g, shm_check_fn fn, void *arg)
+{
+	g->check = fn;
+	g->check_arg = arg;
+}
+
 hvd_status_t shm_fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
 {
 	va_list ap;
@@ -21,8 +27,8 @@ hvd_status_t shm_fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
 }
 
 /* The slow part of a wait: sleep on the flag's futex (the publisher wakes
- * us), waking every 20 ms to check for a dead or silent peer.  flag
- * belongs to member peer. */
+ * us), waking every 20 ms to check for a dead or silent peer, and for a
+ * failure elsewhere in the job (g->check).  flag belongs to member peer. */
 hvd_status_t shm_wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
 			  int peer)
 {
@@ -58,6 +64,17 @@ hvd_status_t shm_wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
 				  "group is unusable",
 				  g->what, peer, (long long)g->ctl[peer].pid);
 			break;
+		}
+		if (g->check) {
+			char why[200];
+
+			why[0] = '\0';
+			if (g->check(g->check_arg, why, sizeof(why))) {
+				st = shm_fail(g, HVD_ERR_PEER_FAILED,
+					      "shared-memory %s: %s", g->what,
+					      why);
+				break;
+			}
 		}
 		if (now - t0 > g->timeout) {
 			st = shm_fail(g, HVD_ERR_TIMEOUT,

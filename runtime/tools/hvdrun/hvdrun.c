@@ -19,6 +19,11 @@
  *   - hvdrun got SIGINT/SIGTERM/SIGHUP/SIGQUIT: forwarded to every rank
  *     (SIGKILL after --grace seconds), exit 128+signal;
  *   - otherwise the first non-zero exit code of a rank (by time), or 0.
+ * With --elastic (or HOROVOD_ELASTIC=1 in hvdrun's environment) a failed
+ * rank does not stop the others: they are told through PMIx and go on
+ * (libhvd re-forms the world without it); hvdrun's status is then that of
+ * the ranks that did not fail (0 when they all exited 0), or the failure's
+ * when every rank failed.
  * A rank that exits 0 without ever calling PMIx_Init (`hvdrun -np 2
  * hostname`) is not a failure, nor is the last rank exiting 0 without
  * PMIx_Finalize (nobody is left waiting for it: a warning).
@@ -40,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -62,6 +68,7 @@ struct rank {
 	struct hvdrun_linebuf lb[2];
 	int running;
 	int status; /* wait status once reaped */
+	int lost;   /* --elastic: failed while others went on */
 };
 
 static struct hvdrun_opts opts;
@@ -162,6 +169,16 @@ static void record_failure(int r, int code, int signo, const char *why)
 {
 	int others = nrunning > 0;
 
+	if (opts.elastic && others) {
+		ranks[r].lost = 1;
+		fprintf(stderr,
+			"hvdrun: rank %d (pid %ld) %s; elastic: the other "
+			"ranks go on\n",
+			r, (long)ranks[r].pid, why);
+		hvdrun_pmix_notify_term(&server, r, code, signo);
+		return;
+	}
+
 	failed = 1;
 	fail_code = code ? code : 1;
 	fprintf(stderr, "hvdrun: rank %d (pid %ld) %s%s\n", r,
@@ -199,10 +216,11 @@ static void rank_exited(int r, int status)
 	if (opts.verbose)
 		fprintf(stderr, "hvdrun: rank %d (pid %ld) %s\n", r,
 			(long)ranks[r].pid, why);
-	if (code && !first_nonzero)
-		first_nonzero = code;
-	if (stopping)
+	if (stopping) {
+		if (code && !first_nonzero)
+			first_nonzero = code;
 		return; /* expected: we are stopping everything */
+	}
 	if (signo) {
 		record_failure(r, code, signo, why);
 	} else if (!fin && conn && !code && !nrunning) {
@@ -220,6 +238,9 @@ static void rank_exited(int r, int status)
 			sizeof(why) - strlen(why) - 1);
 		record_failure(r, code, 0, why);
 	}
+	/* A rank lost in an elastic job is not the job's result. */
+	if (code && !first_nonzero && !ranks[r].lost)
+		first_nonzero = code;
 }
 
 static void check_abort(void);
@@ -597,7 +618,7 @@ static int exit_status(void)
 	for (int r = 0; ret && r < opts.np; r++) {
 		int st = ranks[r].status;
 
-		if (WIFEXITED(st) && WEXITSTATUS(st) == ret) {
+		if (!ranks[r].lost && WIFEXITED(st) && WEXITSTATUS(st) == ret) {
 			fprintf(stderr,
 				"hvdrun: rank %d (pid %ld) exited with code "
 				"%d\n",
@@ -670,6 +691,19 @@ int main(int argc, char **argv)
 	default:
 		fprintf(stderr, "hvdrun: %s\n", err);
 		return 2;
+	}
+	/* Horovod's own switch works too; the ranks get it either way. */
+	if (!opts.elastic) {
+		const char *e = getenv("HOROVOD_ELASTIC");
+
+		/* libhvd's spelling of true (base/env.c). */
+		opts.elastic = e && (!strcmp(e, "1") || !strcasecmp(e, "true") ||
+				     !strcasecmp(e, "yes") ||
+				     !strcasecmp(e, "on"));
+	}
+	if (opts.elastic && setenv("HOROVOD_ELASTIC", "1", 1) != 0) {
+		fprintf(stderr, "hvdrun: setenv: %s\n", strerror(errno));
+		return 1;
 	}
 	path = hvdrun_resolve(opts.argv[0]);
 	if (!path) {

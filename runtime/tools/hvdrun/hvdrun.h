@@ -4,7 +4,8 @@
  * hvdrun is a small PMIx server.  It forks N ranks of a program on this
  * machine, serves them PMIx (job info, Put/Commit/Fence/Get, events) through
  * the public PMIx server API, forwards their output line by line, forwards
- * SIGINT/SIGTERM, and stops every rank when one of them dies abnormally.
+ * SIGINT/SIGTERM, and stops every rank when one of them dies abnormally
+ * (with --elastic it lets the others go on).
  *
  * Files:
  *   hvdrun.c         main: launch, event loop, exit policy
@@ -39,6 +40,8 @@ struct hvdrun_opts {
 	int verbose;
 	int bind;	/* bind rank r to the r-th allowed CPU when there are
 			   at least np of them (--bind-to core, default) */
+	int elastic;	/* --elastic: a failed rank does not stop the others
+			   (the ranks get HOROVOD_ELASTIC=1) */
 	char **argv; /* program and its arguments (in main's argv) */
 };
 

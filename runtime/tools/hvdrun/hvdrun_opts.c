@@ -20,7 +20,7 @@
 void hvdrun_usage(FILE *f)
 {
 	fputs("usage: hvdrun -np N [--tag-output] [--timeout SECONDS] "
-	      "[--grace SECONDS] [-v] [--] PROGRAM [ARGS...]\n"
+	      "[--grace SECONDS] [--elastic] [-v] [--] PROGRAM [ARGS...]\n"
 	      "Run N ranks of PROGRAM on this machine and serve them PMIx.\n"
 	      "  -np N, -n N         number of ranks (1.."
 	      "4096)\n"
@@ -32,6 +32,11 @@ void hvdrun_usage(FILE *f)
 	      "  --bind-to core|none bind each rank to a CPU of its own when "
 	      "there are\n"
 	      "                      enough (default core), or not at all\n"
+	      "  --elastic           elastic training: a rank that dies does "
+	      "not stop the\n"
+	      "                      others (ranks get HOROVOD_ELASTIC=1; "
+	      "also on when\n"
+	      "                      HOROVOD_ELASTIC=1 is set)\n"
 	      "  -v, --verbose       report PMIx connections, fences, exits\n"
 	      "  -h, --help          this text\n"
 	      "  --version           print the version\n",
@@ -171,6 +176,8 @@ enum hvdrun_parse hvdrun_parse_args(int argc, char **argv,
 		}
 		if (!strcmp(a, "--tag-output")) {
 			o->tag_output = 1;
+		} else if (!strcmp(a, "--elastic")) {
+			o->elastic = 1;
 		} else if (!strcmp(a, "--verbose")) {
 			o->verbose++;
 		} else if (a[1] == 'v' && strspn(a + 1, "v") == strlen(a + 1)) {

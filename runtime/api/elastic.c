@@ -612,7 +612,12 @@ hvd_status_t hvd_elastic_run(const hvd_elastic_hooks_t *h, void *arg)
 	for (;;) {
 		if (reset) {
 			st = hvd_elastic_reset();
-			if (recoverable(st)) {
+			/* Another failure during the re-forming: again.  But a
+			 * re-forming that timed out heard nothing within
+			 * HOROVOD_ELASTIC_TIMEOUT: it gives up, as the Python
+			 * loop does (ElasticError), so that nothing waits
+			 * without a bound. */
+			if (st != HVD_ERR_TIMEOUT && recoverable(st)) {
 				h->restore(arg);
 				continue;
 			}

@@ -19,6 +19,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* At most win sends outstanding (an eager send to a slow rank would
+ * otherwise pile up in its unexpected queue); the chain has no cycle, so a
+ * rank may wait for its oldest send. */
+static int chain_send(struct xfer *x, int next, const char *b, size_t l,
+		      int *sops, int win, int *head, int *out)
+{
+	if (*out == win) {
+		if (xfer_wait(x, sops[*head]) != HVD_OK)
+			return -1;
+		*head = (*head + 1) % win;
+		(*out)--;
+	}
+	sops[(*head + *out) % win] = xfer_send(x, next, b, l);
+	if (sops[(*head + *out) % win] < 0)
+		return -1;
+	(*out)++;
+	return 0;
+}
+
 static hvd_status_t bcast_chain(struct xfer *x, void *buf, size_t bytes,
 				int root)
 {
@@ -26,27 +45,19 @@ static hvd_status_t bcast_chain(struct xfer *x, void *buf, size_t bytes,
 	int n = x->g->size, vr = (x->me - root + n) % n;
 	int prev = (x->me - 1 + n) % n, next = (x->me + 1) % n;
 	size_t seg = t->segment, nseg = (bytes + seg - 1) / seg;
-	int win = t->window * 2, *ops;
+	int win = t->window * 2, *ops, *sops, head = 0, out = 0;
 	char *b = buf;
 	size_t posted = 0;
 
-	if (vr == 0) {
-		for (size_t j = 0; j < nseg; j++) {
-			size_t l = bytes - j * seg < seg ? bytes - j * seg : seg;
-
-			if (xfer_send(x, next, b + j * seg, l) < 0)
-				return x->st;
-		}
-		return xfer_waitall(x);
-	}
-	ops = malloc((size_t)win * sizeof(int));
+	ops = malloc(2 * (size_t)win * sizeof(int));
 	if (!ops)
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
 					 "hvd: out of memory");
+	sops = ops + win;
 	for (size_t j = 0; j < nseg; j++) {
 		size_t l = bytes - j * seg < seg ? bytes - j * seg : seg;
 
-		while (posted < nseg && posted < j + (size_t)win) {
+		while (vr > 0 && posted < nseg && posted < j + (size_t)win) {
 			size_t pl = bytes - posted * seg < seg
 					    ? bytes - posted * seg
 					    : seg;
@@ -57,9 +68,10 @@ static hvd_status_t bcast_chain(struct xfer *x, void *buf, size_t bytes,
 				goto out;
 			posted++;
 		}
-		if (xfer_wait(x, ops[j % (size_t)win]) != HVD_OK)
+		if (vr > 0 && xfer_wait(x, ops[j % (size_t)win]) != HVD_OK)
 			goto out;
-		if (vr < n - 1 && xfer_send(x, next, b + j * seg, l) < 0)
+		if (vr < n - 1 &&
+		    chain_send(x, next, b + j * seg, l, sops, win, &head, &out))
 			goto out;
 	}
 	xfer_waitall(x);

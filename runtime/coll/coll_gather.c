@@ -1,10 +1,11 @@
 /*
  * coll_gather.c - allgather(v) and alltoall(v).
  *
- * Allgatherv: "direct" for small totals (every rank posts its n-1
- * receives and sends its block to everyone at once: one round of
- * latency), the segmented ring (coll_ring.c) for large ones, where every
- * byte crosses each link once.
+ * Allgatherv: "direct" for small totals on few ranks (every rank posts
+ * its n-1 receives and sends its block to everyone at once: one round of
+ * latency), Bruck's log2(n) rounds for small totals on many, the
+ * segmented ring (coll_ring.c) for large ones, where every byte crosses
+ * each link once.
  *
  * Alltoallv: pairwise exchange, step s sends to r+s and receives from r-s,
  * at most ALLTOALL_WINDOW steps in flight so that a large exchange does
@@ -47,6 +48,51 @@ static int even_split(const size_t *counts, const size_t *displs,
 	return 1;
 }
 
+/*
+ * Bruck's allgather(v): log2(n) rounds.  Rank r keeps the blocks it has
+ * in rotated order (its own, then r+1, r+2, ...) in a scratch buffer; at
+ * round k it sends the first min(2^k, n - 2^k) of them to r - 2^k and
+ * appends as many from r + 2^k, whose first blocks are exactly the ones
+ * that follow r's; block sizes are known everywhere (recvcounts), so
+ * each side knows how many bytes move.  At the end the blocks are copied
+ * out to their places.
+ */
+static hvd_status_t bruck_allgatherv(struct xfer *x, char *rb,
+				     const size_t *off, const size_t *len)
+{
+	int n = x->g->size, r = x->me, cur = 1;
+	size_t *pos = malloc(((size_t)n + 1) * sizeof(*pos));
+	char *tmp = NULL;
+
+	if (pos) {
+		pos[0] = 0;
+		for (int i = 0; i < n; i++)
+			pos[i + 1] = pos[i] + len[(r + i) % n];
+		tmp = malloc(pos[n] ? pos[n] : 1);
+	}
+	if (!pos || !tmp) {
+		free(pos);
+		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
+					 "hvd: out of memory");
+	}
+	memcpy(tmp, rb + off[r], len[r]);
+	for (int dist = 1; dist < n; dist <<= 1) {
+		int cnt = cur < n - cur ? cur : n - cur;
+
+		if (xfer_sendrecv(x, (r - dist + n) % n, tmp, pos[cnt],
+				  (r + dist) % n, tmp + pos[cur],
+				  pos[cur + cnt] - pos[cur]) != HVD_OK)
+			goto out;
+		cur += cnt;
+	}
+	for (int i = 1; i < n; i++)
+		memcpy(rb + off[(r + i) % n], tmp + pos[i], len[(r + i) % n]);
+out:
+	free(tmp);
+	free(pos);
+	return x->st;
+}
+
 hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 			     size_t sendcount, void *recvbuf,
 			     const size_t *recvcounts, const size_t *displs,
@@ -57,6 +103,7 @@ hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 	struct coll_place p;
 	struct xfer x;
 	hvd_status_t st = HVD_OK;
+	enum coll_algo a;
 	char *rb = recvbuf;
 
 	if (recvcounts[r] != sendcount)
@@ -90,9 +137,11 @@ hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 		goto out;
 	}
 	xfer_begin(&x, &comm->net);
-	if (coll_select(coll_tuning(), CK_ALLGATHER, total * esz, total,
-			&p) == ALGO_RING) {
+	a = coll_select(coll_tuning(), CK_ALLGATHER, total * esz, total, &p);
+	if (a == ALGO_RING) {
 		ring_allgather(&x, recvbuf, off, len);
+	} else if (a == ALGO_BRUCK) {
+		bruck_allgatherv(&x, recvbuf, off, len);
 	} else {
 		for (int s = 1; s < n; s++) {
 			int from = (r - s + n) % n, to = (r + s) % n;
@@ -182,8 +231,15 @@ hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 		if (s > 1 && (s - 1) % ALLTOALL_WINDOW == 0 &&
 		    xfer_waitall(&x) != HVD_OK)
 			break;
-		xfer_recv(&x, from, rb + ro[from], recvcounts[from] * esz);
-		xfer_send(&x, to, sb + so[to], sendcounts[to] * esz);
+		/* Nothing to move, nothing sent (as OpenMPI's alltoallv):
+		 * the engine's gather of requests to rank 0 is an alltoallv
+		 * with all other counts 0, p(p-1) empty messages otherwise.
+		 * Both sides know a count is 0 when the call is right. */
+		if (recvcounts[from])
+			xfer_recv(&x, from, rb + ro[from],
+				  recvcounts[from] * esz);
+		if (sendcounts[to])
+			xfer_send(&x, to, sb + so[to], sendcounts[to] * esz);
 	}
 	st = xfer_end(&x);
 out:

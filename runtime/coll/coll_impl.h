@@ -36,6 +36,7 @@ enum coll_algo {
 	ALGO_DIRECT,   /* everyone to everyone at once (allgather)          */
 	ALGO_PAIRWISE, /* n-1 exchange steps (alltoall)                     */
 	ALGO_DISSEM,   /* dissemination (barrier)                           */
+	ALGO_BRUCK,    /* log2(p) rounds of doubling blocks (allgather)     */
 	ALGO_COUNT
 };
 

@@ -7,15 +7,31 @@
  * HVD_RING_SEGMENT bytes.  At step s rank r receives block r-s-2 from its
  * left neighbour and folds it into its own copy, then forwards that very
  * block to its right neighbour at step s+1; after n-1 steps it owns the
- * full reduction of block r.  The pipeline runs per segment, not per
- * step: as soon as segment j of a block is reduced it goes out, while
- * segment j+1 is still on the wire, and HVD_RING_WINDOW receives stay
- * posted ahead into a small scratch ring, so data movement and reduction
- * overlap and the scratch space is window x segment, not a block.
+ * full reduction of block r.
  *
  * Allgather: rank r owns block r; at step s it forwards block r-s and
- * receives block r-s-1 straight into its final place, each segment
- * forwarded as soon as it lands.
+ * receives block r-s-1 straight into its final place.
+ *
+ * Both are one pass of the same pipeline, per segment rather than per
+ * step: a segment goes out as soon as it is reduced (or has landed), while
+ * the next ones are on the wire.  Two windows bound what is in flight:
+ * HVD_RING_WINDOW receives are posted ahead (into a scratch ring of window
+ * x segment bytes for the reduce-scatter, so the scratch space does not
+ * grow with the message), and at most as many sends are outstanding.  The
+ * send window matters when UCX sends eagerly (over TCP below its
+ * rendezvous threshold): without it step 0 would push a whole block into
+ * the receiver's unexpected queue at once.
+ *
+ * Order: messages between two ranks within one collective carry one tag
+ * and match in the order sent, so every rank sends to its right neighbour
+ * in exactly the order that neighbour posts its receives (step by step,
+ * segment by segment); a send the window holds back waits in that order,
+ * and nothing behind it overtakes it.
+ *
+ * Progress: a rank waiting for its next receive also wakes when its
+ * oldest send completes, since a held-back send may be what its
+ * neighbours need before they can send it anything again (with
+ * rendezvous, a send completes only when the receiver took it).
  *
  * Every block is reduced in one place, in one chain order, and then
  * copied, so every rank ends with bit-identical results.
@@ -33,128 +49,213 @@ static inline int mod(int a, int n)
 	return ((a % n) + n) % n;
 }
 
-struct rs_cursor {
-	int s, j; /* step, segment within the step's block */
+/* One pass: n-1 steps, a block per step, segments within a block. */
+struct ring_pass {
+	int n, r;
+	int reduce;           /* reduce-scatter (1) or allgather (0)       */
+	int in_recv;          /* reduce as segments land (xfer_recv_reduce)*/
+	const size_t *off, *len; /* blocks, bytes                          */
+	size_t seg;           /* bytes per segment                         */
+	const char *src;      /* reduce-scatter: the input                 */
+	char *dst;            /* where blocks are reduced / land           */
+	hvd_dtype_t dt;
+	hvd_op_t op;
 };
 
-/* Segments of block b (elements seg each). */
-static size_t nsegs(size_t count, int b, int n, size_t seg)
-{
-	size_t c = hvd_reducescatter_count(count, b, n);
+/* A position in a pass's sequence of messages: step, segment. */
+struct cursor {
+	int s;
+	size_t j;
+};
 
-	return (c + seg - 1) / seg;
+/* Block received at step s (sent is the one of the step before). */
+static int recv_block(const struct ring_pass *p, int s)
+{
+	return mod(p->r - s - (p->reduce ? 2 : 1), p->n);
 }
 
-/* Advance to the next (step, segment) that exists; 0 at the end. */
-static int rs_next(struct rs_cursor *c, int r, int n, size_t count,
-		   size_t seg)
+static int send_block(const struct ring_pass *p, int s)
 {
-	for (;;) {
-		if (c->s > n - 2)
-			return 0;
-		if ((size_t)c->j < nsegs(count, mod(r - c->s - 2, n), n, seg))
+	return mod(p->r - s - (p->reduce ? 1 : 0), p->n);
+}
+
+/* Skip to the next (step, segment) that exists; 0 past the last step. */
+static int valid(const struct ring_pass *p, struct cursor *c, int sending)
+{
+	for (; c->s <= p->n - 2; c->s++, c->j = 0) {
+		int b = sending ? send_block(p, c->s) : recv_block(p, c->s);
+
+		if (c->j * p->seg < p->len[b])
 			return 1;
-		c->s++;
-		c->j = 0;
 	}
+	return 0;
+}
+
+static size_t seg_len(const struct ring_pass *p, int b, size_t j)
+{
+	size_t o = j * p->seg;
+
+	return p->len[b] - o < p->seg ? p->len[b] - o : p->seg;
+}
+
+/* 1 when (a) comes before (b) */
+static int before(const struct cursor *a, const struct cursor *b)
+{
+	return a->s < b->s || (a->s == b->s && a->j < b->j);
+}
+
+static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
+			     int win)
+{
+	int right = mod(p->r + 1, p->n), left = mod(p->r - 1, p->n);
+	struct cursor post = {0, 0}, done = {0, 0}, snd = {0, 0};
+	int *rop, *sop, k_post = 0, k_done = 0, s_head = 0, s_out = 0;
+	char *tmp = NULL;
+
+	rop = malloc(2 * (size_t)win * sizeof(int));
+	if (p->reduce && !p->in_recv)
+		tmp = malloc((size_t)win * p->seg);
+	if (!rop || (p->reduce && !p->in_recv && !tmp)) {
+		free(rop);
+		free(tmp);
+		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
+					 "hvd: out of memory (ring scratch "
+					 "of %zu bytes)",
+					 (size_t)win * p->seg);
+	}
+	sop = rop + win;
+	for (;;) {
+		int more_recv, more_send, w;
+
+		/* Reap finished sends, oldest first. */
+		while (s_out) {
+			int t = xfer_test(x, sop[s_head]);
+
+			if (t < 0)
+				goto out;
+			if (!t)
+				break;
+			s_head = (s_head + 1) % win;
+			s_out--;
+		}
+		/* Send what is ready, in order: step 0 from the input, a
+		 * later step's segment once it was reduced (or landed) at
+		 * the step before. */
+		while (s_out < win && valid(p, &snd, 1)) {
+			struct cursor dep = {snd.s - 1, snd.j};
+			int b = send_block(p, snd.s);
+			const char *from;
+
+			if (snd.s > 0 && !before(&dep, &done))
+				break;
+			from = (snd.s == 0 && p->reduce ? p->src : p->dst) +
+			       p->off[b] + snd.j * p->seg;
+			sop[(s_head + s_out) % win] =
+				xfer_send(x, right, from, seg_len(p, b, snd.j));
+			if (sop[(s_head + s_out) % win] < 0)
+				goto out;
+			s_out++;
+			snd.j++;
+		}
+		/* Receives run a window ahead. */
+		while (k_post < k_done + win && valid(p, &post, 0)) {
+			int b = recv_block(p, post.s);
+			size_t o = p->off[b] + post.j * p->seg;
+			size_t l = seg_len(p, b, post.j);
+
+			if (p->in_recv)
+				rop[k_post % win] = xfer_recv_reduce(
+					x, left, p->dst + o, p->src + o,
+					l / hvd_dtype_size(p->dt), p->dt, p->op);
+			else if (p->reduce)
+				rop[k_post % win] = xfer_recv(
+					x, left, tmp + (size_t)(k_post % win) * p->seg,
+					l);
+			else
+				rop[k_post % win] = xfer_recv(x, left, p->dst + o, l);
+			if (rop[k_post % win] < 0)
+				goto out;
+			k_post++;
+			post.j++;
+		}
+		more_recv = valid(p, &done, 0);
+		more_send = valid(p, &snd, 1);
+		if (!more_recv) {
+			if (!more_send)
+				break;
+			/* Only sends left: all of them are ready. */
+			if (xfer_wait(x, sop[s_head]) != HVD_OK)
+				goto out;
+			continue;
+		}
+		/* The next receive; or the oldest send, when sends are held
+		 * back by the window. */
+		if (s_out == win && more_send)
+			w = xfer_wait_either(x, rop[k_done % win], sop[s_head]);
+		else
+			w = xfer_wait(x, rop[k_done % win]) == HVD_OK
+				    ? rop[k_done % win]
+				    : -1;
+		if (w < 0)
+			goto out;
+		if (w != rop[k_done % win])
+			continue;
+		if (p->reduce && !p->in_recv) {
+			int b = recv_block(p, done.s);
+			size_t o = p->off[b] + done.j * p->seg;
+			size_t esz = hvd_dtype_size(p->dt);
+
+			reduce_apply3(p->dst + o, p->src + o,
+				      tmp + (size_t)(k_done % win) * p->seg,
+				      seg_len(p, b, done.j) / esz, p->dt, p->op);
+		}
+		k_done++;
+		done.j++;
+	}
+	/* What follows (the allgather, the caller) may overwrite blocks we
+	 * are still sending from. */
+	xfer_waitall(x);
+out:
+	free(rop);
+	free(tmp);
+	return x->st;
 }
 
 hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 				 size_t count, hvd_dtype_t dt, hvd_op_t op)
 {
 	const struct coll_tuning *t = coll_tuning();
-	int n = x->g->size, r = x->me;
-	int right = mod(r + 1, n), left = mod(r - 1, n);
-	size_t esz = hvd_dtype_size(dt);
-	size_t seg = t->segment / esz ? t->segment / esz : 1;
-	int win = t->window;
-	const char *s8 = src;
-	char *d8 = dst, *tmp;
-	struct rs_cursor post = {0, 0}, done = {0, 0};
-	int *slot_op;
-	int k_post = 0, k_done = 0;
+	int n = x->g->size;
+	size_t esz = hvd_dtype_size(dt), *off;
+	struct ring_pass p = {
+		.n = n,
+		.r = x->me,
+		.reduce = 1,
+		.src = src,
+		.dst = dst,
+		.dt = dt,
+		.op = op,
+	};
 
 	if (n == 1) {
 		if (src != dst)
 			memcpy(dst, src, count * esz);
 		return HVD_OK;
 	}
-	tmp = malloc((size_t)win * seg * esz);
-	slot_op = malloc((size_t)win * sizeof(int));
-	if (!tmp || !slot_op) {
-		free(tmp);
-		free(slot_op);
+	off = malloc(2 * (size_t)n * sizeof(*off));
+	if (!off)
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
-					 "hvd: out of memory (ring scratch "
-					 "of %zu bytes)",
-					 (size_t)win * seg * esz);
+					 "hvd: out of memory");
+	for (int b = 0; b < n; b++) {
+		off[b] = hvd_reducescatter_offset(count, b, n) * esz;
+		off[n + b] = hvd_reducescatter_count(count, b, n) * esz;
 	}
-
-	/* Step 0 sends come straight from the input. */
-	{
-		int b = mod(r - 1, n);
-		size_t off = hvd_reducescatter_offset(count, b, n);
-		size_t cnt = hvd_reducescatter_count(count, b, n);
-
-		for (size_t j = 0; j * seg < cnt; j++) {
-			size_t len = cnt - j * seg < seg ? cnt - j * seg : seg;
-
-			if (xfer_send(x, right, s8 + (off + j * seg) * esz,
-				      len * esz) < 0)
-				goto out;
-		}
-	}
-	/* Receives run win ahead of the reductions. */
-	for (;;) {
-		while (k_post < k_done + win && rs_next(&post, r, n, count, seg)) {
-			int b = mod(r - post.s - 2, n);
-			size_t cnt = hvd_reducescatter_count(count, b, n);
-			size_t len = cnt - (size_t)post.j * seg < seg
-					     ? cnt - (size_t)post.j * seg
-					     : seg;
-
-			slot_op[k_post % win] =
-				xfer_recv(x, left,
-					  tmp + (size_t)(k_post % win) * seg *
-							esz,
-					  len * esz);
-			if (slot_op[k_post % win] < 0)
-				goto out;
-			k_post++;
-			post.j++;
-		}
-		if (!rs_next(&done, r, n, count, seg))
-			break;
-		{
-			int b = mod(r - done.s - 2, n);
-			size_t off = hvd_reducescatter_offset(count, b, n);
-			size_t cnt = hvd_reducescatter_count(count, b, n);
-			size_t first = off + (size_t)done.j * seg;
-			size_t len = cnt - (size_t)done.j * seg < seg
-					     ? cnt - (size_t)done.j * seg
-					     : seg;
-
-			if (xfer_wait(x, slot_op[k_done % win]) != HVD_OK)
-				goto out;
-			reduce_apply3(d8 + first * esz, s8 + first * esz,
-				      tmp + (size_t)(k_done % win) * seg * esz,
-				      len, dt, op);
-			/* This segment is what the right neighbour needs
-			 * at the next step. */
-			if (done.s < n - 2 &&
-			    xfer_send(x, right, d8 + first * esz, len * esz) <
-				    0)
-				goto out;
-			k_done++;
-			done.j++;
-		}
-	}
-	/* The allgather that usually follows overwrites blocks we are
-	 * still sending from. */
-	xfer_waitall(x);
-out:
-	free(tmp);
-	free(slot_op);
+	p.off = off;
+	p.len = off + n;
+	p.seg = t->segment / esz ? t->segment / esz * esz : esz;
+	p.in_recv = xfer_recv_reduce_ok();
+	ring_run(x, &p, t->window);
+	free(off);
 	return x->st;
 }
 
@@ -162,74 +263,18 @@ hvd_status_t ring_allgather(struct xfer *x, void *buf, const size_t *off,
 			    const size_t *len)
 {
 	const struct coll_tuning *t = coll_tuning();
-	int n = x->g->size, r = x->me;
-	int right = mod(r + 1, n), left = mod(r - 1, n);
-	size_t seg = t->segment;
-	char *b8 = buf;
-	int win = t->window * 2;
-	/* Posted receives: (step, segment) pairs in order. */
-	int ps = 0, ds = 0;
-	size_t pj = 0, dj = 0;
-	int *ring_op;
-	int k_post = 0, k_done = 0;
+	struct ring_pass p = {
+		.n = x->g->size,
+		.r = x->me,
+		.reduce = 0,
+		.off = off,
+		.len = len,
+		.seg = t->segment,
+		.dst = buf,
+	};
 
-	if (n == 1)
+	if (p.n == 1)
 		return HVD_OK;
-	ring_op = malloc((size_t)win * sizeof(int));
-	if (!ring_op)
-		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
-					 "hvd: out of memory");
-	for (size_t o = 0; o < len[r]; o += seg) {
-		size_t l = len[r] - o < seg ? len[r] - o : seg;
-
-		if (xfer_send(x, right, b8 + off[r] + o, l) < 0)
-			goto out;
-	}
-	for (;;) {
-		/* Post receives ahead, skipping empty blocks. */
-		while (k_post < k_done + win && ps <= n - 2) {
-			int b = mod(r - ps - 1, n);
-
-			if (pj * seg >= len[b]) {
-				ps++;
-				pj = 0;
-				continue;
-			}
-			{
-				size_t o = pj * seg;
-				size_t l = len[b] - o < seg ? len[b] - o : seg;
-
-				ring_op[k_post % win] =
-					xfer_recv(x, left, b8 + off[b] + o, l);
-				if (ring_op[k_post % win] < 0)
-					goto out;
-				k_post++;
-				pj++;
-			}
-		}
-		/* Complete the next one in order and forward it. */
-		while (ds <= n - 2 && dj * seg >= len[mod(r - ds - 1, n)]) {
-			ds++;
-			dj = 0;
-		}
-		if (ds > n - 2)
-			break;
-		{
-			int b = mod(r - ds - 1, n);
-			size_t o = dj * seg;
-			size_t l = len[b] - o < seg ? len[b] - o : seg;
-
-			if (xfer_wait(x, ring_op[k_done % win]) != HVD_OK)
-				goto out;
-			if (ds < n - 2 &&
-			    xfer_send(x, right, b8 + off[b] + o, l) < 0)
-				goto out;
-			k_done++;
-			dj++;
-		}
-	}
-	xfer_waitall(x);
-out:
-	free(ring_op);
-	return x->st;
+	/* No scratch: receives land in place, so more can be posted. */
+	return ring_run(x, &p, t->window * 2);
 }

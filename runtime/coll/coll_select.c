@@ -24,6 +24,7 @@ static const char *const algo_names[ALGO_COUNT] = {
 	[ALGO_HIER] = "hier",         [ALGO_BINOMIAL] = "binomial",
 	[ALGO_CHAIN] = "chain",       [ALGO_DIRECT] = "direct",
 	[ALGO_PAIRWISE] = "pairwise", [ALGO_DISSEM] = "dissemination",
+	[ALGO_BRUCK] = "bruck",
 };
 
 static const char *const kind_names[CK_COUNT] = {
@@ -36,7 +37,8 @@ static const char *const kind_names[CK_COUNT] = {
 static const unsigned allowed[CK_COUNT] = {
 	[CK_ALLREDUCE] = 1u << ALGO_RD | 1u << ALGO_RING | 1u << ALGO_SHM |
 			 1u << ALGO_HIER,
-	[CK_ALLGATHER] = 1u << ALGO_DIRECT | 1u << ALGO_RING,
+	[CK_ALLGATHER] = 1u << ALGO_DIRECT | 1u << ALGO_RING |
+			 1u << ALGO_BRUCK,
 	[CK_BROADCAST] = 1u << ALGO_BINOMIAL | 1u << ALGO_CHAIN |
 			 1u << ALGO_SHM,
 	[CK_ALLTOALL] = 1u << ALGO_PAIRWISE,
@@ -189,18 +191,42 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 	case CK_REDUCESCATTER:
 		if (usable(k, ALGO_SHM, p))
 			return ALGO_SHM;
-		if (bytes <= t->reducescatter_small_max ||
-		    count < (size_t)p->size)
+		if (count < (size_t)p->size)
+			return ALGO_RD;
+		/* Two ranks: the ring is one exchange of half the buffer
+		 * where recursive doubling exchanges all of it (64 KiB
+		 * across two netns nodes: 0.59x OpenMPI's time by rd). */
+		if (bytes <= t->reducescatter_small_max && p->size > 2)
 			return ALGO_RD;
 		return ALGO_RING;
-	case CK_BROADCAST:
+	case CK_BROADCAST: {
+		int lg = 0;
+
 		if (usable(k, ALGO_SHM, p))
 			return ALGO_SHM;
-		return bytes <= t->bcast_small_max ? ALGO_BINOMIAL
-						   : ALGO_CHAIN;
+		if (bytes <= t->bcast_small_max)
+			return ALGO_BINOMIAL;
+		/* The chain takes about one buffer time plus p-2 segment
+		 * times, the binomial tree log2(p) buffer times: the chain
+		 * wins once (log2(p) - 1) x bytes exceeds p-2 segments (at
+		 * 8192 ranks and 256K segments: above ~179 MB; below, its
+		 * p-hop latency dominates). */
+		while ((1 << lg) < p->size)
+			lg++;
+		if (p->size <= 2 ||
+		    (double)(lg - 1) * (double)bytes >
+			    (double)(p->size - 2) * (double)t->segment)
+			return ALGO_CHAIN;
+		return ALGO_BINOMIAL;
+	}
 	case CK_ALLGATHER:
-		return bytes <= t->allgather_small_max ? ALGO_DIRECT
-						       : ALGO_RING;
+		/* Small totals: one round to everyone while that is few
+		 * messages; past 16 ranks Bruck's log2(p) rounds, since
+		 * "direct" is p(p-1) messages (the engine's allgather of
+		 * request lengths at 8192 ranks: 67 million). */
+		if (bytes <= t->allgather_small_max)
+			return p->size > 16 ? ALGO_BRUCK : ALGO_DIRECT;
+		return ALGO_RING;
 	case CK_ALLTOALL:
 		return ALGO_PAIRWISE;
 	case CK_BARRIER:

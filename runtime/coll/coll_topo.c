@@ -119,6 +119,8 @@ shm_group_t *coll_shm(hvd_comm_t *comm)
 			shm_group_destroy(g);
 		return NULL;
 	}
+	if (transport_host_oversubscribed())
+		shm_group_oversubscribed(g);
 	shm_group_set_check(g, shm_world_check, NULL);
 	s->state = g;
 	s->status = 1;

@@ -43,6 +43,11 @@ hvd_status_t transport_init(void **addr, size_t *addr_len);
 /* Take the peers' addresses (and pids, for liveness checks). */
 hvd_status_t transport_set_peers(const struct hvd_world *w,
 				 struct bootstrap_peer *peers);
+/* Ranks of the job on this machine (all of them when every rank runs
+ * here, whatever node it counts as: the same kernel boot id), and whether
+ * they outnumber its cores: then waiters should not spin. */
+int transport_host_ranks(void);
+int transport_host_oversubscribed(void);
 /* Close endpoints while progressing, with a PMIx fence in between so that
  * no rank stops progressing while others still flush to it. */
 void transport_finalize(int fence);
@@ -51,6 +56,7 @@ void transport_finalize(int fence);
  * transport_fail_reason, transport_check_failed). */
 
 struct tp_op;
+struct rr_desc;
 
 struct xfer {
 	struct net_group *g;
@@ -61,6 +67,7 @@ struct xfer {
 	int nops, cap, first_pending;
 	double last_progress;
 	double next_check;
+	struct rr_desc *rr;  /* receive-reduce descriptors              */
 };
 
 /* Starts a collective on g: takes the next sequence number. */
@@ -69,8 +76,21 @@ void xfer_begin(struct xfer *x, struct net_group *g);
  * xfer_wait, or -1 (x->st says why). */
 int xfer_send(struct xfer *x, int peer, const void *buf, size_t len);
 int xfer_recv(struct xfer *x, int peer, void *buf, size_t len);
+/* Receive count elements from group rank peer and reduce them as they
+ * land: dst = src op (what arrived), element by element (dst may be
+ * src).  Only where xfer_recv_reduce_ok() (HVD_RECV_REDUCE, default 1);
+ * dtype of at most 8 bytes, op not AVERAGE.  Index or -1 as xfer_recv. */
+int xfer_recv_reduce(struct xfer *x, int peer, void *dst, const void *src,
+		     size_t count, hvd_dtype_t dtype, hvd_op_t op);
+int xfer_recv_reduce_ok(void);
 /* Progress until op idx is done (others progress too). */
 hvd_status_t xfer_wait(struct xfer *x, int idx);
+/* Progress until op a or op b is done; returns which (a when both), or
+ * -1 on an error (x->st says). */
+int xfer_wait_either(struct xfer *x, int a, int b);
+/* 1 when op idx is done, 0 while it is in flight, -1 on its error (or an
+ * earlier one: x->st).  Progresses the worker once when not done. */
+int xfer_test(struct xfer *x, int idx);
 /* Progress until every posted op is done. */
 hvd_status_t xfer_waitall(struct xfer *x);
 /* Wait for everything (when no error so far), release, return status.

@@ -34,10 +34,20 @@ ucp_ep_h ucx_ep(int w, hvd_status_t *st);
 /* The endpoint table for w's ranks (net/peers.h has their addresses);
  * in small jobs every endpoint is made and wired up here. */
 hvd_status_t ucx_set_peers(const struct hvd_world *w);
+/* More ranks on this machine than cores: waiters yield at once (unless
+ * HVD_POLL_YIELD says otherwise). */
+void ucx_set_oversubscribed(int oversubscribed);
 /* Completion callbacks that fill a struct tp_req. */
 void ucx_send_cb(void *request, ucs_status_t status, void *user_data);
 void ucx_recv_cb(void *request, ucs_status_t status,
 		 const ucp_tag_recv_info_t *info, void *user_data);
+/* Block until the worker has an event or timeout_ms passed (after the
+ * caller progressed until nothing was left).  0: blocking is not
+ * available (no UCP_FEATURE_WAKEUP), the caller must poll. */
+int ucx_block(int timeout_ms);
+/* Another thread may be blocked in ucx_block() on an event this thread's
+ * progress just consumed: wake it so that it looks at its requests. */
+void ucx_wake_sleepers(void);
 /* Oversubscribed node (or HVD_POLL_YIELD=1): waiters yield at once. */
 int ucx_yield_always(void);
 /* Seconds without progress before a peer counts as dead

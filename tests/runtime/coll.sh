@@ -1,7 +1,8 @@
 #!/bin/sh
 # coll.sh - the collectives (coll_check) on 1, 2, 3, 4 and 8 ranks, the
 # transport-only algorithms (no shared memory, forced ring with small
-# segments), a HOROVOD_RANK that disagrees with PMIx, and a rank that
+# segments, Bruck's allgather and the binomial broadcast that large jobs
+# take), a HOROVOD_RANK that disagrees with PMIx, and a rank that
 # SIGKILLs itself inside an allreduce.  Ranks start through launch.sh
 # (hvdrun when built, else mpirun).
 set -u
@@ -39,7 +40,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 9))"
+echo "1..$(($# + 10))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -70,6 +71,8 @@ for np in $sizes; do
 	run_check "coll_check on $np ranks" $np
 done
 run_check "4 ranks, UCX only (HVD_SHM=0)" 4 HVD_SHM=0
+run_check "5 ranks, UCX only, Bruck allgather, binomial broadcast" 5 \
+	HVD_SHM=0 HVD_ALLGATHER_ALGO=bruck HVD_BCAST_ALGO=binomial
 run_check "3 ranks, UCX ring everywhere with 4 KiB segments" 3 HVD_SHM=0 \
 	HVD_ALLREDUCE_ALGO=ring HVD_REDUCESCATTER_ALGO=ring \
 	HVD_ALLGATHER_ALGO=ring HVD_BCAST_ALGO=chain HVD_RING_SEGMENT=4K \

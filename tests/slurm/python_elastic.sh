@@ -1,11 +1,11 @@
 #!/bin/bash
 # srun --horovod=elastic running an unchanged Horovod elastic script
-# (tests/python/elastic_prog.py) on 3 nodes, one task each; one task
+# (tests/python/elastic_prog.py) as 3 tasks on 3 nodes (or 2: CI has two); one task
 # SIGKILLed mid-training: srun returns, the other two finish at size 2
 # with the accuracy of an uninterrupted run (within ELASTIC_ACC_TOL, 0.03),
 # every sample of every epoch seen exactly once, no task left behind.  The
 # time from the kill to the first step at size 2 goes to the log.
-# Growing: in one allocation of 3 nodes, 2 tasks train and a second srun
+# Growing: in one allocation of 3 tasks, 2 tasks train and a second srun
 # --horovod=elastic step of 1 task joins them: the newcomer enters
 # training with the survivors' model and optimizer state bit for bit.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
@@ -17,7 +17,10 @@ case $top_builddir in
 /tmp/*) skip_all "the build tree is under /tmp, which the nodes do not share" ;;
 esac
 nodes=$(run_timeout 30 sinfo -h -o %D | awk '{ s += $1 } END { print s + 0 }')
-((nodes >= 3)) || skip_all "needs 3 nodes, the cluster has $nodes"
+# 3 tasks on 3 nodes, or on 2 (two of them sharing one) where the cluster
+# has two, as CI's has
+N=$((nodes >= 3 ? 3 : nodes))
+((N >= 2)) || skip_all "needs 2 nodes, the cluster has $nodes"
 EL_TOL=${ELASTIC_ACC_TOL:-0.03}
 # every rank imports torch: slow on a busy machine
 ((HVD_TEST_TIMEOUT >= 300)) || HVD_TEST_TIMEOUT=300
@@ -26,7 +29,7 @@ NTRAIN=1920
 plan 14
 wd=$(slurm_workdir)
 cd "$wd" || bail_out "no $wd"
-E=(--no-kill --kill-on-bad-exit=0 --horovod=elastic -N3 -n3)
+E=(--no-kill --kill-on-bad-exit=0 --horovod=elastic -N$N -n3)
 
 # start OUT: the training in the background (srun's status to OUT.rc)
 start() {
@@ -60,7 +63,7 @@ out=$wd/pyref
 start "$out"
 el_finish "$out"
 ref=$(acc_of "$out")
-is "$(cat "$out.rc")-$(sizes_of "$out")" "0-3x3" "uninterrupted: 3 tasks on 3 nodes finish at size 3" ||
+is "$(cat "$out.rc")-$(sizes_of "$out")" "0-3x3" "uninterrupted: 3 tasks on $N nodes finish at size 3" ||
 	diag "$(tail -15 "$out.err")"
 epochs_ok "$out"
 ok $? "... every sample of every epoch once (accuracy $ref)"
@@ -92,22 +95,24 @@ ok $? "... training went on at size 2 ${d}s after the kill"
 cat >"$wd/pygrow.sh" <<'JOB'
 #!/bin/bash
 mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+# --exact: each step only the CPUs it asks for, so that the second finds
+# one free beside the first (two nodes, three CPUs)
 E=(--no-kill --kill-on-bad-exit=0 --horovod=elastic)
 export ELASTIC_STEP_MS=30
-srun -N2 -n2 -w "${nodes[0]},${nodes[1]}" "${E[@]}" "$PY" "$PROG" 3 >pa.out 2>pa.err &
+srun --exact -N2 -n2 -w "${nodes[0]},${nodes[1]}" "${E[@]}" "$PY" "$PROG" 3 >pa.out 2>pa.err &
 a=$!
 for ((i = 0; i < 6000; i++)); do
 	grep -q "^step 30 " pa.out 2>/dev/null && break
 	sleep 0.02
 done
-srun -N1 -n1 -w "${nodes[2]}" "${E[@]}" "$PY" "$PROG" 3 >pb.out 2>pb.err
+srun --exact -N1 -n1 "${E[@]}" "$PY" "$PROG" 3 >pb.out 2>pb.err
 echo "b $?" >prc
 wait $a
 echo "a $?" >>prc
 JOB
 chmod +x "$wd/pygrow.sh"
 rm -f "$wd/prc"
-out=$(PY=$HVD_PYTHON PROG=$PROG run_timeout "$HVD_TEST_TIMEOUT" salloc -Q -N3 --no-kill \
+out=$(PY=$HVD_PYTHON PROG=$PROG run_timeout "$HVD_TEST_TIMEOUT" salloc -Q -N$N -n3 --no-kill \
 	"$wd/pygrow.sh" 2>&1)
 is "$(tr '\n' ' ' <"$wd/prc" 2>/dev/null)" "b 0 a 0 " \
 	"2 tasks train, a step of 1 task joins them: both steps exit 0" ||

@@ -47,8 +47,10 @@ int main(void)
 	struct coll_place two_nodes = place(8, 2, 1, 4, 1);
 	struct coll_place uneven = place(5, 2, 0, 3, 1);
 	struct coll_place one_per_node = place(4, 4, 1, 1, 1);
+	struct coll_place pair = place(2, 2, 1, 1, 1);
+	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 
-	plan(31);
+	plan(37);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
@@ -74,6 +76,18 @@ int main(void)
 	       ALGO_RING, "one rank per node: flat ring");
 	is_int(coll_select(&t, CK_ALLREDUCE, 1 << 20, 3, &uneven), ALGO_RD,
 	       "fewer elements than ranks: rd whatever the bytes");
+	is_int(coll_select(&t, CK_ALLGATHER, 8 * 8192, 8192, &huge),
+	       ALGO_BRUCK, "small allgather of 8192 ranks: Bruck");
+	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &huge),
+	       ALGO_BINOMIAL, "1 MiB broadcast to 8192 ranks: binomial");
+	is_int(coll_select(&t, CK_BROADCAST, 512u << 20, 512u << 20, &huge),
+	       ALGO_CHAIN, "512 MiB broadcast to 8192 ranks: chain");
+	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &pair),
+	       ALGO_CHAIN, "1 MiB broadcast to 2 ranks: chain");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &pair),
+	       ALGO_RING, "reducescatter of two ranks: ring even when small");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &one_per_node),
+	       ALGO_RD, "small reducescatter of four ranks: rd");
 
 	/* other collectives */
 	is_int(coll_select(&t, CK_BROADCAST, 100, 100, &two_nodes),

@@ -76,6 +76,22 @@ def _grad_accumulator(p):
         return p.expand_as(p).grad_fn.next_functions[0][0]
 
 
+def _pass_done(opt, p):
+    """A gradient hook's count of backward passes: True when p's gradient
+    is due for its allreduce (the backward_passes_per_step-th pass)."""
+    if p in opt._handles and opt._handles[p][0] is not None:
+        if opt._allreduce_delay[p] <= 0:
+            raise AssertionError(
+                'Gradients were computed more than '
+                'backward_passes_per_step times before call '
+                'to step(). Increase backward_passes_per_step to '
+                'accumulate gradients locally.')
+    assert not p.grad.requires_grad
+    assert opt._allreduce_delay[p] > 0
+    opt._allreduce_delay[p] -= 1
+    return opt._allreduce_delay[p] == 0
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     # step() collective; broadcast_optimizer_state steps the wrapped one
     _hvd_collective_step = True
@@ -225,18 +241,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        'Gradients were computed more than '
-                        'backward_passes_per_step times before call '
-                        'to step(). Increase backward_passes_per_step to '
-                        'accumulate gradients locally.')
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
+            if _pass_done(self, p):
                 if self._groups is not None:
                     group = self._p_to_group[p]
                     self._group_counts[group] += 1
@@ -405,18 +411,8 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        'Gradients were computed more than '
-                        'backward_passes_per_step times before call '
-                        'to step(). Increase backward_passes_per_step to '
-                        'accumulate gradients locally.')
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
+            if _pass_done(self, p):
                 handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook

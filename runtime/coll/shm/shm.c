@@ -513,6 +513,13 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 	return HVD_OK;
 }
 
+void shm_group_oversubscribed(shm_group_t *g)
+{
+	g->oversub = 1;
+	if (!getenv("HOROVOD_SHM_SPIN"))
+		g->spin = g->spin_now = 16;
+}
+
 hvd_status_t shm_barrier(shm_group_t *g)
 {
 	hvd_status_t st = check(g, "barrier");

@@ -33,6 +33,11 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 			      shm_barrier_fn barrier, shm_bcast_fn bcast,
 			      void *arg, shm_group_t **out);
 void shm_group_destroy(shm_group_t *g);
+/* The machine runs more of the job's ranks than it has cores, though not
+ * necessarily this group (nodes that are one machine): spin as little
+ * as when the group itself outnumbers the cores (unless HOROVOD_SHM_SPIN
+ * says otherwise). */
+void shm_group_oversubscribed(shm_group_t *g);
 
 /* A failure elsewhere in the job, for waiters that sleep: every 20 ms a
  * sleeping waiter also asks this (besides its peers' pids); 1 ends the

@@ -37,6 +37,8 @@ struct bench_opts {
 	double target_s; /* seconds per measurement when iters == 0   */
 	int median;	 /* time per call: median (1) or mean (0)     */
 	int cuda;	 /* -D cuda: buffers in device memory         */
+	int repeat;	 /* -R: measurements of every implementation
+			    per size, alternating (1)                  */
 	int rank, size;
 };
 

@@ -25,7 +25,8 @@ static void usage(FILE *f)
 		"                 [-b MIN] [-e MAX] [-f FACTOR] [-d TYPE] "
 		"[-r sum|prod|min|max|avg]\n"
 		"                 [-n ITERS] [-w WARMUP] [-c 0|1] "
-		"[--compare mpi,gloo,memcpy] [--csv FILE]\n"
+		"[--compare mpi,gloo,memcpy] [-R REPEAT]\n"
+		"                 [--csv FILE]\n"
 		"                 [--grads SPEC] [-D host|cuda]\n"
 		"Run under hvdrun, srun --mpi=pmix or mpirun (--compare mpi "
 		"needs mpirun).\n"
@@ -102,6 +103,7 @@ int bench_parse_args(int argc, char **argv, struct bench_opts *o,
 	    {"compare", required_argument, NULL, 'C'},
 	    {"csv", required_argument, NULL, 'S'},
 	    {"grads", required_argument, NULL, 'G'},
+	    {"repeat", required_argument, NULL, 'R'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -109,7 +111,7 @@ int bench_parse_args(int argc, char **argv, struct bench_opts *o,
 	int c, i;
 	char *end;
 
-	while ((c = getopt_long(argc, argv, "o:b:e:f:d:r:n:w:c:D:h", longopts,
+	while ((c = getopt_long(argc, argv, "o:b:e:f:d:r:n:w:c:D:R:h", longopts,
 				NULL)) != -1) {
 		switch (c) {
 		case 'o':
@@ -170,6 +172,17 @@ int bench_parse_args(int argc, char **argv, struct bench_opts *o,
 					optarg);
 				return -1;
 			}
+			break;
+		case 'R':
+			i = (int)strtol(optarg, &end, 10);
+			if (*end || i < 1 || i > 1000) {
+				fprintf(stderr,
+					"hvd-bench: --repeat %s: expected an "
+					"integer from 1 to 1000\n",
+					optarg);
+				return -1;
+			}
+			o->repeat = i;
 			break;
 		case 'n':
 		case 'w':

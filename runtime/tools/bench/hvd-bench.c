@@ -189,6 +189,14 @@ static double measure(bench_run_fn fn, const struct bench_case *c,
 	return t;
 }
 
+/* Median, minimum and maximum of q[0..n-1] (reordered). */
+static void spread(double *q, int n, double out[3])
+{
+	out[0] = per_call(q, n, 1); /* sorts */
+	out[1] = q[0];
+	out[2] = q[n - 1];
+}
+
 /* ------------------------------------------------------------- output */
 
 struct row {
@@ -196,6 +204,9 @@ struct row {
 	double time_us, algbw, busbw;
 	long wrong;
 	double mpi_busbw, gloo_busbw, memcpy_bw; /* < 0: not measured */
+	/* with -R: the median and the range of the peer's time over ours,
+	 * measurement by measurement */
+	double vs_mpi[3], vs_gloo[3];
 };
 
 static void print_header(const struct bench_opts *o, FILE *csv)
@@ -207,17 +218,21 @@ static void print_header(const struct bench_opts *o, FILE *csv)
 	printf("#%11s %12s %9s %6s %10s %8s %8s %7s", "size(B)", "count",
 	       "type", "redop", "time_us", "algbw", "busbw", "#wrong");
 	if (o->cmp_mpi)
-		printf(" %9s %7s", "mpi_busbw", "vs_mpi");
+		printf(" %9s %7s%s", "mpi_busbw", "vs_mpi",
+		       o->repeat > 1 ? "    spread" : "");
 	if (o->cmp_gloo)
-		printf(" %10s %7s", "gloo_busbw", "vs_gloo");
+		printf(" %10s %7s%s", "gloo_busbw", "vs_gloo",
+		       o->repeat > 1 ? "    spread" : "");
 	if (o->cmp_memcpy)
 		printf(" %9s", "memcpy_bw");
 	printf("\n#%11s %12s %9s %6s %10s %8s %8s %7s", "", "(elements)", "",
 	       "", "", "(GB/s)", "(GB/s)", "");
 	if (o->cmp_mpi)
-		printf(" %9s %7s", "(GB/s)", "(x)");
+		printf(" %9s %7s%s", "(GB/s)", "(x)",
+		       o->repeat > 1 ? "       (x)" : "");
 	if (o->cmp_gloo)
-		printf(" %10s %7s", "(GB/s)", "(x)");
+		printf(" %10s %7s%s", "(GB/s)", "(x)",
+		       o->repeat > 1 ? "       (x)" : "");
 	if (o->cmp_memcpy)
 		printf(" %9s", "(GB/s)");
 	printf("\n");
@@ -229,6 +244,10 @@ static void print_header(const struct bench_opts *o, FILE *csv)
 			fprintf(csv, ",gloo_busbw,vs_gloo");
 		if (o->cmp_memcpy)
 			fprintf(csv, ",memcpy_bw");
+		if (o->repeat > 1 && o->cmp_mpi)
+			fprintf(csv, ",vs_mpi_min,vs_mpi_max");
+		if (o->repeat > 1 && o->cmp_gloo)
+			fprintf(csv, ",vs_gloo_min,vs_gloo_max");
 		fprintf(csv, "\n");
 	}
 }
@@ -241,12 +260,20 @@ static void fmt_bw(char *out, size_t len, double v)
 		snprintf(out, len, "%.3f", v);
 }
 
-static void fmt_ratio(char *out, size_t len, double ours, double theirs)
+static void fmt_ratio(char *out, size_t len, double r)
 {
-	if (theirs <= 0 || ours < 0)
+	if (r <= 0)
 		snprintf(out, len, "-");
 	else
-		snprintf(out, len, "%.2f", ours / theirs);
+		snprintf(out, len, "%.2f", r);
+}
+
+static void fmt_spread(char *out, size_t len, const double *r)
+{
+	if (r[1] <= 0)
+		snprintf(out, len, "-");
+	else
+		snprintf(out, len, "%.2f-%.2f", r[1], r[2]);
 }
 
 static void print_row(const struct bench_opts *o, const struct row *r,
@@ -271,17 +298,25 @@ static void print_row(const struct bench_opts *o, const struct row *r,
 			r->algbw, r->busbw, wrong);
 	if (o->cmp_mpi) {
 		fmt_bw(a, sizeof(a), r->mpi_busbw);
-		fmt_ratio(b, sizeof(b), r->busbw, r->mpi_busbw);
+		fmt_ratio(b, sizeof(b), r->vs_mpi[0]);
 		printf(" %9s %7s", a, b);
 		if (csv)
 			fprintf(csv, ",%s,%s", a, b);
+		if (o->repeat > 1) {
+			fmt_spread(a, sizeof(a), r->vs_mpi);
+			printf(" %9s", a);
+		}
 	}
 	if (o->cmp_gloo) {
 		fmt_bw(a, sizeof(a), r->gloo_busbw);
-		fmt_ratio(b, sizeof(b), r->busbw, r->gloo_busbw);
+		fmt_ratio(b, sizeof(b), r->vs_gloo[0]);
 		printf(" %10s %7s", a, b);
 		if (csv)
 			fprintf(csv, ",%s,%s", a, b);
+		if (o->repeat > 1) {
+			fmt_spread(a, sizeof(a), r->vs_gloo);
+			printf(" %9s", a);
+		}
 	}
 	if (o->cmp_memcpy) {
 		fmt_bw(a, sizeof(a), r->memcpy_bw);
@@ -289,6 +324,10 @@ static void print_row(const struct bench_opts *o, const struct row *r,
 		if (csv)
 			fprintf(csv, ",%s", a);
 	}
+	if (csv && o->repeat > 1 && o->cmp_mpi)
+		fprintf(csv, ",%.3f,%.3f", r->vs_mpi[1], r->vs_mpi[2]);
+	if (csv && o->repeat > 1 && o->cmp_gloo)
+		fprintf(csv, ",%.3f,%.3f", r->vs_gloo[1], r->vs_gloo[2]);
 	printf("\n");
 	fflush(stdout);
 	if (csv) {
@@ -468,7 +507,15 @@ static int run_row(const struct bench_opts *o, const struct peers *p,
 	double factor = o->coll == BENCH_ALLREDUCE ? 2.0 * (n - 1) / n
 			: o->coll == BENCH_BROADCAST ? 1.0
 						     : (double)(n - 1) / n;
-	double t;
+	int R = o->repeat > 1 ? o->repeat : 1;
+	double t, *t_ours = malloc(5 * (size_t)R * sizeof(double));
+	double *t_mpi = t_ours + R, *t_gloo = t_mpi + R;
+	double *q_mpi = t_gloo + R, *q_gloo = q_mpi + R;
+
+	if (!t_ours) {
+		fprintf(stderr, "hvd-bench: out of memory\n");
+		return -1;
+	}
 
 	if (o->cuda) {
 		dc.send = bench_cuda_send();
@@ -477,24 +524,43 @@ static int run_row(const struct bench_opts *o, const struct peers *p,
 	r->bytes = count * per;
 	r->count = count;
 	if (o->check && (r->wrong = check_once(o, b, &c, &dc)) < 0)
-		return -1;
-	t = measure(run_ours, &dc, o, 0);
-	if (t < 0)
-		return -1;
+		goto fail;
+	/* -R: ours and each peer in turn, R times, so that each ratio is
+	 * taken between measurements a moment apart (a shared machine's
+	 * load changes from second to second); the medians are reported. */
+	for (int k = 0; k < R; k++) {
+		t = measure(run_ours, &dc, o, 0);
+		if (t < 0)
+			goto fail;
+		t_ours[k] = t;
+		if (p->mpi && bench_mpi_supported(&c)) {
+			t = measure(bench_mpi_run, &c, o, 0);
+			if (t < 0)
+				goto fail;
+			t_mpi[k] = t;
+			q_mpi[k] = t / t_ours[k];
+		}
+		if (p->gloo && bench_gloo_supported(&c)) {
+			t = measure(bench_gloo_run, &c, o, 0);
+			if (t < 0)
+				goto fail;
+			t_gloo[k] = t;
+			q_gloo[k] = t / t_ours[k];
+		}
+	}
+	t = per_call(t_ours, R, 1);
 	r->time_us = t * 1e6;
 	r->algbw = (double)r->bytes / t / 1e9;
 	r->busbw = r->algbw * factor;
 	if (p->mpi && bench_mpi_supported(&c)) {
-		t = measure(bench_mpi_run, &c, o, 0);
-		if (t < 0)
-			return -1;
-		r->mpi_busbw = (double)r->bytes / t / 1e9 * factor;
+		r->mpi_busbw =
+		    (double)r->bytes / per_call(t_mpi, R, 1) / 1e9 * factor;
+		spread(q_mpi, R, r->vs_mpi);
 	}
 	if (p->gloo && bench_gloo_supported(&c)) {
-		t = measure(bench_gloo_run, &c, o, 0);
-		if (t < 0)
-			return -1;
-		r->gloo_busbw = (double)r->bytes / t / 1e9 * factor;
+		r->gloo_busbw =
+		    (double)r->bytes / per_call(t_gloo, R, 1) / 1e9 * factor;
+		spread(q_gloo, R, r->vs_gloo);
 	}
 	if (o->cmp_memcpy) {
 		struct bench_case m = c;
@@ -504,10 +570,14 @@ static int run_row(const struct bench_opts *o, const struct peers *p,
 		m.count = r->bytes;
 		t = measure(run_memcpy, &m, o, 1);
 		if (t < 0)
-			return -1;
+			goto fail;
 		r->memcpy_bw = (double)r->bytes / t / 1e9;
 	}
+	free(t_ours);
 	return 0;
+fail:
+	free(t_ours);
+	return -1;
 }
 
 /* Every size from -b to -e, a row each; 0 when every check passed. */
@@ -525,8 +595,11 @@ static int sweep(const struct bench_opts *o, const struct peers *p,
 	if (o->rank == 0)
 		print_header(o, csv);
 	for (bytes = o->min_bytes; bytes <= o->max_bytes; bytes = next) {
-		struct row r = {
-		    .mpi_busbw = -1, .gloo_busbw = -1, .memcpy_bw = -1};
+		struct row r = {.mpi_busbw = -1,
+				.gloo_busbw = -1,
+				.memcpy_bw = -1,
+				.vs_mpi = {-1, -1, -1},
+				.vs_gloo = {-1, -1, -1}};
 
 		next = (size_t)((double)bytes * o->factor);
 		if (next <= bytes)

@@ -32,6 +32,7 @@
 #include "api/rendezvous.h"
 #include "coll/coll.h"
 #include "engine/engine.h"
+#include "net/auth.h"
 #include "net/bootstrap.h"
 #include "net/membership.h"
 #include "net/reform.h"
@@ -139,6 +140,7 @@ static void publish(void)
 	snprintf(r.step, sizeof(r.step), "%s", el.first_nspace);
 	r.epoch = w->epoch;
 	memcpy(r.token, el.token, sizeof(r.token));
+	auth_get_key(r.key);
 	reform_current_addr(&addr, &len);
 	r.addr = addr;
 	r.addr_len = len;
@@ -448,6 +450,7 @@ struct found {
 	int32_t join;
 	uint32_t epoch;
 	uint8_t token[MEMB_TOKEN_BYTES];
+	uint8_t key[RDV_KEY_BYTES];
 	int64_t restart;
 	uint32_t addr_len;
 	char step[256];
@@ -514,6 +517,7 @@ hvd_status_t elastic_init(void)
 		f.join = 1;
 		f.epoch = r.epoch;
 		memcpy(f.token, r.token, sizeof(f.token));
+		memcpy(f.key, r.key, sizeof(f.key));
 		f.restart = r.restart;
 		f.addr_len = (uint32_t)r.addr_len;
 		snprintf(f.step, sizeof(f.step), "%s", r.step);
@@ -538,7 +542,14 @@ hvd_status_t elastic_init(void)
 						 f.addr_len, HVD_UINT8, 0));
 	}
 	if (f.join) {
-		hvd_status_t st = join(&r);
+		hvd_status_t st;
+
+		/* The world's tags and failure notices are under its key, not
+		 * the one this step drew: take it on before talking to it
+		 * (the transport's notices restart under it when the world
+		 * re-forms). */
+		auth_set_key(f.key);
+		st = join(&r);
 
 		rdv_info_free(&r);
 		if (st != HVD_OK)

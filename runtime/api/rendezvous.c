@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAGIC_LINE "hvd-elastic-rendezvous 1"
+#define MAGIC_LINE "hvd-elastic-rendezvous 2"
 #define DIR_NAME ".hvd-elastic"
 
 /* ------------------------------------------------------------- pure */
@@ -78,7 +78,11 @@ hvd_status_t rdv_format(const struct rdv_info *in, char *buf, size_t len,
 		goto err_small;
 	off = (size_t)n;
 	if (put_hex(buf, len, &off, in->token, RDV_TOKEN_BYTES) ||
-	    off + 6 >= len)
+	    off + 5 >= len)
+		goto err_small;
+	memcpy(buf + off, "\nkey ", 5);
+	off += 5;
+	if (put_hex(buf, len, &off, in->key, RDV_KEY_BYTES) || off + 6 >= len)
 		goto err_small;
 	memcpy(buf + off, "\naddr ", 6);
 	off += 6;
@@ -184,6 +188,10 @@ hvd_status_t rdv_parse(const char *text, size_t len, struct rdv_info *out)
 	what = "token";
 	if (next_line(&p, end, "token", &v, &vlen) ||
 	    get_hex(v, vlen, out->token, RDV_TOKEN_BYTES))
+		goto err;
+	what = "key";
+	if (next_line(&p, end, "key", &v, &vlen) ||
+	    get_hex(v, vlen, out->key, RDV_KEY_BYTES))
 		goto err;
 	what = "addr";
 	if (next_line(&p, end, "addr", &v, &vlen) || vlen % 2 ||

@@ -5,19 +5,22 @@
  * Slurm gives every step its own PMIx namespace, so processes of two steps
  * cannot find each other through PMIx.  Rank 0 of the running world writes
  * one file, in a directory private to the user and shared by the nodes:
- * the job, the step that wrote it, the epoch, a random token, and the UCX
- * address of its current worker.  A newcomer that can read the file (the
+ * the job, the step that wrote it, the epoch, a random token, the job's
+ * key (net/auth.h: the newcomer's own step drew another, and tags and
+ * failure notices must be under the world's) and the UCX address of its
+ * current worker.  A newcomer that can read the file (the
  * same user: directory 0700, file 0600, both owned by the user, never
  * reached through a symbolic link) sends rank 0 a join request with the
  * token and its job id; rank 0 admits only requests that match both.
  *
  * Format, text, one "key value" per line, in this order:
- *     hvd-elastic-rendezvous 1
+ *     hvd-elastic-rendezvous 2
  *     job <SLURM_JOB_ID, or "local">
  *     restart <SLURM_RESTART_COUNT, or 0>
  *     step <the writer's first PMIx namespace>
  *     epoch <N>
  *     token <32 hex digits>
+ *     key <32 hex digits>
  *     addr <hex of the address>
  */
 #ifndef HVD_API_RENDEZVOUS_H
@@ -31,6 +34,7 @@
 #pragma GCC visibility push(hidden)
 
 #define RDV_TOKEN_BYTES 16
+#define RDV_KEY_BYTES 16 /* AUTH_KEY_BYTES */
 #define RDV_ADDR_MAX 65536
 #define RDV_FILE_MAX (2 * RDV_ADDR_MAX + 1024)
 
@@ -40,6 +44,7 @@ struct rdv_info {
 	char step[256];
 	unsigned epoch;
 	uint8_t token[RDV_TOKEN_BYTES];
+	uint8_t key[RDV_KEY_BYTES];
 	uint8_t *addr; /* malloc'ed by rdv_parse */
 	size_t addr_len;
 };

@@ -59,6 +59,11 @@ static hvd_status_t shm_setup_barrier(void *arg)
 	return svc_barrier(arg);
 }
 
+static hvd_status_t shm_setup_bcast(void *arg, void *buf, size_t bytes)
+{
+	return svc_bcast(arg, buf, bytes, 0);
+}
+
 /* A failure anywhere in the job ends a shared-memory wait, as it ends a
  * transfer (net/transport.c, watch): a node-mate may have left the
  * collective for a rank that died on another node. */
@@ -97,7 +102,8 @@ shm_group_t *coll_shm(hvd_comm_t *comm)
 	ns[j] = '\0';
 	snprintf(key, sizeof(key), "%s-n%d-c%u", ns, w->node_id, comm->net.ctx);
 	st = shm_group_create(key, comm->net.rank, comm->net.size,
-			      shm_setup_barrier, &comm->net, &g);
+			      shm_setup_barrier, shm_setup_bcast, &comm->net,
+			      &g);
 	if (st != HVD_OK) {
 		hvd_log(HVD_LOG_WARNING,
 			"shared memory unavailable (%s); using UCX within "

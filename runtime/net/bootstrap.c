@@ -14,9 +14,15 @@
  * slurmd run on one host with distinct PMIx node ids, and they must count
  * as distinct nodes (they have distinct private /tmp, hence distinct PMIx
  * rendezvous directories).
+ *
+ * Rank 0 also Puts the job's key (net/auth.h) before the same fence, and
+ * every rank Gets it from rank 0 after it: the PMIx server gives a job's
+ * data only to the job's processes, and the exchange costs no extra
+ * round.
  */
 #include "config.h"
 
+#include "net/auth.h"
 #include "net/bootstrap.h"
 
 #include <pmix.h>
@@ -29,15 +35,7 @@
 #include <unistd.h>
 
 #define BLOB_KEY "hvd.peer"
-#define BLOB_MAGIC 0x48564431u /* "HVD1" */
-
-struct blob_hdr {
-	uint32_t magic;
-	int32_t pmix_local_rank;
-	int32_t pid;
-	uint32_t key_len;
-	uint32_t addr_len;
-};
+#define JOB_KEY "hvd.key"
 
 static pmix_proc_t myproc;
 static int pmix_up;
@@ -50,88 +48,6 @@ static int world_size;
 static int singleton;
 
 #define PMIX_ERRMSG(rc) PMIx_Error_string(rc)
-
-/* ------------------------------------------------------- pure layout */
-
-hvd_status_t bootstrap_layout(struct hvd_world *w, const char *const *keys,
-			      const int *pmix_lr)
-{
-	int n = w->size, nodes = 0, use_pmix = 1;
-	int *first = NULL, *lsize = NULL, *seen = NULL;
-
-	w->node_of = calloc((size_t)n, sizeof(int));
-	w->local_rank_of = calloc((size_t)n, sizeof(int));
-	first = calloc((size_t)n, sizeof(int)); /* first rank of node i */
-	lsize = calloc((size_t)n, sizeof(int));
-	if (!w->node_of || !w->local_rank_of || !first || !lsize)
-		goto err_nomem;
-
-	for (int r = 0; r < n; r++) {
-		int id = -1;
-
-		for (int i = 0; i < nodes && id < 0; i++)
-			if (strcmp(keys[first[i]], keys[r]) == 0)
-				id = i;
-		if (id < 0) {
-			id = nodes++;
-			first[id] = r;
-		}
-		w->node_of[r] = id;
-		w->local_rank_of[r] = lsize[id]++;
-	}
-	w->num_nodes = nodes;
-
-	/* Prefer PMIx's local ranks (they may follow a cyclic or arbitrary
-	 * distribution) when they are a permutation on every node. */
-	seen = calloc((size_t)n, sizeof(int));
-	if (!seen)
-		goto err_nomem;
-	/* first[] becomes each node's offset in seen[] (prefix sums). */
-	for (int i = 0, off = 0; i < nodes; i++) {
-		first[i] = off;
-		off += lsize[i];
-	}
-	for (int r = 0; r < n && use_pmix; r++) {
-		int lr = pmix_lr ? pmix_lr[r] : -1, id = w->node_of[r];
-
-		if (lr < 0 || lr >= lsize[id]) {
-			use_pmix = 0;
-			break;
-		}
-		if (seen[first[id] + lr]++)
-			use_pmix = 0;
-	}
-	if (use_pmix)
-		for (int r = 0; r < n; r++)
-			w->local_rank_of[r] = pmix_lr[r];
-
-	w->node_id = w->node_of[w->rank];
-	w->local_rank = w->local_rank_of[w->rank];
-	w->local_size = lsize[w->node_id];
-	w->cross_rank = 0;
-	w->cross_size = 0;
-	for (int r = 0; r < n; r++) {
-		if (w->local_rank_of[r] != w->local_rank)
-			continue;
-		w->cross_size++;
-		if (w->node_of[r] < w->node_id)
-			w->cross_rank++;
-	}
-	free(seen);
-	free(first);
-	free(lsize);
-	return HVD_OK;
-
-err_nomem:
-	free(seen);
-	free(first);
-	free(lsize);
-	free(w->node_of);
-	free(w->local_rank_of);
-	w->node_of = w->local_rank_of = NULL;
-	return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory computing "
-					    "the rank layout of %d ranks", n);
-}
 
 /* ------------------------------------------------------------ events */
 
@@ -360,36 +276,30 @@ static int get_pmix_local_rank(void)
 static hvd_status_t put_blob(const char *key, const void *addr,
 			     size_t addr_len)
 {
-	struct blob_hdr h;
+	struct bootstrap_peer me;
 	pmix_value_t v;
 	pmix_status_t rc;
-	char *buf;
-	size_t klen = strlen(key);
+	size_t len;
+	void *buf;
 
-	h.magic = BLOB_MAGIC;
-	h.pmix_local_rank = get_pmix_local_rank();
-	h.pid = (int32_t)getpid();
-	h.key_len = (uint32_t)klen;
-	h.addr_len = (uint32_t)addr_len;
-	buf = malloc(sizeof(h) + klen + addr_len);
+	memset(&me, 0, sizeof(me));
+	snprintf(me.node_key, sizeof(me.node_key), "%s", key);
+	me.node_key_len = (int)strlen(me.node_key);
+	me.pmix_local_rank = get_pmix_local_rank();
+	me.pid = getpid();
+	me.addr = (void *)addr;
+	me.addr_len = addr_len;
+	buf = bootstrap_blob_encode(&me, &len);
 	if (!buf)
 		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-	memcpy(buf, &h, sizeof(h));
-	memcpy(buf + sizeof(h), key, klen);
-	memcpy(buf + sizeof(h) + klen, addr, addr_len);
 	PMIX_VALUE_CONSTRUCT(&v);
 	v.type = PMIX_BYTE_OBJECT;
 	v.data.bo.bytes = buf;
-	v.data.bo.size = sizeof(h) + klen + addr_len;
+	v.data.bo.size = len;
 	rc = PMIx_Put(PMIX_GLOBAL, BLOB_KEY, &v);
 	free(buf);
 	if (rc != PMIX_SUCCESS)
 		return hvd_error(HVD_ERR_BOOTSTRAP, "hvd: PMIx_Put failed (%s)",
-				 PMIX_ERRMSG(rc));
-	rc = PMIx_Commit();
-	if (rc != PMIX_SUCCESS)
-		return hvd_error(HVD_ERR_BOOTSTRAP,
-				 "hvd: PMIx_Commit failed (%s)",
 				 PMIX_ERRMSG(rc));
 	return HVD_OK;
 }
@@ -399,8 +309,7 @@ static hvd_status_t get_blob(int r, struct bootstrap_peer *p)
 	pmix_proc_t proc;
 	pmix_value_t *val = NULL;
 	pmix_status_t rc;
-	struct blob_hdr h;
-	const char *b;
+	hvd_status_t st;
 
 	PMIX_LOAD_PROCID(&proc, myproc.nspace, (pmix_rank_t)r);
 	rc = PMIx_Get(&proc, BLOB_KEY, NULL, 0, &val);
@@ -409,35 +318,75 @@ static hvd_status_t get_blob(int r, struct bootstrap_peer *p)
 				 "hvd: PMIx_Get of rank %d's address failed "
 				 "(%s)",
 				 r, PMIX_ERRMSG(rc));
-	if (val->type != PMIX_BYTE_OBJECT ||
-	    val->data.bo.size < sizeof(h))
-		goto err_bad;
-	b = val->data.bo.bytes;
-	memcpy(&h, b, sizeof(h));
-	if (h.magic != BLOB_MAGIC || h.key_len >= sizeof(p->node_key) ||
-	    val->data.bo.size != sizeof(h) + h.key_len + h.addr_len)
-		goto err_bad;
-	memcpy(p->node_key, b + sizeof(h), h.key_len);
-	p->node_key[h.key_len] = '\0';
-	p->node_key_len = (int)h.key_len;
-	p->pmix_local_rank = h.pmix_local_rank;
-	p->pid = (pid_t)h.pid;
-	p->addr_len = h.addr_len;
-	p->addr = malloc(h.addr_len ? h.addr_len : 1);
-	if (!p->addr) {
-		PMIX_VALUE_RELEASE(val);
-		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-	}
-	memcpy(p->addr, b + sizeof(h) + h.key_len, h.addr_len);
+	if (val->type != PMIX_BYTE_OBJECT)
+		st = hvd_error(HVD_ERR_BOOTSTRAP,
+			       "hvd: rank %d published an address record of "
+			       "PMIx type %d, not bytes (another libhvd "
+			       "version?)",
+			       r, (int)val->type);
+	else
+		st = bootstrap_blob_decode(val->data.bo.bytes,
+					   val->data.bo.size, p);
 	PMIX_VALUE_RELEASE(val);
+	if (st != HVD_OK)
+		return hvd_error_prefix(st, "hvd: rank %d's address record",
+					r);
 	return HVD_OK;
+}
 
-err_bad:
+/* Rank 0's part of the key exchange: draw the job's key, publish it. */
+static hvd_status_t put_job_key(void)
+{
+	uint8_t key[AUTH_KEY_BYTES];
+	pmix_value_t v;
+	pmix_status_t rc;
+
+	HVD_CHECK(auth_draw_key(key));
+	PMIX_VALUE_CONSTRUCT(&v);
+	v.type = PMIX_BYTE_OBJECT;
+	v.data.bo.bytes = (char *)key;
+	v.data.bo.size = sizeof(key);
+	rc = PMIx_Put(PMIX_GLOBAL, JOB_KEY, &v);
+	memset(key, 0, sizeof(key));
+	if (rc != PMIX_SUCCESS)
+		return hvd_error(HVD_ERR_BOOTSTRAP,
+				 "hvd: PMIx_Put of the job's key failed (%s)",
+				 PMIX_ERRMSG(rc));
+	return HVD_OK;
+}
+
+/* Every rank, after the fence: the key rank 0 published. */
+static hvd_status_t get_job_key(void)
+{
+	pmix_proc_t proc;
+	pmix_value_t *val = NULL;
+	pmix_status_t rc;
+	hvd_status_t st = HVD_OK;
+
+	PMIX_LOAD_PROCID(&proc, myproc.nspace, 0);
+	rc = PMIx_Get(&proc, JOB_KEY, NULL, 0, &val);
+	if (rc != PMIX_SUCCESS || !val)
+		return hvd_error(HVD_ERR_BOOTSTRAP,
+				 "hvd: PMIx_Get of the job's key from rank 0 "
+				 "failed (%s): is rank 0 another libhvd "
+				 "version?",
+				 PMIX_ERRMSG(rc));
+	if (val->type != PMIX_BYTE_OBJECT ||
+	    val->data.bo.size != AUTH_KEY_BYTES)
+		st = hvd_error(HVD_ERR_BOOTSTRAP,
+			       "hvd: rank 0 published a job key of %zu bytes "
+			       "(PMIx type %d), expected %d bytes: another "
+			       "libhvd version?",
+			       val->type == PMIX_BYTE_OBJECT
+				       ? val->data.bo.size
+				       : (size_t)0,
+			       (int)val->type, AUTH_KEY_BYTES);
+	else
+		auth_set_key((const uint8_t *)val->data.bo.bytes);
+	if (val->type == PMIX_BYTE_OBJECT && val->data.bo.bytes)
+		memset(val->data.bo.bytes, 0, val->data.bo.size);
 	PMIX_VALUE_RELEASE(val);
-	return hvd_error(HVD_ERR_BOOTSTRAP,
-			 "hvd: rank %d published a malformed address record "
-			 "(another libhvd version?)",
-			 r);
+	return st;
 }
 
 static hvd_status_t singleton_exchange(struct hvd_world *w, const void *addr,
@@ -446,10 +395,18 @@ static hvd_status_t singleton_exchange(struct hvd_world *w, const void *addr,
 {
 	struct bootstrap_peer *p = calloc(1, sizeof(*p));
 	const char *key = w->hostname;
+	uint8_t job_key[AUTH_KEY_BYTES];
 	hvd_status_t st;
 
 	if (!p)
 		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	st = auth_draw_key(job_key);
+	if (st != HVD_OK) {
+		free(p);
+		return st;
+	}
+	auth_set_key(job_key);
+	memset(job_key, 0, sizeof(job_key));
 	if (gethostname(w->hostname, sizeof(w->hostname)) != 0)
 		snprintf(w->hostname, sizeof(w->hostname), "localhost");
 	w->hostname[sizeof(w->hostname) - 1] = '\0';
@@ -488,8 +445,15 @@ hvd_status_t bootstrap_exchange(struct hvd_world *w, const void *addr,
 		return singleton_exchange(w, addr, addr_len, out);
 	get_node_key(key, sizeof(key) - 1, w->hostname, sizeof(w->hostname));
 	st = put_blob(key, addr, addr_len);
+	if (st == HVD_OK && w->rank == 0)
+		st = put_job_key();
 	if (st != HVD_OK)
 		return st;
+	rc = PMIx_Commit();
+	if (rc != PMIX_SUCCESS)
+		return hvd_error(HVD_ERR_BOOTSTRAP,
+				 "hvd: PMIx_Commit failed (%s)",
+				 PMIX_ERRMSG(rc));
 	PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
 	rc = PMIx_Fence(NULL, 0, &info, 1);
 	PMIX_INFO_DESTRUCT(&info);
@@ -498,6 +462,9 @@ hvd_status_t bootstrap_exchange(struct hvd_world *w, const void *addr,
 				 "hvd: PMIx_Fence (address exchange) failed "
 				 "(%s): did every rank call hvd_init()?",
 				 PMIX_ERRMSG(rc));
+	st = get_job_key();
+	if (st != HVD_OK)
+		return st;
 	peers = calloc((size_t)w->size, sizeof(*peers));
 	keys = calloc((size_t)w->size, sizeof(*keys));
 	lrs = calloc((size_t)w->size, sizeof(*lrs));
@@ -526,15 +493,6 @@ err_free:
 	if (peers)
 		bootstrap_peers_free(peers, w->size);
 	return st;
-}
-
-void bootstrap_peers_free(struct bootstrap_peer *peers, int n)
-{
-	if (!peers)
-		return;
-	for (int r = 0; r < n; r++)
-		free(peers[r].addr);
-	free(peers);
 }
 
 hvd_status_t bootstrap_fence(void)

@@ -1,7 +1,8 @@
 /*
  * bootstrap.h - PMIx client glue: who am I, who are my peers, and how to
- * reach them.  Thin shell around PMIx; the rank arithmetic lives in
- * bootstrap_layout(), a pure function with a unit test.
+ * reach them, and the job's key (net/auth.h).  Thin shell around PMIx;
+ * the records and the rank arithmetic live in bootstrap_blob.c, pure
+ * functions with a unit test and a fuzz harness.
  */
 #ifndef HVD_BOOTSTRAP_H
 #define HVD_BOOTSTRAP_H
@@ -42,6 +43,14 @@ hvd_status_t bootstrap_fence(void);
 hvd_status_t bootstrap_fence_nb(volatile int *done);
 /* Deregister, PMIx_Finalize. */
 void bootstrap_finalize(void);
+
+/* Pure (bootstrap_blob.c): the record of p as published (malloc'ed,
+ * *len bytes; NULL when out of memory), and back.  Decoding checks every
+ * length against size (another process wrote the bytes) and fills p
+ * (p->addr malloc'ed); an error names what was wrong. */
+void *bootstrap_blob_encode(const struct bootstrap_peer *p, size_t *len);
+hvd_status_t bootstrap_blob_decode(const void *bytes, size_t size,
+				   struct bootstrap_peer *p);
 
 /* Pure: node ids (by order of first appearance in rank order), local
  * ranks (PMIx's when they form a permutation on every node, else rank

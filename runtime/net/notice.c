@@ -1,10 +1,17 @@
 /*
- * notice.c - failure notices: {failed rank, reporter} pairs sent to every
- * live rank, fire and forget, and taken in by the one receive every rank
- * keeps posted (net/notice.h says why they exist).
+ * notice.c - failure notices: {failed rank, reporter, sequence number}
+ * sent to every live rank with a MAC under the job's key, fire and
+ * forget, and taken in by the one receive every rank keeps posted
+ * (net/notice.h says why they exist, net/auth.h how they are protected).
+ *
+ * A notice that does not verify is dropped and logged: only a process
+ * that knows the tag key can even deliver one (the receive matches the
+ * whole keyed tag), so one that arrives and fails its MAC says that the
+ * traffic was read or the key leaked, or another libhvd is in the job.
  */
 #include "config.h"
 
+#include "net/auth.h"
 #include "net/notice.h"
 #include "net/peers.h"
 #include "net/ucx.h"
@@ -14,13 +21,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int32_t notice_in[2];
+static struct auth_notice notice_in;
 static struct tp_req *notice_req;
 /* Send buffers, one per failed rank: a send's buffer must stay valid
  * until it completes, and fire-and-forget sends are never waited for,
  * so these live until the worker is gone. */
-static int32_t (*notice_out)[2];
+static struct auth_notice *notice_out;
+static uint32_t *notice_last; /* [n] last sequence taken per reporter */
+static uint32_t notice_seq;   /* of the last notice this rank sent   */
+static unsigned long notice_dropped;
 static pthread_mutex_t notice_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t notice_tag(void)
+{
+	return auth_tag((uint64_t)NOTICE_CTX << 48);
+}
 
 static void post_recv(void)
 {
@@ -33,9 +48,8 @@ static void post_recv(void)
 			   UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
 	prm.cb.recv = ucx_recv_cb;
 	prm.datatype = ucp_dt_make_contig(1);
-	r = ucp_tag_recv_nbx(ucx_worker, notice_in, sizeof(notice_in),
-			     (uint64_t)NOTICE_CTX << 48,
-			     (uint64_t)0xffff << 48, &prm);
+	r = ucp_tag_recv_nbx(ucx_worker, &notice_in, sizeof(notice_in),
+			     notice_tag(), ~(uint64_t)0, &prm);
 	notice_req = UCS_PTR_IS_ERR(r) ? NULL : r;
 }
 
@@ -44,9 +58,14 @@ hvd_status_t notice_start(void)
 	int n = peers_count();
 
 	notice_out = calloc((size_t)(n > 0 ? n : 1), sizeof(*notice_out));
-	if (!notice_out)
+	notice_last = calloc((size_t)(n > 0 ? n : 1), sizeof(*notice_last));
+	if (!notice_out || !notice_last) {
+		notice_free();
 		return hvd_error(HVD_ERR_NO_MEMORY,
 				 "hvd: out of memory for failure notices");
+	}
+	notice_seq = 0;
+	notice_dropped = 0;
 	post_recv();
 	return HVD_OK;
 }
@@ -56,18 +75,40 @@ static void take_in(void)
 	int n = peers_count();
 
 	while (notice_req && atomic_load(&notice_req->done)) {
-		int ok = notice_req->status == UCS_OK &&
-			 notice_req->length == sizeof(notice_in);
+		ucs_status_t rs = notice_req->status;
+		int ok = rs == UCS_OK;
+		size_t len = notice_req->length;
+		const char *bad = rs == UCS_ERR_MESSAGE_TRUNCATED
+					  ? "longer than a failure notice"
+					  : "its receive failed";
 		char why[200];
 
 		atomic_store(&notice_req->done, 0);
 		ucp_request_free(notice_req);
 		notice_req = NULL;
-		if (ok && notice_in[0] >= 0 && notice_in[0] < n &&
-		    notice_in[1] >= 0 && notice_in[1] < n) {
+		if (ok && auth_notice_open(&notice_in, len, n, peers_self(),
+					   notice_last, &bad) == 0) {
 			snprintf(why, sizeof(why), "rank %d reports it gone",
-				 (int)notice_in[1]);
-			peers_mark_failed(notice_in[0], why, 0);
+				 (int)notice_in.reporter);
+			hvd_log(HVD_LOG_DEBUG,
+				"failure notice %u from rank %d: rank %d is "
+				"gone",
+				notice_in.seq, (int)notice_in.reporter,
+				(int)notice_in.dead);
+			peers_mark_failed(notice_in.dead, why, 0);
+		} else if (rs != UCS_ERR_CANCELED) {
+			/* a flood must not flood the log: the first ten,
+			 * then every 1000th */
+			if (++notice_dropped <= 10 ||
+			    notice_dropped % 1000 == 0)
+				hvd_log(HVD_LOG_WARNING,
+					"dropped a failure notice (%zu bytes, "
+					"naming rank %d, claiming to come "
+					"from rank %d): %s; %lu dropped so "
+					"far",
+					len, (int)notice_in.dead,
+					(int)notice_in.reporter, bad,
+					notice_dropped);
 		}
 		post_recv();
 	}
@@ -77,8 +118,7 @@ static void send_out(int f)
 {
 	int n = peers_count(), me = peers_self();
 
-	notice_out[f][0] = f;
-	notice_out[f][1] = me;
+	auth_notice_seal(&notice_out[f], f, me, ++notice_seq);
 	for (int w = 0; w < n; w++) {
 		hvd_status_t st = HVD_OK;
 		ucp_request_param_t prm;
@@ -91,10 +131,8 @@ static void send_out(int f)
 		if (!ep)
 			continue;
 		memset(&prm, 0, sizeof(prm));
-		r = ucp_tag_send_nbx(ep, notice_out[f], sizeof(notice_out[f]),
-				     (uint64_t)NOTICE_CTX << 48 |
-					     (uint64_t)me,
-				     &prm);
+		r = ucp_tag_send_nbx(ep, &notice_out[f], sizeof(notice_out[f]),
+				     notice_tag(), &prm);
 		if (r && !UCS_PTR_IS_ERR(r))
 			ucp_request_free(r);
 	}
@@ -127,5 +165,7 @@ void notice_cancel(void)
 void notice_free(void)
 {
 	free(notice_out);
+	free(notice_last);
 	notice_out = NULL;
+	notice_last = NULL;
 }

@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include "net/auth.h"
 #include "net/notice.h"
 #include "net/peers.h"
 #include "net/rreduce.h"
@@ -169,6 +170,7 @@ void transport_finalize(int fence)
 	ucx_finalize(fence);
 	notice_free();
 	peers_free();
+	auth_clear();
 	pthread_mutex_lock(&rr_lock);
 	if (rr_ok > 0)
 		ucp_dt_destroy(rr_dt);
@@ -243,8 +245,8 @@ int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
 			   UCP_OP_ATTR_FIELD_DATATYPE;
 	prm.cb.send = ucx_send_cb;
 	prm.datatype = ucp_dt_make_contig(1);
-	r = ucp_tag_send_nbx(ep, buf, len, x->tag_base | (uint64_t)x->me,
-			     &prm);
+	r = ucp_tag_send_nbx(ep, buf, len,
+			     auth_tag(x->tag_base | (uint64_t)x->me), &prm);
 	if (r == NULL) {
 		op->done = 1;
 	} else if (UCS_PTR_IS_ERR(r)) {
@@ -288,7 +290,7 @@ static int post_recv(struct xfer *x, int peer, void *buf, size_t count,
 	prm.recv_info.tag_info = &info;
 	info.length = 0;
 	r = ucp_tag_recv_nbx(ucx_worker, buf, count,
-			     x->tag_base | (uint64_t)(unsigned)peer,
+			     auth_tag(x->tag_base | (uint64_t)(unsigned)peer),
 			     ~(uint64_t)0, &prm);
 	if (r == NULL) {
 		op->done = 1;

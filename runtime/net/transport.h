@@ -9,9 +9,11 @@
  * into a buffer the caller got back.
  *
  * Tags (64 bits): context id (16) | collective sequence (24) | source group
- * rank (24).  Receives match the whole tag, so groups never mix;
- * messages between two ranks within one collective rely on UCX's in-order
- * tag matching per endpoint, as MPI over UCX does.
+ * rank (24), XORed on the wire with the job's tag key (net/auth.h).
+ * Receives match the whole tag, so groups never mix, and a process
+ * outside the job cannot deliver into them without the key; messages
+ * between two ranks within one collective rely on UCX's in-order tag
+ * matching per endpoint, as MPI over UCX does.
  */
 #ifndef HVD_TRANSPORT_H
 #define HVD_TRANSPORT_H

@@ -165,6 +165,7 @@ int main(int argc, char **argv)
 	if (st != HVD_OK) {
 		fprintf(stderr, "ckpt_prog: [%d] restore: %s: %s\n", rank,
 			hvd_status_name(st), hvd_last_error());
+		hvd_ckpt_close(ck);
 		return expect_error ? 3 : 1;
 	}
 	if (rank == 0 || !check(step)) {

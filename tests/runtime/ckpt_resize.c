@@ -245,6 +245,7 @@ int main(int argc, char **argv)
 			       sampler[0], sampler[1], rank, size);
 			hvd_ckpt_close(ck);
 			hvd_finalize();
+			free(tab);
 			return good ? HVD_CKPT_EXIT_STATUS : 1;
 		}
 		if ((st = hvd_ckpt_step(ck, step, &stop)) != HVD_OK)

@@ -338,8 +338,13 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (!strcmp(crash_mode, "kill"))
 			kill(getpid(), SIGKILL);
-		else if (!strcmp(crash_mode, "segv"))
+		else if (!strcmp(crash_mode, "segv")) {
+			/* die by the signal even where a sanitizer has
+			 * its own SIGSEGV handler (which reports and exits
+			 * 1) */
+			signal(SIGSEGV, SIG_DFL);
 			raise(SIGSEGV);
+		}
 		else if (!strcmp(crash_mode, "exit"))
 			exit(3);
 		else if (!strcmp(crash_mode, "exit0"))

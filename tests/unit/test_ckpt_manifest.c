@@ -294,6 +294,7 @@ static size_t huge_count(char *buf, size_t n, const char *key,
 	return (size_t)len;
 }
 
+#ifndef HAVE_ASAN
 /* Virtual memory of this process now, in bytes. */
 static unsigned long long vm_bytes(void)
 {
@@ -307,6 +308,7 @@ static unsigned long long vm_bytes(void)
 	}
 	return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
 }
+#endif
 
 static void test_counts(void)
 {

@@ -24,6 +24,8 @@ static void sample(struct rdv_info *r, uint8_t *addr, size_t n)
 	r->epoch = 3;
 	for (int i = 0; i < RDV_TOKEN_BYTES; i++)
 		r->token[i] = (uint8_t)(0xf0 ^ i);
+	for (int i = 0; i < RDV_KEY_BYTES; i++)
+		r->key[i] = (uint8_t)(0x5a + i);
 	for (size_t i = 0; i < n; i++)
 		addr[i] = (uint8_t)(i * 13);
 	r->addr = addr;
@@ -50,13 +52,14 @@ int main(void)
 	struct stat sb;
 	int missing;
 
-	plan(22);
+	plan(23);
 	sample(&in, addr, sizeof(addr));
 	ok(rdv_format(&in, buf, sizeof(buf), &n) == HVD_OK,
 	   "the file's text is made");
 	ok(rdv_parse(buf, n, &out) == HVD_OK && !strcmp(out.job, "4242") &&
 		   out.restart == 1 && !strcmp(out.step, in.step) &&
 		   out.epoch == 3 && !memcmp(out.token, in.token, 16) &&
+		   !memcmp(out.key, in.key, 16) &&
 		   out.addr_len == sizeof(addr) &&
 		   !memcmp(out.addr, addr, sizeof(addr)),
 	   "... and read back field for field");
@@ -75,24 +78,28 @@ int main(void)
 		ok(!bad, "every truncation of it is refused (%d accepted)",
 		   bad);
 	}
+	ok(!parses("hvd-elastic-rendezvous 1\njob 1\nrestart 0\nstep s\n"
+		   "epoch 0\ntoken 00000000000000000000000000000000\naddr 00\n"),
+	   "another version (1, without the key) is refused");
 	ok(!parses("hvd-elastic-rendezvous 2\njob 1\nrestart 0\nstep s\n"
-		   "epoch 0\ntoken 00000000000000000000000000000000\naddr 00\n"),
-	   "another version is refused");
-	ok(!parses("hvd-elastic-rendezvous 1\njob 1\nrestart 0\nstep s\n"
-		   "epoch 0\ntoken 0000000000000000000000000000000g\naddr 00\n"),
+		   "epoch 0\ntoken 0000000000000000000000000000000g\nkey 00000000000000000000000000000000\naddr 00\n"),
 	   "a token that is not hex is refused");
-	ok(!parses("hvd-elastic-rendezvous 1\njob 1\nrestart -1\nstep s\n"
-		   "epoch 0\ntoken 00000000000000000000000000000000\naddr 00\n"),
+	ok(!parses("hvd-elastic-rendezvous 2\njob 1\nrestart 0\nstep s\n"
+		   "epoch 0\ntoken 00000000000000000000000000000000\n"
+		   "key 000000000000000000000000000000\naddr 00\n"),
+	   "a key of 15 bytes is refused");
+	ok(!parses("hvd-elastic-rendezvous 2\njob 1\nrestart -1\nstep s\n"
+		   "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\naddr 00\n"),
 	   "a negative restart count is refused");
-	ok(!parses("hvd-elastic-rendezvous 1\njob 1\nrestart 0\nstep s\n"
-		   "epoch 0\ntoken 00000000000000000000000000000000\naddr 00\n"
+	ok(!parses("hvd-elastic-rendezvous 2\njob 1\nrestart 0\nstep s\n"
+		   "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\naddr 00\n"
 		   "extra 1\n"),
 	   "trailing lines are refused");
-	ok(!parses("hvd-elastic-rendezvous 1\njob a b\nrestart 0\nstep s\n"
-		   "epoch 0\ntoken 00000000000000000000000000000000\naddr 00\n"),
+	ok(!parses("hvd-elastic-rendezvous 2\njob a b\nrestart 0\nstep s\n"
+		   "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\naddr 00\n"),
 	   "a job id with a space is refused");
-	ok(parses("hvd-elastic-rendezvous 1\njob 1\nrestart 0\nstep s\n"
-		  "epoch 0\ntoken 00000000000000000000000000000000\naddr 00\n"),
+	ok(parses("hvd-elastic-rendezvous 2\njob 1\nrestart 0\nstep s\n"
+		  "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\naddr 00\n"),
 	   "the smallest valid file parses");
 	rdv_job_name("12/../x", buf, sizeof(buf));
 	is_str(buf, "12____x", "a job id becomes a safe file name part");

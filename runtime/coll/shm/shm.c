@@ -54,7 +54,8 @@
  */
 #include "config.h"
 
-#include "coll/shm/shm_impl.h"
+#include "coll/shm/shm.h"
+#include "coll/shm/shm_group.h"
 #include "kernels/kernels.h"
 
 #include <stdio.h>

@@ -18,16 +18,20 @@
 
 typedef struct shm_group shm_group_t;
 
-/* Called by the members during set-up (after the creator made the
- * segment, before the others attach): a barrier over the group through
- * the bootstrap or transport. */
+/* Called by every member during set-up, over the group, through the
+ * bootstrap or the transport: a broadcast of bytes from local rank 0
+ * (after it made the segment: the random part of its name), then a
+ * barrier (after the others attached). */
+typedef hvd_status_t (*shm_bcast_fn)(void *arg, void *buf, size_t bytes);
 typedef hvd_status_t (*shm_barrier_fn)(void *arg);
 
-/* key: unique per job, node and group (e.g. "<nspace>-n<node>-c<ctx>");
- * local_rank/local_size: the caller's place in the node-local group. */
+/* key: unique per job, node and group (e.g. "<nspace>-n<node>-c<ctx>"),
+ * part of the name for the admin's eyes; local_rank/local_size: the
+ * caller's place in the node-local group; arg is passed to both
+ * callbacks. */
 hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
-			      shm_barrier_fn barrier, void *barrier_arg,
-			      shm_group_t **out);
+			      shm_barrier_fn barrier, shm_bcast_fn bcast,
+			      void *arg, shm_group_t **out);
 void shm_group_destroy(shm_group_t *g);
 /* The machine runs more of the job's ranks than it has cores, though not
  * necessarily this group (nodes that are one machine): spin as little

@@ -6,7 +6,8 @@
  */
 #include "config.h"
 
-#include "coll/shm/shm_impl.h"
+#include "coll/shm/shm.h"
+#include "coll/shm/shm_group.h"
 #include "kernels/kernels.h"
 
 #include <string.h>

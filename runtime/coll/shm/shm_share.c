@@ -5,7 +5,8 @@
  */
 #include "config.h"
 
-#include "coll/shm/shm_impl.h"
+#include "coll/shm/shm.h"
+#include "coll/shm/shm_group.h"
 
 /*
  * Data a peer reads (the copy-in, the reduced slice, the broadcast root's

@@ -1,14 +1,14 @@
 /*
- * shm_impl.h - what the shared-memory files share: the segment layout, the
+ * shm_group.h - what the shared-memory files share: the segment layout, the
  * group, the flag primitives and waiting, how data for peers is written,
  * and the pipeline.  shm.c (small path, collectives) opens with the
  * design; shm_setup.c makes the segment, shm_wait.c, shm_share.c and
  * shm_pipe.c hold the rest.
  */
-#ifndef HVD_SHM_IMPL_H
-#define HVD_SHM_IMPL_H
+#ifndef HVD_SHM_GROUP_H
+#define HVD_SHM_GROUP_H
 
-#include "coll/shm/shm.h"
+#include "base/base.h"
 #include "kernels/kernels.h"
 
 #include <sched.h>
@@ -20,10 +20,18 @@
 
 #pragma GCC visibility push(hidden)
 
+/* The same typedef as shm.h's (C11 allows it twice): this header stands
+ * apart from shm.h, the collectives' contract, which needs none of it. */
+typedef struct shm_group shm_group_t;
+
 #define SHM_MAGIC 0x68766473686d3031ull /* "hvdshm01" */
 #define SHM_LINE 128
 #define SHM_INLINE 48 /* inline payload in the 64-byte small flag line */
 #define SHM_MAX_SEGMENT (256ul << 20)
+#define SHM_NBUF_MIN 2
+#define SHM_NBUF_MAX 64
+#define SHM_SMALL_MAX (16ul << 20)
+#define SHM_TOKEN 16 /* random bytes in the segment's name */
 #define SHM_PREFETCH 4096 /* bytes of the next small buffer to reclaim */
 #define SHM_YIELDS 16	  /* sched_yield()s between spinning and sleeping */
 
@@ -86,7 +94,8 @@ struct shm_group {
 	unsigned spin_now; /* the same, for the running collective */
 	int oversub;	   /* more members than the node has CPUs */
 	double timeout;	   /* HOROVOD_PEER_TIMEOUT             */
-	shm_check_fn check; /* a failure elsewhere (may be NULL) */
+	/* a failure elsewhere (may be NULL): shm.h's shm_check_fn */
+	int (*check)(void *arg, char *why, size_t len);
 	void *check_arg;
 	hvd_status_t failed;
 	char failmsg[256];
@@ -244,7 +253,22 @@ hvd_status_t shm_pipeline(shm_group_t *g, enum pipe_kind kind,
 /* Lay the segment out for g->n, g->nbuf, g->chunk, g->small_max at
  * g->base (when set) and compute g->size. */
 void shm_layout(shm_group_t *g);
+/* The creator's parameters for n members from the knobs' values, bounded
+ * (nbuf 2..64, chunk a multiple of n*64 shrunk to keep the pipeline
+ * buffers within SHM_MAX_SEGMENT, small up to SHM_SMALL_MAX), and the
+ * segment's size: a header with magic 0 and nothing attached. */
+void shm_params(int n, long nbuf, size_t chunk, size_t small,
+		struct shm_header *h);
+/* 0 when h could have come from shm_params() for n members (magic set);
+ * else -1 and why says what is wrong. */
+int shm_header_check(const struct shm_header *h, int n, char *why,
+		     size_t whylen);
+/* 0 when fd is a regular file of this effective uid, mode exactly 0600,
+ * whose header (read into h) passes shm_header_check and whose size is
+ * the header's; else -1 and why. */
+int shm_segment_check(int fd, int n, struct shm_header *h, char *why,
+		      size_t whylen);
 
 #pragma GCC visibility pop
 
-#endif /* HVD_SHM_IMPL_H */
+#endif /* HVD_SHM_GROUP_H */

@@ -529,3 +529,10 @@ hvd_status_t shm_barrier(shm_group_t *g)
 		return st;
 	return small_exchange(g, NULL, 0, &s);
 }
+
+/* What a wait also checks every tick: a failure elsewhere in the job. */
+void shm_group_set_check(shm_group_t *g, shm_check_fn fn, void *arg)
+{
+	g->check = fn;
+	g->check_arg = arg;
+}

@@ -2,7 +2,7 @@
  * shm_group.h - what the shared-memory files share: the segment layout, the
  * group, the flag primitives and waiting, how data for peers is written,
  * and the pipeline.  shm.c (small path, collectives) opens with the
- * design; shm_setup.c makes the segment, shm_wait.c, shm_share.c and
+ * design; shm_setup.c makes the segment, shm_group.c, shm_share.c and
  * shm_pipe.c hold the rest.
  */
 #ifndef HVD_SHM_GROUP_H
@@ -153,7 +153,7 @@ static inline void prefetch_w(const void *p)
 /* Error exit: records the message, marks the group failed. */
 hvd_status_t shm_fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
     HVD_PRINTF(3, 4);
-/* The slow part of a wait (shm_wait.c). */
+/* The slow part of a wait (shm_group.c). */
 hvd_status_t shm_wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
 			   int peer);
 

@@ -1,20 +1,13 @@
 /*
- * shm_wait.c - the slow part of waiting on a peer's flag, and the error
- * exit that marks the group failed (shm.c's comment, "Waiting").
+ * shm_group.c - what shm_group.h declares out of line: the slow part of
+ * waiting on a peer's flag, and the error exit that marks the group failed (shm.c's comment, "Waiting").
  */
 #include "config.h"
 
-#include "coll/shm/shm.h"
 #include "coll/shm/shm_group.h"
 
 #include <stdarg.h>
 #include <stdio.h>
-
-void shm_group_set_check(shm_group_t *g, shm_check_fn fn, void *arg)
-{
-	g->check = fn;
-	g->check_arg = arg;
-}
 
 hvd_status_t shm_fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
 {

@@ -16,10 +16,17 @@
  * events, notices from other ranks), the pids of ranks on this node, and
  * a HELLO sent every second to the ranks waited for on other nodes, whose
  * connection error marks a dead one (a killed process's socket is reset).
+ *
+ * Every tag is keyed with the job's key (net/auth.h) as the collectives'
+ * are, on the wire and in every probe, so that a process outside the job
+ * that reaches a worker cannot put a proposal, a decision or a removal
+ * into an agreement without guessing 64 bits; a step that joins takes the
+ * key from the rendezvous file before it sends its request.
  */
 #include "config.h"
 
 #include "net/membership.h"
+#include "net/auth.h"
 #include "net/notice.h"
 #include "net/peers.h"
 #include "net/ucx.h"
@@ -119,7 +126,7 @@ static void send_copy(ucp_ep_h ep, uint64_t tag, const struct memb_buf *b)
 			   UCP_OP_ATTR_FIELD_DATATYPE;
 	prm.cb.send = ucx_send_cb;
 	prm.datatype = ucp_dt_make_contig(1);
-	r = ucp_tag_send_nbx(ep, buf, b->len, tag, &prm);
+	r = ucp_tag_send_nbx(ep, buf, b->len, auth_tag(tag), &prm);
 	if (r == NULL || UCS_PTR_IS_ERR(r)) {
 		free(buf);
 		return;
@@ -251,7 +258,7 @@ static int take_msg(uint64_t tag, uint64_t mask, void **buf, size_t *len,
 	double deadline;
 	void *b;
 
-	msg = ucp_tag_probe_nb(ucx_worker, tag, mask, 1, &info);
+	msg = ucp_tag_probe_nb(ucx_worker, auth_tag(tag), mask, 1, &info);
 	if (!msg)
 		return 0;
 	b = malloc(info.length ? info.length : 1);
@@ -291,7 +298,7 @@ static int take_msg(uint64_t tag, uint64_t mask, void **buf, size_t *len,
 	atomic_store(&r->done, 0);
 	ucp_request_free(r);
 	*buf = b;
-	*stag = info.sender_tag;
+	*stag = auth_tag(info.sender_tag); /* the XOR undone */
 	return 1;
 }
 

@@ -137,6 +137,7 @@ def _proto(name, restype, *argtypes, optional=False):
 
 
 hvd_status_name = _proto('hvd_status_name', _c.c_char_p, _I)
+hvd_status_code = _proto('hvd_status_code', _c.c_char_p, _I)
 hvd_last_error = _proto('hvd_last_error', _c.c_char_p)
 hvd_init = _proto('hvd_init', _I)
 hvd_finalize = _proto('hvd_finalize', _I)
@@ -252,6 +253,11 @@ def status_name(st):
     return hvd_status_name(st).decode()
 
 
+def status_code(st):
+    """The status's stable code, 'HVD-3020' (doc/errors.md)."""
+    return hvd_status_code(st).decode()
+
+
 def last_error():
     return hvd_last_error().decode(errors='replace')
 
@@ -270,6 +276,7 @@ def error(st, what=None):
         return ValueError(NOT_INITIALIZED_MSG + ' (' + msg + ')')
     e = HorovodInternalError(msg)
     e.status = status_name(st)
+    e.code = status_code(st)
     return e
 
 

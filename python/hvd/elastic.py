@@ -167,6 +167,7 @@ def reset():
     else:
         e = HorovodInternalError(msg)
     e.status = _lib.status_name(st)
+    e.code = _lib.status_code(st)
     raise e
 
 

@@ -5,14 +5,17 @@ class HorovodInternalError(RuntimeError):
     """A collective operation failed: a peer died, the transport broke, the
     ranks disagreed about an operation (mismatch), or the engine stopped.
 
-    The message is libhvd's; ``status`` holds its status name
-    (``'HVD_ERR_PEER_FAILED'``, ``'HVD_ERR_MISMATCH'``, ...).  After a peer
+    The message is libhvd's, which starts with the status's stable code;
+    ``status`` holds its status name (``'HVD_ERR_PEER_FAILED'``,
+    ``'HVD_ERR_MISMATCH'``, ...) and ``code`` that code (``'HVD-5002'``,
+    ``'HVD-3020'``, ...: doc/errors.md says cause and fix of each).  After a peer
     failure every later operation fails too: save what can be saved and
     exit (``hvd.torch.Checkpoint`` resumes the job when it is requeued),
     or, with elastic training on, let ``hvd.elastic.run`` roll back to the
     last commit and go on with the survivors (doc/elastic.md).
     """
     status = None
+    code = None
 
 
 class HostsUpdatedInterrupt(RuntimeError):
@@ -34,5 +37,7 @@ class ElasticError(RuntimeError):
     re-formed among them, so collectives still work and the state may be
     checkpointed before exiting), this rank was left out of the new world
     ('HVD_ERR_REMOVED': exit), or no agreement came in time.  ``status``
-    holds libhvd's status name, the message its code."""
+    holds libhvd's status name, ``code`` its code (the message starts with
+    it)."""
     status = None
+    code = None

@@ -13,6 +13,9 @@ def test_mismatched_count(hvd):
                        match='mismatched count') as e:
         hvd.allreduce(x, name='err.count')
     assert e.value.status == 'HVD_ERR_MISMATCH'
+    # the stable code, on the exception and at the start of the message
+    assert e.value.code == 'HVD-3020'
+    assert str(e.value).startswith('HVD-3020 ')
     assert 'err.count' in str(e.value)
     # the engine goes on
     assert hvd.allreduce(torch.ones(2), name='err.after').tolist() == [1, 1]

@@ -264,6 +264,7 @@ class Checkpoint:
                     % (e, ', '.join((['RNG'] if self.rng else []) +
                                     sorted(self._objects))))
                 e.status = _lib.status_name(st)
+                e.code = _lib.status_code(st)
             raise e
         if step.value == 0:
             return 0

@@ -1,7 +1,7 @@
 /*
  * membership.c - the elastic agreement over the current world's worker
  * (net/membership.h has the protocol; net/memb_core.c the messages and
- * decisions).
+ * decisions; net/memb_wire.c how they travel).
  *
  * Everything here runs on the caller's thread while no collective runs
  * (the engine is stopped): messages are probed for (ucp_tag_probe_nb)
@@ -26,7 +26,7 @@
 #include "config.h"
 
 #include "net/membership.h"
-#include "net/auth.h"
+#include "net/memb_wire.h"
 #include "net/notice.h"
 #include "net/peers.h"
 #include "net/ucx.h"
@@ -37,269 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TYPE_BITS 4
-#define EPOCH_MASK 0xfffffu /* the epoch's bits in a tag */
-
-static uint64_t memb_tag(uint32_t ctx, uint32_t epoch, int type, int src)
-{
-	uint32_t seq = ((epoch & EPOCH_MASK) << TYPE_BITS) | (uint32_t)type;
-
-	return ((uint64_t)ctx << 48) | ((uint64_t)(seq & 0xffffffu) << 24) |
-	       (uint64_t)((uint32_t)src & 0xffffffu);
-}
-
-/* Any source, this epoch and type. */
-#define MASK_EXACT (~(uint64_t)0xffffffu)
-/* Any source and epoch, this type (newcomers do not know the epoch). */
-#define MASK_TYPE (((uint64_t)0xffffu << 48) | ((uint64_t)0xfu << 24))
-
-static void nap(void)
-{
-	struct timespec ts = {0, 200000};
-
-	nanosleep(&ts, NULL);
-}
-
-/* ------------------------------------------------------------- sends */
-
-struct sent {
-	void *req;
-	void *buf;
-};
-
-/* Sends whose request is still in flight, across calls (see above). */
-static struct sent *inflight;
-static int ninflight, capinflight;
-
-static void reap_sends(void)
-{
-	int k = 0;
-
-	for (int i = 0; i < ninflight; i++) {
-		struct sent *s = &inflight[i];
-
-		if (s->req && ucp_request_check_status(s->req) == UCS_INPROGRESS) {
-			inflight[k++] = *s;
-			continue;
-		}
-		if (s->req)
-			ucp_request_free(s->req);
-		free(s->buf);
-	}
-	ninflight = k;
-}
-
 void memb_release_sends(void)
 {
-	/* The worker these were posted on is gone: nothing reads them. */
-	for (int i = 0; i < ninflight; i++)
-		free(inflight[i].buf);
-	free(inflight);
-	inflight = NULL;
-	ninflight = capinflight = 0;
-}
-
-/* Fire a copy of b to ep; a failed post is what the endpoint's error
- * handler reports (the caller's liveness checks see it). */
-static void send_copy(ucp_ep_h ep, uint64_t tag, const struct memb_buf *b)
-{
-	ucp_request_param_t prm;
-	void *buf, *r;
-
-	if (!ep)
-		return;
-	if (ninflight == capinflight) {
-		int cap = capinflight ? capinflight * 2 : 16;
-		struct sent *v = realloc(inflight, (size_t)cap * sizeof(*v));
-
-		if (!v)
-			return;
-		inflight = v;
-		capinflight = cap;
-	}
-	buf = malloc(b->len);
-	if (!buf)
-		return;
-	memcpy(buf, b->p, b->len);
-	memset(&prm, 0, sizeof(prm));
-	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-			   UCP_OP_ATTR_FIELD_DATATYPE;
-	prm.cb.send = ucx_send_cb;
-	prm.datatype = ucp_dt_make_contig(1);
-	r = ucp_tag_send_nbx(ep, buf, b->len, auth_tag(tag), &prm);
-	if (r == NULL || UCS_PTR_IS_ERR(r)) {
-		free(buf);
-		return;
-	}
-	inflight[ninflight].req = r;
-	inflight[ninflight].buf = buf;
-	ninflight++;
-}
-
-/* Flush eps[0..n) (NULLs skipped) within limit seconds: a decision must
- * have left this process before its worker goes. */
-static void flush_eps(ucp_ep_h *eps, int n, double limit)
-{
-	void **reqs = calloc((size_t)(n ? n : 1), sizeof(*reqs));
-	double deadline = hvd_now() + limit;
-	int left;
-
-	if (!reqs)
-		return;
-	for (int i = 0; i < n; i++) {
-		ucp_request_param_t prm;
-		void *q;
-
-		if (!eps[i])
-			continue;
-		memset(&prm, 0, sizeof(prm));
-		q = ucp_ep_flush_nbx(eps[i], &prm);
-		if (q && !UCS_PTR_IS_ERR(q))
-			reqs[i] = q;
-	}
-	do {
-		if (!ucp_worker_progress(ucx_worker))
-			nap();
-		left = 0;
-		for (int i = 0; i < n; i++) {
-			if (!reqs[i])
-				continue;
-			if (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS) {
-				left++;
-			} else {
-				ucp_request_free(reqs[i]);
-				reqs[i] = NULL;
-			}
-		}
-	} while (left && hvd_now() < deadline);
-	for (int i = 0; i < n; i++)
-		if (reqs[i])
-			ucp_request_free(reqs[i]);
-	free(reqs);
-	reap_sends();
-}
-
-/* ------------------------------------------- endpoints to newcomers */
-
-/* An endpoint to an address outside the peer table (a newcomer, or the
- * running world's rank 0 for a newcomer); *failed becomes 1 when UCX
- * reports the connection broken. */
-struct extra_ep {
-	ucp_ep_h ep;
-	volatile int failed;
-};
-
-static void extra_error(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-	(void)ep;
-	(void)status;
-	__atomic_store_n(&((struct extra_ep *)arg)->failed, 1,
-			 __ATOMIC_RELEASE);
-}
-
-static hvd_status_t extra_open(struct extra_ep *x, const void *addr)
-{
-	ucp_ep_params_t p;
-	ucs_status_t s;
-
-	x->failed = 0;
-	memset(&p, 0, sizeof(p));
-	p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-		       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-		       UCP_EP_PARAM_FIELD_ERR_HANDLER;
-	p.address = addr;
-	p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-	p.err_handler.cb = extra_error;
-	p.err_handler.arg = x;
-	s = ucp_ep_create(ucx_worker, &p, &x->ep);
-	if (s != UCS_OK) {
-		x->ep = NULL;
-		return hvd_error(HVD_ERR_PEER_FAILED,
-				 "hvd: elastic: cannot make an endpoint "
-				 "(ucp_ep_create: %s)",
-				 UCS_MSG(s));
-	}
-	return HVD_OK;
-}
-
-static void extra_close(struct extra_ep *x)
-{
-	ucp_request_param_t prm;
-	double deadline = hvd_now() + 1.0;
-	void *q;
-
-	if (!x->ep)
-		return;
-	memset(&prm, 0, sizeof(prm));
-	prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-	prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-	q = ucp_ep_close_nbx(x->ep, &prm);
-	x->ep = NULL;
-	if (!q || UCS_PTR_IS_ERR(q))
-		return;
-	while (ucp_request_check_status(q) == UCS_INPROGRESS &&
-	       hvd_now() < deadline)
-		ucp_worker_progress(ucx_worker);
-	ucp_request_free(q);
-}
-
-/* ----------------------------------------------------------- receive */
-
-/* Take one message matching tag/mask if there is one: 1 with *buf
- * (malloc'ed), *len and *stag; 0 when none; -1 when receiving it failed
- * (dropped). */
-static int take_msg(uint64_t tag, uint64_t mask, void **buf, size_t *len,
-		    uint64_t *stag)
-{
-	ucp_tag_recv_info_t info;
-	ucp_tag_message_h msg;
-	ucp_request_param_t prm;
-	struct tp_req *r;
-	double deadline;
-	void *b;
-
-	msg = ucp_tag_probe_nb(ucx_worker, auth_tag(tag), mask, 1, &info);
-	if (!msg)
-		return 0;
-	b = malloc(info.length ? info.length : 1);
-	memset(&prm, 0, sizeof(prm));
-	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-			   UCP_OP_ATTR_FIELD_DATATYPE |
-			   UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-	prm.cb.recv = ucx_recv_cb;
-	prm.datatype = ucp_dt_make_contig(1);
-	/* Without a buffer the message must still be taken off the queue:
-	 * receive it into a byte and drop it (truncated). */
-	r = ucp_tag_msg_recv_nbx(ucx_worker, b ? b : (void *)&deadline,
-				 b ? info.length : 0, msg, &prm);
-	if (UCS_PTR_IS_ERR(r)) {
-		free(b);
-		return -1;
-	}
-	deadline = hvd_now() + 10.0;
-	while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
-		if (hvd_now() > deadline) {
-			ucp_request_cancel(ucx_worker, r);
-			while (!atomic_load(&r->done) &&
-			       hvd_now() < deadline + 1.0)
-				ucp_worker_progress(ucx_worker);
-			break;
-		}
-		if (!ucp_worker_progress(ucx_worker))
-			nap();
-	}
-	if (!atomic_load(&r->done) || r->status != UCS_OK || !b) {
-		atomic_store(&r->done, 0);
-		ucp_request_free(r);
-		free(b);
-		return -1;
-	}
-	*len = r->length;
-	atomic_store(&r->done, 0);
-	ucp_request_free(r);
-	*buf = b;
-	*stag = auth_tag(info.sender_tag); /* the XOR undone */
-	return 1;
+	memb_sends_release();
 }
 
 /* ------------------------------------------------------ the survivors */
@@ -344,7 +84,7 @@ static void take_proposals(struct agree *a)
 	void *msg;
 	int got;
 
-	while ((got = take_msg(tag, MASK_EXACT, &msg, &len, &stag)) != 0) {
+	while ((got = memb_take(tag, MASK_EXACT, &msg, &len, &stag)) != 0) {
 		struct memb_propose p;
 		char why[96];
 
@@ -387,7 +127,7 @@ static void take_decisions(struct agree *a)
 	int got;
 
 	while (!a->decided &&
-	       (got = take_msg(tag, MASK_EXACT, &msg, &len, &stag)) != 0) {
+	       (got = memb_take(tag, MASK_EXACT, &msg, &len, &stag)) != 0) {
 		struct memb_decide d;
 		int idx = -1;
 
@@ -417,7 +157,7 @@ static void take_decisions(struct agree *a)
 	}
 	tag = memb_tag(MEMB_CTX, a->in->epoch, MEMB_REMOVED, 0);
 	while (!a->decided &&
-	       (got = take_msg(tag, MASK_EXACT, &msg, &len, &stag)) != 0) {
+	       (got = memb_take(tag, MASK_EXACT, &msg, &len, &stag)) != 0) {
 		char why[MEMB_REASON_MAX];
 
 		if (got < 0)
@@ -436,7 +176,7 @@ static void send_to_rank(struct agree *a, int r, int type)
 	if (r == a->me || peers_failed(r))
 		return;
 	ep = ucx_ep(r, &st);
-	send_copy(ep, memb_tag(MEMB_CTX, a->in->epoch, type, a->me), &a->buf);
+	memb_send(ep, memb_tag(MEMB_CTX, a->in->epoch, type, a->me), &a->buf);
 }
 
 static hvd_status_t propose(struct agree *a)
@@ -470,7 +210,7 @@ static void hello(struct agree *a)
 		    !peers_local(r))
 			send_to_rank(a, r, MEMB_HELLO);
 	}
-	reap_sends();
+	memb_reap_sends();
 }
 
 /* Newcomers of complete steps, in the order their requests came. */
@@ -537,7 +277,7 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 {
 	struct memb_peer **newc = NULL, **order = NULL;
 	struct memb_decide d;
-	struct extra_ep *xeps = NULL;
+	struct memb_ep *xeps = NULL;
 	ucp_ep_h *flush = NULL;
 	int nnew = 0, n = 0, nflush = 0;
 	hvd_status_t st;
@@ -586,10 +326,10 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 			send_to_rank(a, r, MEMB_DECIDE);
 		} else {
 			struct memb_join *j = join_of(order[i]);
-			struct extra_ep *x = &xeps[i - (n - nnew)];
+			struct memb_ep *x = &xeps[i - (n - nnew)];
 
-			if (j && extra_open(x, j->reply_addr) == HVD_OK) {
-				send_copy(x->ep,
+			if (j && memb_ep_open(x, j->reply_addr) == HVD_OK) {
+				memb_send(x->ep,
 					  memb_tag(MEMB_CTX, a->in->epoch,
 						   MEMB_DECIDE, a->me),
 					  &a->buf);
@@ -612,7 +352,7 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 				if (memb_bit(late, r)) {
 					hvd_status_t est = HVD_OK;
 
-					send_copy(ucx_ep(r, &est),
+					memb_send(ucx_ep(r, &est),
 						  memb_tag(MEMB_CTX,
 							   a->in->epoch,
 							   MEMB_REMOVED,
@@ -620,9 +360,9 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 						  &a->buf);
 				}
 	}
-	flush_eps(flush, nflush, 2.0);
+	memb_flush(flush, nflush, 2.0);
 	for (int i = 0; i < nnew; i++)
-		extra_close(&xeps[i]);
+		memb_ep_close(&xeps[i]);
 	/* The caller's copy: deep, so that it outlives the proposals. */
 	for (int i = 0; i < n; i++) {
 		if (order[i]->old_rank == a->me &&
@@ -755,7 +495,7 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 			next_hello = now + 1.0;
 		}
 		if (!busy)
-			nap();
+			memb_nap();
 	}
 	hvd_log(HVD_LOG_DEBUG, "elastic: agreement took %.3f s",
 		hvd_now() - start);
@@ -769,7 +509,7 @@ out:
 	free(a.failed);
 	free(a.all.world_ranks);
 	memb_buf_free(&a.buf);
-	reap_sends();
+	memb_reap_sends();
 	return st;
 }
 
@@ -779,20 +519,21 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 		       const void *rank0_addr, size_t rank0_addr_len,
 		       double wait_s, struct memb_decide *out, int *index)
 {
-	struct extra_ep x;
+	struct memb_ep x;
 	struct memb_buf b = {0};
 	double deadline = hvd_now() + wait_s;
+	double next_probe = hvd_now() + 1.0;
 	hvd_status_t st;
 
 	(void)rank0_addr_len;
 	HVD_CHECK(memb_encode_join(&b, epoch, req));
-	st = extra_open(&x, rank0_addr);
+	st = memb_ep_open(&x, rank0_addr);
 	if (st != HVD_OK) {
 		memb_buf_free(&b);
 		return st;
 	}
-	send_copy(x.ep, memb_tag(JOIN_CTX, 0, MEMB_JOIN, 0), &b);
-	flush_eps(&x.ep, 1, 5.0);
+	memb_send(x.ep, memb_tag(JOIN_CTX, 0, MEMB_JOIN, 0), &b);
+	memb_flush(&x.ep, 1, 5.0);
 	st = HVD_ERR_TIMEOUT;
 	while (hvd_now() < deadline) {
 		size_t len;
@@ -800,13 +541,26 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 		void *msg;
 		int got;
 
+		/* A probe a second, as the survivors send theirs: a rank 0
+		 * that is gone fails the send, and x.failed says so, where
+		 * an idle endpoint might never learn it. */
+		if (hvd_now() >= next_probe) {
+			struct memb_buf h = {0};
+
+			if (memb_encode_hello(&h, 0, -1) == HVD_OK)
+				memb_send(x.ep,
+					  memb_tag(MEMB_CTX, 0, MEMB_HELLO, 0),
+					  &h);
+			memb_buf_free(&h);
+			next_probe = hvd_now() + 1.0;
+		}
 		if (__atomic_load_n(&x.failed, __ATOMIC_ACQUIRE)) {
 			st = hvd_error(HVD_ERR_PEER_FAILED,
 				       "hvd: elastic: cannot reach rank 0 of the "
 				       "running world (its connection failed)");
 			break;
 		}
-		got = take_msg(memb_tag(MEMB_CTX, 0, MEMB_DECIDE, 0), MASK_TYPE,
+		got = memb_take(memb_tag(MEMB_CTX, 0, MEMB_DECIDE, 0), MASK_TYPE,
 			       &msg, &len, &stag);
 		if (got > 0) {
 			struct memb_decide d;
@@ -833,7 +587,7 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 			free(msg);
 			continue;
 		}
-		got = take_msg(memb_tag(MEMB_CTX, 0, MEMB_REMOVED, 0),
+		got = memb_take(memb_tag(MEMB_CTX, 0, MEMB_REMOVED, 0),
 			       MASK_TYPE, &msg, &len, &stag);
 		if (got > 0) {
 			char why[MEMB_REASON_MAX] = "";
@@ -847,29 +601,29 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 			break;
 		}
 		if (!ucp_worker_progress(ucx_worker))
-			nap();
+			memb_nap();
 	}
 	if (st == HVD_ERR_TIMEOUT)
 		hvd_error(HVD_ERR_TIMEOUT,
 			  "hvd: elastic: not admitted within %.0f s", wait_s);
-	extra_close(&x);
+	memb_ep_close(&x);
 	memb_buf_free(&b);
-	reap_sends();
+	memb_reap_sends();
 	return st;
 }
 
 int memb_reachable(const void *addr, double limit_s)
 {
-	struct extra_ep x;
+	struct memb_ep x;
 	int ok;
 
-	if (extra_open(&x, addr) != HVD_OK)
+	if (memb_ep_open(&x, addr) != HVD_OK)
 		return 0;
 	/* A flush completes once the connection is wired up, or fails (the
 	 * error handler) when nobody listens at the address any more. */
-	flush_eps(&x.ep, 1, limit_s);
+	memb_flush(&x.ep, 1, limit_s);
 	ok = !__atomic_load_n(&x.failed, __ATOMIC_ACQUIRE);
-	extra_close(&x);
+	memb_ep_close(&x);
 	return ok;
 }
 
@@ -919,7 +673,7 @@ int memb_poll_joins(const uint8_t token[MEMB_TOKEN_BYTES], const char *jobid)
 	if (!ucx_worker)
 		return 0;
 	ucp_worker_progress(ucx_worker);
-	while ((got = take_msg(memb_tag(JOIN_CTX, 0, MEMB_JOIN, 0),
+	while ((got = memb_take(memb_tag(JOIN_CTX, 0, MEMB_JOIN, 0),
 			       (uint64_t)0xffffu << 48, &msg, &len, &stag)) !=
 	       0) {
 		struct memb_join *j;

@@ -1,0 +1,268 @@
+/*
+ * memb_wire.c - the elastic agreement's messages on the wire (see
+ * net/memb_wire.h, and membership.c's comment for why sends are copied and
+ * receives probed).  Every tag is keyed with the job's key (net/auth.h).
+ */
+#include "config.h"
+
+#include "net/memb_wire.h"
+#include "net/auth.h"
+#include "net/ucx.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TYPE_BITS 4
+#define EPOCH_MASK 0xfffffu /* the epoch's bits in a tag */
+
+uint64_t memb_tag(uint32_t ctx, uint32_t epoch, int type, int src)
+{
+	uint32_t seq = ((epoch & EPOCH_MASK) << TYPE_BITS) | (uint32_t)type;
+
+	return ((uint64_t)ctx << 48) | ((uint64_t)(seq & 0xffffffu) << 24) |
+	       (uint64_t)((uint32_t)src & 0xffffffu);
+}
+
+
+void memb_nap(void)
+{
+	struct timespec ts = {0, 200000};
+
+	nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------- sends */
+
+struct sent {
+	void *req;
+	void *buf;
+};
+
+/* Sends whose request is still in flight, across calls (see above). */
+static struct sent *inflight;
+static int ninflight, capinflight;
+
+void memb_reap_sends(void)
+{
+	int k = 0;
+
+	for (int i = 0; i < ninflight; i++) {
+		struct sent *s = &inflight[i];
+
+		if (s->req && ucp_request_check_status(s->req) == UCS_INPROGRESS) {
+			inflight[k++] = *s;
+			continue;
+		}
+		if (s->req)
+			ucp_request_free(s->req);
+		free(s->buf);
+	}
+	ninflight = k;
+}
+
+void memb_sends_release(void)
+{
+	/* The worker these were posted on is gone: nothing reads them. */
+	for (int i = 0; i < ninflight; i++)
+		free(inflight[i].buf);
+	free(inflight);
+	inflight = NULL;
+	ninflight = capinflight = 0;
+}
+
+/* Fire a copy of b to ep; a failed post is what the endpoint's error
+ * handler reports (the caller's liveness checks see it). */
+void memb_send(ucp_ep_h ep, uint64_t tag, const struct memb_buf *b)
+{
+	ucp_request_param_t prm;
+	void *buf, *r;
+
+	if (!ep)
+		return;
+	if (ninflight == capinflight) {
+		int cap = capinflight ? capinflight * 2 : 16;
+		struct sent *v = realloc(inflight, (size_t)cap * sizeof(*v));
+
+		if (!v)
+			return;
+		inflight = v;
+		capinflight = cap;
+	}
+	buf = malloc(b->len);
+	if (!buf)
+		return;
+	memcpy(buf, b->p, b->len);
+	memset(&prm, 0, sizeof(prm));
+	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+			   UCP_OP_ATTR_FIELD_DATATYPE;
+	prm.cb.send = ucx_send_cb;
+	prm.datatype = ucp_dt_make_contig(1);
+	r = ucp_tag_send_nbx(ep, buf, b->len, auth_tag(tag), &prm);
+	if (r == NULL || UCS_PTR_IS_ERR(r)) {
+		free(buf);
+		return;
+	}
+	inflight[ninflight].req = r;
+	inflight[ninflight].buf = buf;
+	ninflight++;
+}
+
+/* Flush eps[0..n) (NULLs skipped) within limit seconds: a decision must
+ * have left this process before its worker goes. */
+void memb_flush(ucp_ep_h *eps, int n, double limit)
+{
+	void **reqs = calloc((size_t)(n ? n : 1), sizeof(*reqs));
+	double deadline = hvd_now() + limit;
+	int left;
+
+	if (!reqs)
+		return;
+	for (int i = 0; i < n; i++) {
+		ucp_request_param_t prm;
+		void *q;
+
+		if (!eps[i])
+			continue;
+		memset(&prm, 0, sizeof(prm));
+		q = ucp_ep_flush_nbx(eps[i], &prm);
+		if (q && !UCS_PTR_IS_ERR(q))
+			reqs[i] = q;
+	}
+	do {
+		if (!ucp_worker_progress(ucx_worker))
+			memb_nap();
+		left = 0;
+		for (int i = 0; i < n; i++) {
+			if (!reqs[i])
+				continue;
+			if (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS) {
+				left++;
+			} else {
+				ucp_request_free(reqs[i]);
+				reqs[i] = NULL;
+			}
+		}
+	} while (left && hvd_now() < deadline);
+	for (int i = 0; i < n; i++)
+		if (reqs[i])
+			ucp_request_free(reqs[i]);
+	free(reqs);
+	memb_reap_sends();
+}
+
+/* ------------------------------------------- endpoints to newcomers */
+
+
+static void extra_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+	(void)ep;
+	(void)status;
+	__atomic_store_n(&((struct memb_ep *)arg)->failed, 1,
+			 __ATOMIC_RELEASE);
+}
+
+hvd_status_t memb_ep_open(struct memb_ep *x, const void *addr)
+{
+	ucp_ep_params_t p;
+	ucs_status_t s;
+
+	x->failed = 0;
+	memset(&p, 0, sizeof(p));
+	p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+		       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+		       UCP_EP_PARAM_FIELD_ERR_HANDLER;
+	p.address = addr;
+	p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+	p.err_handler.cb = extra_error;
+	p.err_handler.arg = x;
+	s = ucp_ep_create(ucx_worker, &p, &x->ep);
+	if (s != UCS_OK) {
+		x->ep = NULL;
+		return hvd_error(HVD_ERR_PEER_FAILED,
+				 "hvd: elastic: cannot make an endpoint "
+				 "(ucp_ep_create: %s)",
+				 UCS_MSG(s));
+	}
+	return HVD_OK;
+}
+
+void memb_ep_close(struct memb_ep *x)
+{
+	ucp_request_param_t prm;
+	double deadline = hvd_now() + 1.0;
+	void *q;
+
+	if (!x->ep)
+		return;
+	memset(&prm, 0, sizeof(prm));
+	prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+	prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+	q = ucp_ep_close_nbx(x->ep, &prm);
+	x->ep = NULL;
+	if (!q || UCS_PTR_IS_ERR(q))
+		return;
+	while (ucp_request_check_status(q) == UCS_INPROGRESS &&
+	       hvd_now() < deadline)
+		ucp_worker_progress(ucx_worker);
+	ucp_request_free(q);
+}
+
+/* ----------------------------------------------------------- receive */
+
+/* Take one message matching tag/mask if there is one: 1 with *buf
+ * (malloc'ed), *len and *stag; 0 when none; -1 when receiving it failed
+ * (dropped). */
+int memb_take(uint64_t tag, uint64_t mask, void **buf, size_t *len,
+		    uint64_t *stag)
+{
+	ucp_tag_recv_info_t info;
+	ucp_tag_message_h msg;
+	ucp_request_param_t prm;
+	struct tp_req *r;
+	double deadline;
+	void *b;
+
+	msg = ucp_tag_probe_nb(ucx_worker, auth_tag(tag), mask, 1, &info);
+	if (!msg)
+		return 0;
+	b = malloc(info.length ? info.length : 1);
+	memset(&prm, 0, sizeof(prm));
+	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+			   UCP_OP_ATTR_FIELD_DATATYPE |
+			   UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+	prm.cb.recv = ucx_recv_cb;
+	prm.datatype = ucp_dt_make_contig(1);
+	/* Without a buffer the message must still be taken off the queue:
+	 * receive it into a byte and drop it (truncated). */
+	r = ucp_tag_msg_recv_nbx(ucx_worker, b ? b : (void *)&deadline,
+				 b ? info.length : 0, msg, &prm);
+	if (UCS_PTR_IS_ERR(r)) {
+		free(b);
+		return -1;
+	}
+	deadline = hvd_now() + 10.0;
+	while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
+		if (hvd_now() > deadline) {
+			ucp_request_cancel(ucx_worker, r);
+			while (!atomic_load(&r->done) &&
+			       hvd_now() < deadline + 1.0)
+				ucp_worker_progress(ucx_worker);
+			break;
+		}
+		if (!ucp_worker_progress(ucx_worker))
+			memb_nap();
+	}
+	if (!atomic_load(&r->done) || r->status != UCS_OK || !b) {
+		atomic_store(&r->done, 0);
+		ucp_request_free(r);
+		free(b);
+		return -1;
+	}
+	*len = r->length;
+	atomic_store(&r->done, 0);
+	ucp_request_free(r);
+	*buf = b;
+	*stag = auth_tag(info.sender_tag); /* the XOR undone */
+	return 1;
+}

@@ -413,8 +413,18 @@ static hvd_status_t join(struct rdv_info *r)
 		if (st == HVD_OK || st == HVD_ERR_REMOVED ||
 		    hvd_now() > deadline)
 			break;
-		/* Rank 0 may have moved (a re-forming) or changed. */
-		if (rdv_read(el.dir, el.job, &again, &missing) == HVD_OK) {
+		/* Rank 0 may have moved (a re-forming) or changed; or the
+		 * world ended before it admitted us (its rank 0 removes the
+		 * file at the end): then nobody is left to wait for. */
+		if (rdv_read(el.dir, el.job, &again, &missing) != HVD_OK) {
+			if (!missing)
+				continue;
+			st = hvd_error(HVD_ERR_PEER_FAILED,
+				       "hvd: elastic: the running world ended "
+				       "before it admitted this process (its "
+				       "rendezvous file is gone)");
+			break;
+		} else {
 			if (again.restart == el.restart &&
 			    memcmp(again.token, r->token, sizeof(r->token)) ==
 				0) {

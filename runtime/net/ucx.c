@@ -439,54 +439,83 @@ void ucx_recv_cb(void *request, ucs_status_t status,
 	atomic_store_explicit(&r->done, 1, memory_order_release);
 }
 
-void ucx_finalize(int fence)
+/* Close every endpoint (force: all of them; else those of failed peers,
+ * the others flushed); *reqs gets the closes still in flight, the return
+ * value their number. */
+static int close_eps(int force, void ***reqs)
 {
-	void **reqs = NULL;
-	int nreq = 0;
-	volatile int fenced = 1;
-	double deadline;
+	void **q = eps ? calloc((size_t)neps, sizeof(*q)) : NULL;
+	int n = 0;
 
-	if (!ucx_worker)
-		return;
-	if (eps)
-		reqs = calloc((size_t)neps, sizeof(*reqs));
 	for (int r = 0; eps && r < neps; r++) {
 		ucp_ep_h ep = atomic_load(&eps[r]);
 		ucp_request_param_t prm;
-		void *q;
+		void *c;
 
 		if (!ep)
 			continue;
 		memset(&prm, 0, sizeof(prm));
 		prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-		prm.flags = peers_failed(r)
-				    ? UCP_EP_CLOSE_FLAG_FORCE
-				    : 0; /* flush */
-		q = ucp_ep_close_nbx(ep, &prm);
-		if (q && !UCS_PTR_IS_ERR(q) && reqs)
-			reqs[nreq++] = q;
+		prm.flags = force || peers_failed(r) ? UCP_EP_CLOSE_FLAG_FORCE
+						     : 0; /* flush */
+		c = ucp_ep_close_nbx(ep, &prm);
+		if (c && !UCS_PTR_IS_ERR(c) && q)
+			q[n++] = c;
 		atomic_store(&eps[r], NULL);
 	}
+	*reqs = q;
+	return n;
+}
+
+/* Progress once and free the closes that completed; how many are left. */
+static int reap_closes(void **reqs, int n)
+{
+	int left = 0;
+
+	ucp_worker_progress(ucx_worker);
+	for (int i = 0; i < n; i++) {
+		if (!reqs[i])
+			continue;
+		if (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS) {
+			left++;
+		} else {
+			ucp_request_free(reqs[i]);
+			reqs[i] = NULL;
+		}
+	}
+	return left;
+}
+
+/* Free what is left of the closes, and the endpoint table. */
+static void end_closes(void **reqs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (reqs[i])
+			ucp_request_free(reqs[i]);
+	free(reqs);
+	free((void *)eps);
+	eps = NULL;
+	neps = 0;
+}
+
+void ucx_finalize(int fence)
+{
+	void **reqs;
+	int nreq;
+	volatile int fenced = 1;
+	double deadline;
+
+	if (!ucx_worker)
+		return;
+	nreq = close_eps(0, &reqs);
 	/* Keep progressing until every rank has closed: a rank that
 	 * stopped progressing could leave its peers' flushes hanging. */
 	if (fence && bootstrap_fence_nb(&fenced) != HVD_OK)
 		fenced = 1;
 	deadline = hvd_now() + (fence ? 30.0 : 5.0);
 	for (;;) {
-		int left = 0;
+		int left = reap_closes(reqs, nreq);
 
-		ucp_worker_progress(ucx_worker);
-		for (int i = 0; i < nreq; i++) {
-			if (!reqs[i])
-				continue;
-			if (ucp_request_check_status(reqs[i]) ==
-			    UCS_INPROGRESS) {
-				left++;
-			} else {
-				ucp_request_free(reqs[i]);
-				reqs[i] = NULL;
-			}
-		}
 		if ((!left && __atomic_load_n(&fenced, __ATOMIC_ACQUIRE)) ||
 		    hvd_now() > deadline)
 			break;
@@ -497,13 +526,7 @@ void ucx_finalize(int fence)
 		hvd_log(HVD_LOG_WARNING,
 			"finalize: not every rank reached hvd_finalize() "
 			"within 30 s");
-	for (int i = 0; i < nreq; i++)
-		if (reqs[i])
-			ucp_request_free(reqs[i]);
-	free(reqs);
-	free((void *)eps);
-	eps = NULL;
-	neps = 0;
+	end_closes(reqs, nreq);
 	ucp_worker_release_address(ucx_worker, my_addr);
 	ucp_worker_destroy(ucx_worker);
 	ucx_worker_discard();
@@ -563,53 +586,18 @@ ucp_worker_h ucx_worker_next(void)
 
 void ucx_worker_switch(void)
 {
-	void **reqs = NULL;
-	int nreq = 0;
+	void **reqs;
+	int nreq;
 	double deadline;
 
 	if (!next_worker)
 		return;
-	if (eps)
-		reqs = calloc((size_t)neps, sizeof(*reqs));
-	for (int r = 0; eps && r < neps; r++) {
-		ucp_ep_h ep = atomic_load(&eps[r]);
-		ucp_request_param_t prm;
-		void *q;
-
-		if (!ep)
-			continue;
-		memset(&prm, 0, sizeof(prm));
-		prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-		prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-		q = ucp_ep_close_nbx(ep, &prm);
-		if (q && !UCS_PTR_IS_ERR(q) && reqs)
-			reqs[nreq++] = q;
-		atomic_store(&eps[r], NULL);
-	}
+	nreq = close_eps(1, &reqs);
 	/* A forced close does not wait for the peer; a second is plenty. */
 	deadline = hvd_now() + 1.0;
-	for (int left = nreq; left && hvd_now() < deadline;) {
-		ucp_worker_progress(ucx_worker);
-		left = 0;
-		for (int i = 0; i < nreq; i++) {
-			if (!reqs[i])
-				continue;
-			if (ucp_request_check_status(reqs[i]) ==
-			    UCS_INPROGRESS) {
-				left++;
-			} else {
-				ucp_request_free(reqs[i]);
-				reqs[i] = NULL;
-			}
-		}
-	}
-	for (int i = 0; i < nreq; i++)
-		if (reqs[i])
-			ucp_request_free(reqs[i]);
-	free(reqs);
-	free((void *)eps);
-	eps = NULL;
-	neps = 0;
+	while (nreq && reap_closes(reqs, nreq) && hvd_now() < deadline)
+		;
+	end_closes(reqs, nreq);
 	ucp_worker_release_address(ucx_worker, my_addr);
 	ucp_worker_destroy(ucx_worker);
 	ucx_worker = next_worker;

@@ -174,6 +174,26 @@ static int open_regular(const struct ckpt_dir *d, const char *name,
 	return fd;
 }
 
+/* open_regular for a file the manifest lists as f, of exactly its size. */
+static int open_listed(const struct ckpt_dir *d, const struct ckpt_file *f,
+		       const char *path, hvd_status_t *st)
+{
+	struct stat sb;
+	int fd = open_regular(d, f->name, &sb, path, st);
+
+	if (fd >= 0 && (uint64_t)sb.st_size != f->size) {
+		*st = hvd_error(HVD_ERR_CORRUPT,
+				"checkpoint file %s is %lld bytes, the "
+				"manifest says %llu (truncated or "
+				"overwritten)",
+				path, (long long)sb.st_size,
+				(unsigned long long)f->size);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 hvd_status_t ckpt_read_small(const struct ckpt_dir *d, const char *name,
 			     size_t max, char **buf, size_t *len)
 {
@@ -277,7 +297,6 @@ hvd_status_t ckpt_verify_file(const struct ckpt_dir *ck,
 	char path[PATH_MAX];
 	XXH3_state_t *xs = NULL;
 	hvd_status_t st = HVD_OK;
-	struct stat sb;
 	char *bounce = NULL;
 	uint64_t hash, total = 0;
 	int fd;
@@ -291,17 +310,9 @@ hvd_status_t ckpt_verify_file(const struct ckpt_dir *ck,
 				 "file of %llu", path,
 				 (unsigned long long)total,
 				 (unsigned long long)f->size);
-	fd = open_regular(ck, f->name, &sb, path, &st);
+	fd = open_listed(ck, f, path, &st);
 	if (fd < 0)
 		return st;
-	if ((uint64_t)sb.st_size != f->size) {
-		st = hvd_error(HVD_ERR_CORRUPT,
-			       "checkpoint file %s is %lld bytes, the manifest "
-			       "says %llu (truncated or overwritten)",
-			       path, (long long)sb.st_size,
-			       (unsigned long long)f->size);
-		goto err_close;
-	}
 	xs = XXH3_createState();
 	if (!ndst)
 		bounce = malloc(IO_CHUNK);
@@ -337,7 +348,6 @@ hvd_status_t ckpt_verify_file(const struct ckpt_dir *ck,
 err_free:
 	free(bounce);
 	XXH3_freeState(xs);
-err_close:
 	close(fd);
 	return st;
 }
@@ -368,7 +378,6 @@ hvd_status_t ckpt_read_range(const struct ckpt_dir *ck,
 {
 	char path[PATH_MAX];
 	hvd_status_t st = HVD_OK;
-	struct stat sb;
 	char *p = buf;
 	int fd;
 
@@ -379,17 +388,9 @@ hvd_status_t ckpt_read_range(const struct ckpt_dir *ck,
 				 "beyond its %llu bytes", path, len,
 				 (unsigned long long)off,
 				 (unsigned long long)f->size);
-	fd = open_regular(ck, f->name, &sb, path, &st);
+	fd = open_listed(ck, f, path, &st);
 	if (fd < 0)
 		return st;
-	if ((uint64_t)sb.st_size != f->size) {
-		st = hvd_error(HVD_ERR_CORRUPT,
-			       "checkpoint file %s is %lld bytes, the manifest "
-			       "says %llu (truncated or overwritten)",
-			       path, (long long)sb.st_size,
-			       (unsigned long long)f->size);
-		goto out;
-	}
 	while (len) {
 		size_t want = len < IO_CHUNK ? len : IO_CHUNK;
 		ssize_t r = pread(fd, p, want, (off_t)off);

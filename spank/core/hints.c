@@ -176,8 +176,9 @@ static int knobs(struct record *c, char *err, size_t errlen)
 #define IS(k) (c->o->set & (1u << (k)))
 	if (IS(OPT_CKPT_DIR)) {
 		source(eff.given, OPT_CKPT_DIR, src, sizeof(src));
-		if (path_expand(VAL(OPT_CKPT_DIR, ckpt_dir), l->user, l->job_id,
-				l->job_name, v, sizeof(v), e, sizeof(e))) {
+		if (path_expand_step(VAL(OPT_CKPT_DIR, ckpt_dir), l->user,
+				     l->job_id, l->step_id, l->job_name, v,
+				     sizeof(v), e, sizeof(e))) {
 			snprintf(err, errlen, "ckpt-dir: %s", e);
 			return -1;
 		}
@@ -228,8 +229,9 @@ static int knobs(struct record *c, char *err, size_t errlen)
 	}
 	if (IS(OPT_TIMELINE)) {
 		source(eff.given, OPT_TIMELINE, src, sizeof(src));
-		if (path_expand(VAL(OPT_TIMELINE, timeline), l->user, l->job_id,
-				l->job_name, v, sizeof(v), e, sizeof(e))) {
+		if (path_expand_step(VAL(OPT_TIMELINE, timeline), l->user,
+				     l->job_id, l->step_id, l->job_name, v,
+				     sizeof(v), e, sizeof(e))) {
 			snprintf(err, errlen, "timeline: %s", e);
 			return -1;
 		}

@@ -40,7 +40,7 @@ static const struct keydef keys[OPT_NKEYS] = {
 	  "ckpt-every=N, N steps between checkpoints, 0 to 1000000000" },
 	{ "ckpt-dir", K_PATH, 0, 0, NULL,
 	  "ckpt-dir=/ABSOLUTE/PATH without '..' (%u user, %j job id, "
-	  "%x job name)" },
+	  "%s step id, %x job name)" },
 	{ "ckpt-keep", K_UINT, 1, 1000, NULL,
 	  "ckpt-keep=K, checkpoints kept, 1 to 1000" },
 	{ "fusion-mb", K_UINT, 0, 65536, NULL,
@@ -51,7 +51,7 @@ static const struct keydef keys[OPT_NKEYS] = {
 	{ "cache", K_UINT, 0, 1000000, NULL,
 	  "cache=N, response cache entries, 0 to 1000000" },
 	{ "timeline", K_PATH, 0, 0, NULL,
-	  "timeline=/ABSOLUTE/FILE without '..' (%u, %j, %x expanded)" },
+	  "timeline=/ABSOLUTE/FILE without '..' (%u, %j, %s, %x expanded)" },
 	{ "hierarchical", K_ENUM, 0, 0, onoff, "hierarchical=on|off" },
 	{ "stall-s", K_UINT, 0, 86400, NULL,
 	  "stall-s=N, seconds before a stall warning, 0 to 86400" },
@@ -203,7 +203,7 @@ static int parse_dec(const char *v, size_t len, char *out, size_t outlen)
 	return 0;
 }
 
-/* A path template: absolute, normalisable, only %u %j %x %% escapes. */
+/* A path template: absolute, normalisable, only %u %j %s %x %% escapes. */
 static int parse_path(const char *v, size_t len, char *out, char *why,
 		      size_t whylen)
 {
@@ -219,9 +219,10 @@ static int parse_path(const char *v, size_t len, char *out, char *why,
 		}
 		if (v[i] != '%')
 			continue;
-		if (i + 1 >= len || !strchr("ujx%", v[i + 1])) {
+		if (i + 1 >= len || !strchr("ujsx%", v[i + 1])) {
 			err_set(why, whylen,
-				"only %%u, %%j, %%x and %%%% may follow '%%'");
+				"only %%u, %%j, %%s, %%x and %%%% may follow "
+				"'%%'");
 			return -1;
 		}
 		i++;

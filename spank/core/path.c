@@ -74,9 +74,33 @@ static size_t put_safe_name(const char *name, char *out, size_t room)
 	return n;
 }
 
+/* Slurm's special step ids (slurm.h's SLURM_*_SCRIPT/CONT), as its file
+ * name patterns print them. */
+static const char *step_name(unsigned long stepid)
+{
+	switch (stepid) {
+	case 0xfffffffaUL:
+		return "interactive";
+	case 0xfffffffbUL:
+		return "batch";
+	case 0xfffffffcUL:
+		return "extern";
+	default:
+		return NULL;
+	}
+}
+
 int path_expand(const char *tmpl, const char *user, unsigned long jobid,
 		const char *jobname, char *out, size_t outlen, char *err,
 		size_t errlen)
+{
+	return path_expand_step(tmpl, user, jobid, 0, jobname, out, outlen,
+				err, errlen);
+}
+
+int path_expand_step(const char *tmpl, const char *user, unsigned long jobid,
+		     unsigned long stepid, const char *jobname, char *out,
+		     size_t outlen, char *err, size_t errlen)
 {
 	char buf[PATH_LEN * 2];
 	size_t o = 0, room = sizeof(buf) - 1;
@@ -97,6 +121,17 @@ int path_expand(const char *tmpl, const char *user, unsigned long jobid,
 			break;
 		case 'j':
 			n = (size_t)snprintf(num, sizeof(num), "%lu", jobid);
+			if (n > room - o)
+				goto toolong;
+			memcpy(buf + o, num, n);
+			break;
+		case 's':
+			if (step_name(stepid))
+				n = (size_t)snprintf(num, sizeof(num), "%s",
+						     step_name(stepid));
+			else
+				n = (size_t)snprintf(num, sizeof(num), "%lu",
+						     stepid);
 			if (n > room - o)
 				goto toolong;
 			memcpy(buf + o, num, n);

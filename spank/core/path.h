@@ -19,11 +19,17 @@
 int path_normalise(char *path, char *err, size_t errlen);
 
 /*
- * Expand %u (user), %j (job id), %x (job name) and %% in a path template and
- * normalise it (path_normalise).  The job name comes from the user:
- * characters other than [A-Za-z0-9._-] become '_', and a name that is "."
- * or ".." becomes "_".  Returns 0, or -1 with a message.
+ * Expand %u (user), %j (job id), %s (step id), %x (job name) and %% in a
+ * path template and normalise it (path_normalise).  The job name comes
+ * from the user: characters other than [A-Za-z0-9._-] become '_', and a
+ * name that is "." or ".." becomes "_".  The step id is a number, or
+ * "batch", "extern", "interactive" for Slurm's special steps, as in
+ * Slurm's own file name patterns.  Returns 0, or -1 with a message.
  */
+int path_expand_step(const char *tmpl, const char *user, unsigned long jobid,
+		     unsigned long stepid, const char *jobname, char *out,
+		     size_t outlen, char *err, size_t errlen);
+/* path_expand_step with step 0 (where the step is not known yet). */
 int path_expand(const char *tmpl, const char *user, unsigned long jobid,
 		const char *jobname, char *out, size_t outlen, char *err,
 		size_t errlen);

@@ -23,7 +23,7 @@ static struct spank_option horovod_option = {
 	.arginfo = "KEY=VALUE,...",
 	.usage = "[horovod] set ranks, GPU, InfiniBand/NCCL/UCX variables and "
 		 "checkpoint settings for every task. Keys: ckpt-every=N, "
-		 "ckpt-dir=PATH (%u %j %x), ckpt-keep=K, fusion-mb=N, "
+		 "ckpt-dir=PATH (%u %j %s %x), ckpt-keep=K, fusion-mb=N, "
 		 "cycle-ms=X, cache=N, timeline=PATH, hierarchical=on|off, "
 		 "stall-s=N, log=LEVEL, gpu-bind=closest|none, "
 		 "cpu-bind=numa|none, net=auto|ib|roce|tcp, elastic, "
@@ -38,7 +38,7 @@ static struct spank_option horovod_option = {
 /*
  * Refuse a ckpt-dir outside the admin's ckpt_roots already in srun/sbatch,
  * so that the job does not wait in the queue only to fail.  The job id and
- * name are not known yet: %j and %x stand for placeholders, which cannot
+ * name are not known yet: %j, %s and %x stand for placeholders, which cannot
  * change the outcome (they only fill path components, never climb).
  * slurmstepd checks the real path again.
  */

@@ -16,7 +16,7 @@ command -v runuser >/dev/null || skip_all "no runuser (util-linux)"
 if ! id nobody >/dev/null 2>&1 || ! id daemon >/dev/null 2>&1; then
 	skip_all "needs users nobody and daemon"
 fi
-plan 12
+plan 13
 wd=$(slurm_workdir)
 T=$HVD_TEST_TIMEOUT
 
@@ -76,6 +76,15 @@ like "$dir" "^$shared/daemon/ckpt/[0-9]+$" "daemon's own directory: the task ran
 	diag "$out"
 is "$(stat -c '%a %U' "$dir" 2>&1)" "700 daemon" "... created 0700, owned by daemon"
 is "$(stat -c '%a %U' "$shared/daemon" 2>&1)" "700 daemon" "... and its new parent too"
+
+# --- %s, the step id: two steps of one job, a directory each
+out=$(as daemon env SLURM_CONF="$SLURM_CONF" salloc -Q -N1 bash -c \
+	"srun -Q --horovod=ckpt-dir=$shared/%u/steps/%j.%s -N1 -n1 bash -c 'echo \"ran \$SLURM_JOB_ID.\$SLURM_STEP_ID \$HOROVOD_CHECKPOINT_DIR\"'; \
+	 srun -Q --horovod=ckpt-dir=$shared/%u/steps/%j.%s -N1 -n1 bash -c 'echo \"ran \$SLURM_JOB_ID.\$SLURM_STEP_ID \$HOROVOD_CHECKPOINT_DIR\"'" 2>&1)
+want=$(sed -n 's|^ran \([0-9]*\.[0-9]*\) .*|\1|p' <<<"$out" | sed "s|^|$shared/daemon/steps/|" | tr '\n' ' ')
+got=$(sed -n 's/^ran [^ ]* //p' <<<"$out" | tr '\n' ' ')
+[[ $got == "$want" && $got == *.0\ *.1\  ]]
+ok $? "ckpt-dir %j.%s: steps 0 and 1 of one job get a directory each ($got)" || diag "$out"
 
 # --- root's step refused too below nobody's directory
 out=$(cd "$wd" && run_timeout "$T" srun -Q --horovod=ckpt-dir="$shared/hvd-ckpt/root" \

@@ -28,6 +28,9 @@ static void good_keys(void)
 	ok(parse("ckpt-dir=/scratch/%u/%j/%x") == 0 &&
 		   strcmp(o.ckpt_dir, "/scratch/%u/%j/%x") == 0,
 	   "ckpt-dir template kept: %s", o.ckpt_dir);
+	ok(parse("ckpt-dir=/scratch/%u/%j.%s") == 0 &&
+		   strcmp(o.ckpt_dir, "/scratch/%u/%j.%s") == 0,
+	   "ckpt-dir with the step id: %s", o.ckpt_dir);
 	ok(parse("ckpt-dir=/scratch//a/./b/") == 0 &&
 		   strcmp(o.ckpt_dir, "/scratch/a/b") == 0,
 	   "ckpt-dir normalised: %s", o.ckpt_dir);
@@ -143,9 +146,9 @@ static const struct {
 	{ "ckpt-dir=/a/../b", "'..'" },
 	{ "ckpt-dir=/a/..", "'..'" },
 	{ "ckpt-dir=/a/b/../../etc", "'..'" },
-	{ "ckpt-dir=/a/%n", "%u, %j, %x" },
-	{ "ckpt-dir=/a/%", "%u, %j, %x" },
-	{ "ckpt-dir=/a/%s", "%u, %j, %x" },
+	{ "ckpt-dir=/a/%n", "%u, %j, %s, %x" },
+	{ "ckpt-dir=/a/%", "%u, %j, %s, %x" },
+	{ "ckpt-dir=/a/%t", "%u, %j, %s, %x" },
 	{ "ckpt-dir=/a:/b", "':'" },
 	{ "ckpt-dir=/a=b", "'='" },
 	{ "ckpt-dir=/a+b", "'+'" },
@@ -306,6 +309,23 @@ static void paths(void)
 		       sizeof(out), e, sizeof(e)) == 0 &&
 	       strcmp(out, "/scratch/alice/42-train") == 0,
 	   "expand %%u %%j %%x: %s", out);
+	ok(path_expand_step("/scratch/%u/%j.%s", "alice", 42, 3, "train", out,
+			    sizeof(out), e, sizeof(e)) == 0 &&
+	       strcmp(out, "/scratch/alice/42.3") == 0,
+	   "expand %%s, the step id: %s", out);
+	ok(path_expand_step("/s/%j.%s", "u", 42, 0xfffffffbUL, "x", out,
+			    sizeof(out), e, sizeof(e)) == 0 &&
+	       strcmp(out, "/s/42.batch") == 0,
+	   "the batch script's step is 'batch', as in Slurm's patterns: %s",
+	   out);
+	ok(path_expand_step("/s/%s", "u", 42, 0xfffffffcUL, "x", out,
+			    sizeof(out), e, sizeof(e)) == 0 &&
+	       strcmp(out, "/s/extern") == 0,
+	   "the extern step is 'extern': %s", out);
+	ok(path_expand("/s/%j.%s", "u", 42, "x", out, sizeof(out), e,
+		       sizeof(e)) == 0 &&
+	       strcmp(out, "/s/42.0") == 0,
+	   "path_expand: step 0 where the step is not known yet: %s", out);
 	ok(path_expand("/s/%x", "u", 1, "../../etc", out, sizeof(out), e,
 		       sizeof(e)) == 0 &&
 	       strcmp(out, "/s/.._.._etc") == 0,

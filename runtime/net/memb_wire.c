@@ -132,17 +132,7 @@ void memb_flush(ucp_ep_h *eps, int n, double limit)
 	do {
 		if (!ucp_worker_progress(ucx_worker))
 			memb_nap();
-		left = 0;
-		for (int i = 0; i < n; i++) {
-			if (!reqs[i])
-				continue;
-			if (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS) {
-				left++;
-			} else {
-				ucp_request_free(reqs[i]);
-				reqs[i] = NULL;
-			}
-		}
+		left = ucx_reqs_left(reqs, n);
 	} while (left && hvd_now() < deadline);
 	for (int i = 0; i < n; i++)
 		if (reqs[i])

@@ -467,12 +467,10 @@ static int close_eps(int force, void ***reqs)
 	return n;
 }
 
-/* Progress once and free the closes that completed; how many are left. */
-static int reap_closes(void **reqs, int n)
+int ucx_reqs_left(void **reqs, int n)
 {
 	int left = 0;
 
-	ucp_worker_progress(ucx_worker);
 	for (int i = 0; i < n; i++) {
 		if (!reqs[i])
 			continue;
@@ -484,6 +482,13 @@ static int reap_closes(void **reqs, int n)
 		}
 	}
 	return left;
+}
+
+/* Progress once and free the closes that completed; how many are left. */
+static int reap_closes(void **reqs, int n)
+{
+	ucp_worker_progress(ucx_worker);
+	return ucx_reqs_left(reqs, n);
 }
 
 /* Free what is left of the closes, and the endpoint table. */

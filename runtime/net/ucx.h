@@ -41,6 +41,9 @@ void ucx_set_oversubscribed(int oversubscribed);
 void ucx_send_cb(void *request, ucs_status_t status, void *user_data);
 void ucx_recv_cb(void *request, ucs_status_t status,
 		 const ucp_tag_recv_info_t *info, void *user_data);
+/* Free the requests of reqs[0..n) that completed (their slots become
+ * NULL); how many are still in flight.  No progress: the caller's. */
+int ucx_reqs_left(void **reqs, int n);
 /* Block until the worker has an event or timeout_ms passed (after the
  * caller progressed until nothing was left).  0: blocking is not
  * available (no UCP_FEATURE_WAKEUP), the caller must poll. */

@@ -7,7 +7,11 @@
 plan 25
 
 # run EXPECTED-RC DESCRIPTION HVDRUN-ARGS...: runs hvdrun, checks the exit
-# status and that it took less than 10 s; leaves $OUT/o, $OUT/e, $ms.
+# status and that it took less than 10 s (30 s in a sanitizer build, whose
+# ranks start and finalize several times slower); leaves $OUT/o, $OUT/e,
+# $ms.
+max_ms=10000
+[ -n "${HVD_SANITIZED:-}" ] && max_ms=30000
 run() {
 	want=$1 what=$2
 	shift 2
@@ -15,7 +19,7 @@ run() {
 	timeout -k 10 "$LIMIT" "$HVDRUN" "$@" >"$OUT/o" 2>"$OUT/e"
 	rc=$?
 	ms=$(($(now_ms) - t0))
-	if [ $rc -eq "$want" ] && [ $ms -lt 10000 ]; then
+	if [ $rc -eq "$want" ] && [ $ms -lt $max_ms ]; then
 		ok 0 "$what: exit $rc in $ms ms"
 	else
 		ok 1 "$what: exit $rc (expected $want) in $ms ms"
@@ -38,10 +42,11 @@ has "$OUT/e" '^hvdrun: rank 2 (pid [0-9]*) exited with code 7$' \
 	"the rank with the non-zero code is named"
 is "$(grep -c ': ok$' "$OUT/o")" "4" "the other ranks ran to the end"
 
-# First non-zero code by time: rank 1 exits 9 at 100 ms, rank 3 exits 4 at
-# 300 ms, both after PMIx_Finalize.
+# First non-zero code by time: rank 1 exits 9 at 400 ms, rank 3 exits 4 at
+# 1200 ms, both after PMIx_Finalize (which is not collective: 800 ms leave
+# room for ranks that leave it at different times, as under ASan they do).
 run 9 "first non-zero exit code (by time) wins" -np 4 "$CLIENT" \
-	--exit 3:4 --exit 1:9 --stagger 100
+	--exit 3:4 --exit 1:9 --stagger 400
 is "$(grep -c ': ok$' "$OUT/o")" "4" "finalized ranks exiting non-zero stop nobody"
 
 # A non-PMIx rank that exits non-zero while others run is a failure too.

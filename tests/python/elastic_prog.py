@@ -23,7 +23,11 @@ Output, one line each (stdout):
   done rank R size S steps N resets K acc A   every rank, at the end
 
 Arguments: epochs (default 3).  Environment: ELASTIC_STEP_MS (sleep per
-step, default 0).
+step, default 0); ELASTIC_GROW_TO=N: from step 10 on, while the world is
+smaller than N, wait (committing, so that a newcomer can join) up to
+ELASTIC_GROW_WAIT seconds (default 120, rank 0's clock): a test of growing
+must not depend on the newcomer's Python and torch starting before the
+training ends, which on a loaded machine they sometimes did not.
 """
 
 import hashlib
@@ -38,6 +42,8 @@ import horovod.torch as hvd
 
 EPOCHS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 STEP_S = int(os.environ.get('ELASTIC_STEP_MS', '0')) / 1000.0
+GROW_TO = int(os.environ.get('ELASTIC_GROW_TO', '0'))
+GROW_WAIT = float(os.environ.get('ELASTIC_GROW_WAIT', '120'))
 NTRAIN, NTEST, DIM, CLASSES, BATCH = 1920, 960, 20, 4, 16
 torch.set_num_threads(1)
 
@@ -103,6 +109,18 @@ def on_reset():
                                            time.time()), flush=True)
 
 
+def wait_for_newcomers(state):
+    # rank 0's clock decides, for all (a broadcast), so that every rank
+    # makes the same number of collective calls
+    t0 = time.time()
+    while hvd.size() < GROW_TO:
+        more = torch.tensor([int(time.time() - t0 < GROW_WAIT)])
+        if not int(hvd.broadcast(more, 0, name='grow.wait')):
+            break
+        time.sleep(0.05)
+        state.check_host_updates()
+
+
 @hvd.elastic.run
 def train(state):
     global steps
@@ -127,6 +145,8 @@ def train(state):
                 time.sleep(STEP_S)
             state.sampler.record_batch(state.batch, BATCH)
             state.commit()
+            if steps >= 10:
+                wait_for_newcomers(state)
         if hvd.rank() == 0:
             print('epoch %d size %d once %d of %d extra %d missed %d'
                   % (state.epoch, hvd.size(), int((state.seen == 1).sum()),

@@ -162,13 +162,14 @@ def test_kill_one_rank(reference, tmp_path, victim):
 
 def test_grow(reference, tmp_path):
     rdv = str(tmp_path / 'rdv')
-    # 60 ms a step: after step 10 the two train on for about 10 s, time
-    # for the newcomer's Python and torch to start even on a loaded
-    # machine (at 30 ms from step 30 it sometimes came after the end)
-    a = Run(tmp_path, 'grow', 2, step_ms=60, HOROVOD_ELASTIC_DIR=rdv)
+    # From step 10 the two wait for a third (ELASTIC_GROW_TO): a fixed
+    # time to train on (10 s at 60 ms a step) was not always enough for
+    # the newcomer's Python and torch to start under make -j2 distcheck.
+    a = Run(tmp_path, 'grow', 2, step_ms=30, HOROVOD_ELASTIC_DIR=rdv,
+            ELASTIC_GROW_TO='3')
     pids = [a.pid(k) for k in range(2)]
     a.wait_for('step', lambda ln: int(ln[1]) >= 10)
-    b = Run(tmp_path, 'grow.b', 1, step_ms=60, HOROVOD_ELASTIC_DIR=rdv)
+    b = Run(tmp_path, 'grow.b', 1, step_ms=30, HOROVOD_ELASTIC_DIR=rdv)
     rc_b = b.finish()
     rc_a = a.finish()
     assert (rc_a, rc_b) == (0, 0), a.tail() + b.tail()

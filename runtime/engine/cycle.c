@@ -556,6 +556,7 @@ static int execute_responses(struct engine *e, struct cycle *c)
 	int stop;
 
 	poll_hot(e, c);
+	e->worked = c->l.n > 0;
 	engine_wake_defer(e->max_spinners == 0);
 	stop = cycle_execute(e, &c->l, c->items);
 	engine_wake_flush();

@@ -269,6 +269,7 @@ static hvd_status_t submit(struct engine *e, struct hvd_handle *list, int n)
 		next = h->next;
 		queue_append(e, h);
 	}
+	__atomic_add_fetch(&e->submits, 1, __ATOMIC_RELEASE);
 	if (e->sleeping)
 		pthread_cond_signal(&e->wake);
 	pthread_mutex_unlock(&e->lock);

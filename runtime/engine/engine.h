@@ -132,6 +132,7 @@ struct engine {
 	pthread_cond_t wake;  /* engine thread sleeps here */
 	pthread_cond_t done_cond;
 	int sleeping;
+	unsigned submits; /* bumped (atomically) by every submission */
 	struct hvd_handle *q_head, *q_tail;
 	struct namemap inflight; /* names queued or pending on this rank */
 	int stop_requested;
@@ -168,6 +169,8 @@ struct engine {
 	char stall_message[512];
 	unsigned long cycles;
 	int hot;	  /* start the next cycle at once */
+	int worked;	  /* the last cycle executed something */
+	unsigned long long idle_spin_ns; /* HVD_ENGINE_SPIN_US */
 	double hot_since; /* last progress while ops were pending */
 };
 

@@ -16,9 +16,10 @@
  *         they are one), cross ranks and sizes as Horovod defines them.
  *
  * libFuzzer:  make -C tests fuzz-bootstrap (clang -fsanitize=fuzzer,...)
- * replay:     built with -DHVD_FUZZ_MAIN, one TAP result per file named on
- *             the command line (the corpus replay of make check);
- *             --write-seeds DIR writes the seed corpus into DIR.
+ * replay:     built with -DHVD_FUZZ_MAIN and replay.c (replay.h), one TAP
+ *             result per file named on the command line (the corpus
+ *             replay of make check); --write-seeds DIR writes the seed
+ *             corpus into DIR.
  */
 #include "config.h"
 
@@ -182,21 +183,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef HVD_FUZZ_MAIN
+#include "replay.h"
+
 static int write_seed(const char *dir, const char *name, const void *b,
 		      size_t n)
 {
-	char path[4096];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "wb");
-	if (!f || fwrite(b, 1, n, f) != n) {
-		perror(path);
-		if (f)
-			fclose(f);
-		return 1;
-	}
-	return fclose(f) != 0;
+	return fuzz_write_seed(dir, name, b, n, NULL, 0);
 }
 
 static int write_seeds(const char *dir)
@@ -240,38 +232,13 @@ static int write_seeds(const char *dir)
 	return bad;
 }
 
-static void run_file(FILE *f)
+static const char *replay_summary(void)
 {
-	static uint8_t buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof(buf), f);
-
-	LLVMFuzzerTestOneInput(buf, n);
+	return summary;
 }
 
-int main(int argc, char **argv)
-{
-	if (argc == 3 && !strcmp(argv[1], "--write-seeds"))
-		return write_seeds(argv[2]);
-	if (argc < 2) {
-		run_file(stdin);
-		return 0;
-	}
-	printf("1..%d\n", argc - 1);
-	for (int i = 1; i < argc; i++) {
-		FILE *f = fopen(argv[i], "rb");
-		const char *base = strrchr(argv[i], '/');
-
-		if (!f) {
-			printf("not ok %d - cannot open %s\n", i, argv[i]);
-			continue;
-		}
-		/* A broken invariant aborts: the driver reports the crash. */
-		run_file(f);
-		fclose(f);
-		printf("ok %d - %s: %s\n", i, base ? base + 1 : argv[i],
-		       summary);
-		fflush(stdout);
-	}
-	return 0;
-}
+const struct fuzz_replay fuzz_replay = {
+    .summary = replay_summary,
+    .write_seeds = write_seeds,
+};
 #endif

@@ -5,9 +5,9 @@
  * forge (its checksum is XXH3, not a MAC).
  *
  * libFuzzer:  clang -fsanitize=fuzzer,address,undefined ... (make fuzz-ckpt)
- * Replay: built with -DHVD_FUZZ_MAIN, reads each file named on the command
- * line (or stdin) and prints TAP, one test per input: this is the corpus
- * replay that runs in make check.
+ * Replay: built with -DHVD_FUZZ_MAIN and replay.c (replay.h), reads each
+ * file named on the command line (or stdin) and prints TAP, one test per
+ * input: this is the corpus replay that runs in make check.
  *
  * Each input is parsed as it is, and again with its last line's checksum
  * made right (as a forger would: XXH3 is public), so that the fuzzer gets
@@ -106,32 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef HVD_FUZZ_MAIN
-static int run_file(FILE *f)
-{
-	static uint8_t buf[1 << 20];
-	size_t n = fread(buf, 1, sizeof(buf), f);
+#include "replay.h"
 
-	return LLVMFuzzerTestOneInput(buf, n);
-}
-
-int main(int argc, char **argv)
-{
-	if (argc < 2)
-		return run_file(stdin);
-	printf("1..%d\n", argc - 1);
-	for (int i = 1; i < argc; i++) {
-		FILE *f = fopen(argv[i], "rb");
-
-		if (!f) {
-			printf("not ok %d - cannot open %s\n", i, argv[i]);
-			continue;
-		}
-		/* A broken invariant aborts: the driver reports the crash. */
-		run_file(f);
-		fclose(f);
-		printf("ok %d - %s\n", i, strrchr(argv[i], '/') ?
-					      strrchr(argv[i], '/') + 1 : argv[i]);
-	}
-	return 0;
-}
+const struct fuzz_replay fuzz_replay = {0};
 #endif

@@ -3,9 +3,9 @@
  * parser (the strings slurmstepd parses as root).
  *
  * libFuzzer:  clang -fsanitize=fuzzer,address,undefined ... (make fuzz-spank)
- * AFL++ / replay: built with -DHVD_FUZZ_MAIN, reads each file named on the
- * command line (or stdin) and prints TAP, one test per input: this is the
- * corpus replay that runs in make check.
+ * AFL++ / replay: built with -DHVD_FUZZ_MAIN and replay.c (replay.h), reads
+ * each file named on the command line (or stdin) and prints TAP, one test
+ * per input: this is the corpus replay that runs in make check.
  *
  * Beyond "no crash", it checks invariants: a refusal has a message starting
  * with "--horovod"; an accepted string formats back to a string that parses
@@ -76,36 +76,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef HVD_FUZZ_MAIN
-static int run_file(FILE *f)
-{
-	static uint8_t buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof(buf), f);
+#include "replay.h"
 
-	return LLVMFuzzerTestOneInput(buf, n);
-}
-
-int main(int argc, char **argv)
-{
-	if (argc < 2)
-		return run_file(stdin);
-	printf("1..%d\n", argc - 1);
-	fflush(stdout);
-	for (int i = 1; i < argc; i++) {
-		FILE *f = fopen(argv[i], "rb");
-
-		if (!f) {
-			printf("not ok %d - cannot open %s\n", i, argv[i]);
-			continue;
-		}
-		/* A broken invariant aborts: the driver reports the crash,
-		 * and this line names the input. */
-		printf("# %s\n", argv[i]);
-		fflush(stdout);
-		run_file(f);
-		fclose(f);
-		printf("ok %d - %s\n", i, strrchr(argv[i], '/') ?
-					      strrchr(argv[i], '/') + 1 : argv[i]);
-	}
-	return 0;
-}
+const struct fuzz_replay fuzz_replay = {
+    .name_inputs = 1,
+};
 #endif

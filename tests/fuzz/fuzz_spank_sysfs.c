@@ -14,8 +14,9 @@
  * on it must succeed and name only ACTIVE ports.
  *
  * libFuzzer:  make -C tests fuzz-spank (clang -fsanitize=fuzzer,...)
- * replay:     built with -DHVD_FUZZ_MAIN, one TAP result per file named on
- *             the command line (the corpus replay of make check).
+ * replay:     built with -DHVD_FUZZ_MAIN and replay.c (replay.h), one TAP
+ *             result per file named on the command line (the corpus
+ *             replay of make check).
  */
 #include "config.h"
 
@@ -257,38 +258,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef HVD_FUZZ_MAIN
-static int run_file(FILE *f)
-{
-	static uint8_t buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof(buf), f);
+#include "replay.h"
 
-	return LLVMFuzzerTestOneInput(buf, n);
+static const char *replay_summary(void)
+{
+	return summary;
 }
 
-int main(int argc, char **argv)
-{
-	if (argc < 2)
-		return run_file(stdin);
-	printf("1..%d\n", argc - 1);
-	fflush(stdout);
-	for (int i = 1; i < argc; i++) {
-		FILE *f = fopen(argv[i], "rb");
-
-		if (!f) {
-			printf("not ok %d - cannot open %s\n", i, argv[i]);
-			continue;
-		}
-		/* A broken invariant aborts: the driver reports the crash,
-		 * and this line names the input. */
-		printf("# %s\n", argv[i]);
-		fflush(stdout);
-		run_file(f);
-		fclose(f);
-		printf("ok %d - %s: %s\n", i,
-		       strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1
-					     : argv[i],
-		       summary);
-	}
-	return 0;
-}
+const struct fuzz_replay fuzz_replay = {
+    .name_inputs = 1,
+    .summary = replay_summary,
+};
 #endif

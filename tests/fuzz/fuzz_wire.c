@@ -12,8 +12,9 @@
  * response's deep copy encodes the same.
  *
  * libFuzzer:  make -C tests fuzz-wire (clang -fsanitize=fuzzer,...)
- * replay:     built with -DHVD_FUZZ_MAIN, one TAP result per file named on
- *             the command line (the corpus replay of make check);
+ * replay:     built with -DHVD_FUZZ_MAIN and replay.c (replay.h), one TAP
+ *             result per file named on the command line (the corpus
+ *             replay of make check);
  *             --write-seeds DIR writes the seed corpus (a few real
  *             requests and responses) into DIR.
  */
@@ -145,23 +146,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef HVD_FUZZ_MAIN
+#include "replay.h"
+
+/* One seed: the kind byte, then the encoded messages. */
 static int write_seed(const char *dir, const char *name, int resp,
 		      const struct wbuf *w)
 {
-	char path[4096];
 	unsigned char k = (unsigned char)resp;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "wb");
-	if (!f || fwrite(&k, 1, 1, f) != 1 ||
-	    fwrite(w->data, 1, w->len, f) != w->len) {
-		perror(path);
-		if (f)
-			fclose(f);
-		return 1;
-	}
-	return fclose(f) != 0;
+	return fuzz_write_seed(dir, name, &k, 1, w->data, w->len);
 }
 
 /* A few messages as the engine sends them. */
@@ -239,38 +232,16 @@ static int write_seeds(const char *dir)
 	return bad;
 }
 
-static void run_file(FILE *f)
+static const char *summary(void)
 {
-	static uint8_t buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof(buf), f);
+	static char s[64];
 
-	LLVMFuzzerTestOneInput(buf, n);
+	snprintf(s, sizeof(s), "%d decoded, %d refused", n_ok, n_bad);
+	return s;
 }
 
-int main(int argc, char **argv)
-{
-	if (argc == 3 && !strcmp(argv[1], "--write-seeds"))
-		return write_seeds(argv[2]);
-	if (argc < 2) {
-		run_file(stdin);
-		return 0;
-	}
-	printf("1..%d\n", argc - 1);
-	for (int i = 1; i < argc; i++) {
-		FILE *f = fopen(argv[i], "rb");
-		const char *base = strrchr(argv[i], '/');
-
-		if (!f) {
-			printf("not ok %d - cannot open %s\n", i, argv[i]);
-			continue;
-		}
-		/* A broken invariant aborts: the driver reports the crash. */
-		run_file(f);
-		fclose(f);
-		printf("ok %d - %s: %d decoded, %d refused\n", i,
-		       base ? base + 1 : argv[i], n_ok, n_bad);
-		fflush(stdout);
-	}
-	return 0;
-}
+const struct fuzz_replay fuzz_replay = {
+    .summary = summary,
+    .write_seeds = write_seeds,
+};
 #endif

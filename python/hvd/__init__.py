@@ -191,7 +191,10 @@ def _compute_homogeneous():
 def _after_reform():
     """After libhvd re-formed the world (hvd.elastic.reset): the world's
     set is the new one, the other process sets are gone (libhvd keeps only
-    the global set across a re-forming), homogeneity is computed again."""
+    the global set across a re-forming), homogeneity is computed again.
+    The ProcessSet objects of the other sets are retired: using one raises
+    ValueError saying to create it again in a reset callback."""
+    _ps._retire_all(elastic.epoch())
     for ps_id in list(_ps._table):
         if ps_id != 0:
             del _ps._table[ps_id]

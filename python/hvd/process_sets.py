@@ -10,12 +10,23 @@ ids 1, 2, ... in that order), so hvd.init() writes that variable from the
 objects it is given.  The ranks of every set are kept here (``_table``), the
 same on every rank, because the C API only reports a set's size and the
 caller's rank in it.
+
+Elastic training: a re-forming of the world (hvd.elastic.reset) renumbers
+the ranks, and libhvd keeps only the global set across it: its table
+starts again at id 1, so a set made for the new world can get the id an
+old one had.  Every object registered before is therefore retired there
+(``_retire_all``): its id goes, and using it raises ValueError saying
+what happened and to create it again in a reset callback; passing the
+object to add_process_set() again registers it for the new world.
 """
 
 import sys
+import weakref
 
 # id -> sorted list of world ranks (0 -> all ranks); filled by hvd.init()
 _table = {}
+# the objects registered with an id other than 0 in the current world
+_registered = weakref.WeakSet()
 
 
 def _is_iterable(x):
@@ -47,6 +58,8 @@ class ProcessSet:
     process_set_id = None
     ranks = None
     mpi_comm = None
+    # why the object is no longer registered (a re-forming), or None
+    _gone = None
 
     def __init__(self, ranks_or_comm):
         if _is_iterable(ranks_or_comm) and not _is_mpi_comm(ranks_or_comm):
@@ -66,8 +79,22 @@ class ProcessSet:
     def _invalidate(self):
         self.process_set_id = None
 
+    def _registered_as(self, ps_id):
+        self.process_set_id = ps_id
+        self._gone = None
+        if ps_id:
+            from hvd import elastic
+            self._epoch = elastic.epoch()
+            _registered.add(self)
+
+    def _check_gone(self):
+        if self._gone is not None:
+            raise ValueError(self._gone)
+
     def size(self):
-        """Size of the process set, or None if it is not registered."""
+        """Size of the process set, or None if it is not registered.
+        Raises ValueError when the world re-formed since it was."""
+        self._check_gone()
         if self.process_set_id is None:
             return None
         return _set_size(self.process_set_id)
@@ -75,14 +102,18 @@ class ProcessSet:
     def rank(self):
         """This process's rank within the set, or None if it is not
         registered.  Operations still take world ranks (hvd.rank()), e.g.
-        as a broadcast root."""
+        as a broadcast root.  Raises ValueError when the world re-formed
+        since it was registered."""
+        self._check_gone()
         if self.process_set_id is None:
             return None
         return _set_rank(self.process_set_id)
 
     def included(self):
         """Whether this process is part of the set (None before it is
-        registered with its ranks)."""
+        registered with its ranks).  Raises ValueError when the world
+        re-formed since it was registered."""
+        self._check_gone()
         if self.ranks is None:
             return None
         from hvd import rank
@@ -97,6 +128,32 @@ class ProcessSet:
 
 global_process_set = ProcessSet([])
 global_process_set.process_set_id = 0
+
+
+def _retire_all(new_epoch):
+    """After a re-forming: every set registered before (but the global
+    one) loses its id, and says why when it is used."""
+    for ps in list(_registered):
+        if ps.process_set_id is None or ps.process_set_id == 0:
+            continue
+        ps._gone = (
+            'hvd: process set %d (ranks %s) was registered before the world '
+            're-formed (elastic epoch %d -> %d): the ranks were renumbered '
+            'and libhvd keeps only the global set across a re-forming, so '
+            'its id means nothing (or another set) now. Create the set again '
+            'for the new world in a reset callback '
+            '(state.register_reset_callbacks: hvd.add_process_set(...), which '
+            'also takes this object again).'
+            % (ps.process_set_id, ps.ranks, getattr(ps, '_epoch', 0),
+               new_epoch))
+        ps.process_set_id = None
+    _registered.clear()
+
+
+def _gone_error(process_set):
+    """The ValueError for a set retired by a re-forming, else None."""
+    why = getattr(process_set, '_gone', None)
+    return ValueError(why) if why is not None else None
 
 
 def _temp_process_set_object(process_set_id):
@@ -189,9 +246,9 @@ def _init_process_sets(process_set_list):
     ranks_to_id = {tuple(r): i for i, r in _table.items()}
     for ps in process_set_list:
         if ps.ranks is not None:
-            ps.process_set_id = ranks_to_id.get(tuple(ps.ranks))
+            ps._registered_as(ranks_to_id.get(tuple(ps.ranks)))
         elif ps.mpi_comm is not None:
-            ps.process_set_id = _comm_process_set_id(ps.mpi_comm)
+            ps._registered_as(_comm_process_set_id(ps.mpi_comm))
             ps.ranks = list(_table[ps.process_set_id])
         if ps.process_set_id in seen:
             ps._invalidate()
@@ -232,7 +289,7 @@ def add_process_set(process_set):
         raise ValueError(_lib.last_error())
     _lib.check(st)
     _table[ps_id.value] = ranks
-    process_set.process_set_id = ps_id.value
+    process_set._registered_as(ps_id.value)
     return process_set
 
 
@@ -242,6 +299,8 @@ def remove_process_set(process_set):
     from hvd import _lib
     ps_id = process_set.process_set_id
     if ps_id is None or ps_id == 0:
+        # one retired by a re-forming is gone already
+        process_set._gone = None
         return False
     if not _lib.hvd_is_initialized():
         raise ValueError(_lib.NOT_INITIALIZED_MSG)

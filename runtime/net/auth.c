@@ -14,6 +14,7 @@
 #include "net/siphash.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -62,6 +63,28 @@ void auth_clear(void)
 	for (size_t i = 0; i < AUTH_KEY_BYTES; i++)
 		k[i] = 0;
 	auth_tag_key = 0;
+}
+
+int auth_msg_mac(uint64_t tag, const void *msg, size_t len, uint64_t *mac)
+{
+	static const char what[12] = "hvd memb v1";
+	uint8_t small[256], *b = small;
+	size_t n = sizeof(what) + 8 + len;
+
+	if (n > sizeof(small)) {
+		b = malloc(n);
+		if (!b)
+			return -1;
+	}
+	memcpy(b, what, sizeof(what));
+	for (int i = 0; i < 8; i++)
+		b[sizeof(what) + (size_t)i] = (uint8_t)(tag >> (8 * i));
+	if (len)
+		memcpy(b + sizeof(what) + 8, msg, len);
+	*mac = siphash24(job_key, b, n);
+	if (b != small)
+		free(b);
+	return 0;
 }
 
 static uint64_t notice_mac(const struct auth_notice *m)

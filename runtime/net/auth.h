@@ -46,6 +46,16 @@ static inline uint64_t auth_tag(uint64_t tag)
 	return tag ^ auth_tag_key;
 }
 
+/* The messages of the elastic agreement (net/memb_wire.c) end in a MAC:
+ * SipHash-2-4 under the job's key of a fixed prefix, the message's plain
+ * tag (its context, epoch, type and source) and its bytes, so that a
+ * process without the key can neither forge one nor move a recorded one
+ * to another epoch, type or sender.  The tag key alone does not help: the
+ * MAC key does not follow from it. */
+#define AUTH_MAC_BYTES 8
+/* 0 with *mac; -1 when out of memory (nothing to send, nothing taken). */
+int auth_msg_mac(uint64_t tag, const void *msg, size_t len, uint64_t *mac);
+
 /* A failure notice as it travels: reporter says rank dead is gone. */
 struct auth_notice {
 	uint32_t magic;

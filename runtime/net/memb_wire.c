@@ -1,7 +1,13 @@
 /*
  * memb_wire.c - the elastic agreement's messages on the wire (see
  * net/memb_wire.h, and membership.c's comment for why sends are copied and
- * receives probed).  Every tag is keyed with the job's key (net/auth.h).
+ * receives probed).  Every tag is keyed with the job's key (net/auth.h),
+ * and every message ends in a MAC under it (auth_msg_mac, over the plain
+ * tag and the bytes): the tag key only narrows what reaches a probe, and
+ * the probes match a part of the tag (the source, for newcomers the epoch
+ * and for join requests all but the context are wildcards), so the MAC is
+ * what keeps a forged proposal, decision, removal or join request out.
+ * memb_take drops a message whose MAC does not verify, and logs it.
  */
 #include "config.h"
 
@@ -76,6 +82,7 @@ void memb_sends_release(void)
 void memb_send(ucp_ep_h ep, uint64_t tag, const struct memb_buf *b)
 {
 	ucp_request_param_t prm;
+	uint64_t mac;
 	void *buf, *r;
 
 	if (!ep)
@@ -89,16 +96,22 @@ void memb_send(ucp_ep_h ep, uint64_t tag, const struct memb_buf *b)
 		inflight = v;
 		capinflight = cap;
 	}
-	buf = malloc(b->len);
+	buf = malloc(b->len + AUTH_MAC_BYTES);
 	if (!buf)
 		return;
 	memcpy(buf, b->p, b->len);
+	if (auth_msg_mac(tag, b->p, b->len, &mac) != 0) {
+		free(buf);
+		return;
+	}
+	memcpy((uint8_t *)buf + b->len, &mac, sizeof(mac));
 	memset(&prm, 0, sizeof(prm));
 	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
 			   UCP_OP_ATTR_FIELD_DATATYPE;
 	prm.cb.send = ucx_send_cb;
 	prm.datatype = ucp_dt_make_contig(1);
-	r = ucp_tag_send_nbx(ep, buf, b->len, auth_tag(tag), &prm);
+	r = ucp_tag_send_nbx(ep, buf, b->len + AUTH_MAC_BYTES, auth_tag(tag),
+			     &prm);
 	if (r == NULL || UCS_PTR_IS_ERR(r)) {
 		free(buf);
 		return;
@@ -200,6 +213,51 @@ void memb_ep_close(struct memb_ep *x)
 
 /* ----------------------------------------------------------- receive */
 
+static const char *const type_names[MEMB_NTYPES] = {
+    [MEMB_PROPOSE] = "proposal", [MEMB_DECIDE] = "decision",
+    [MEMB_HELLO] = "hello",      [MEMB_JOIN] = "join request",
+    [MEMB_REMOVED] = "removal",
+};
+static unsigned long dropped;
+
+unsigned long memb_dropped(void)
+{
+	return dropped;
+}
+
+/* 0 when the MAC at the end of b[*len] verifies for the plain tag stag
+ * (then *len loses the MAC); -1 when it does not (logged). */
+static int open_msg(uint64_t stag, const uint8_t *b, size_t *len)
+{
+	uint64_t mac, want;
+	int type = (int)((stag >> 24) & 0xf);
+	const char *what = type < MEMB_NTYPES ? type_names[type] : NULL;
+
+	if (*len >= AUTH_MAC_BYTES) {
+		memcpy(&mac, b + *len - AUTH_MAC_BYTES, sizeof(mac));
+		/* compared as a whole word: no early exit */
+		if (auth_msg_mac(stag, b, *len - AUTH_MAC_BYTES, &want) == 0 &&
+		    (mac ^ want) == 0) {
+			*len -= AUTH_MAC_BYTES;
+			return 0;
+		}
+	}
+	/* a flood must not flood the log: the first ten, then every
+	 * 1000th */
+	if (++dropped <= 10 || dropped % 1000 == 0)
+		hvd_log(HVD_LOG_WARNING,
+			"elastic: dropped a %s message (%zu bytes, tag epoch "
+			"%u, claiming source %u): %s; %lu dropped so far",
+			what ? what : "membership", *len,
+			(unsigned)((stag >> 28) & EPOCH_MASK),
+			(unsigned)(stag & 0xffffffu),
+			*len < AUTH_MAC_BYTES
+			    ? "too short to carry a MAC"
+			    : "its MAC does not verify under the job's key",
+			dropped);
+	return -1;
+}
+
 /* Take one message matching tag/mask if there is one: 1 with *buf
  * (malloc'ed), *len and *stag; 0 when none; -1 when receiving it failed
  * (dropped). */
@@ -252,7 +310,11 @@ int memb_take(uint64_t tag, uint64_t mask, void **buf, size_t *len,
 	*len = r->length;
 	atomic_store(&r->done, 0);
 	ucp_request_free(r);
-	*buf = b;
 	*stag = auth_tag(info.sender_tag); /* the XOR undone */
+	if (open_msg(*stag, b, len) != 0) {
+		free(b);
+		return -1;
+	}
+	*buf = b;
 	return 1;
 }

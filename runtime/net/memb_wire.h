@@ -47,10 +47,14 @@ hvd_status_t memb_ep_open(struct memb_ep *x, const void *addr);
 void memb_ep_close(struct memb_ep *x);
 
 /* Take one message matching tag/mask if there is one: 1 with *buf
- * (malloc'ed), *len and *stag; 0 when none; -1 when receiving it failed
- * (dropped). */
+ * (malloc'ed), *len (the MAC taken off) and *stag; 0 when none; -1 when
+ * receiving it failed or its MAC did not verify (dropped; the latter
+ * logged and counted). */
 int memb_take(uint64_t tag, uint64_t mask, void **buf, size_t *len,
 	      uint64_t *stag);
+
+/* Messages memb_take dropped for their MAC, since the process started. */
+unsigned long memb_dropped(void);
 
 #pragma GCC visibility pop
 

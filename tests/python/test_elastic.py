@@ -214,3 +214,31 @@ def test_too_few_ranks(tmp_path):
     assert 'fewer than HOROVOD_ELASTIC_MIN_SIZE=3' in err
     assert r.done() == {}
     assert not any(_alive(p) for p in pids)
+
+
+def test_stale_process_sets(tmp_path):
+    """Process sets made before a re-forming (pset_reform_prog.py): using
+    one raises a clear error on every survivor, a set made in the reset
+    callback (with an id an old one had) and an old object registered
+    again work."""
+    out = str(tmp_path / 'psets')
+    proc = subprocess.Popen(
+        [HVDRUN, '--elastic', '-np', '3', sys.executable,
+         os.path.join(HERE, 'pset_reform_prog.py')],
+        stdout=open(out, 'w'), stderr=open(out + '.err', 'w'),
+        env=_env(HOROVOD_DYNAMIC_PROCESS_SETS='1'))
+    try:
+        rc = proc.wait(LIMIT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail('hung (killed after %d s)' % LIMIT)
+    with open(out) as f:
+        text = f.read()
+    with open(out + '.err') as f:
+        err = f.readlines()[-15:]
+    assert rc == 0, text + ''.join(err)
+    assert 'FAILED' not in text, text
+    for r in (0, 1):
+        assert 'done rank %d size 2' % r in text, text + ''.join(err)
+        assert 'ok rank %d allreduce over a raises' % r in text, text

@@ -15,13 +15,36 @@
  *	                            sources 0-2 (what the victim's allreduces
  *	                            of 16 int32 receive), before they run
  *
+ *	forge_attacker DIR memb     forged messages of the elastic agreement
+ *	                            (tests/runtime/forge_elastic.sh) to the
+ *	                            worker at DIR/maddr (a running world's
+ *	                            rank 0) for the epoch in DIR/epoch: a
+ *	                            decision that leaves every rank but 0
+ *	                            (pid DIR/pid0) out, a removal, a proposal
+ *	                            from rank 2 that reports rank 1 gone, the
+ *	                            same of the epoch before and a stale
+ *	                            decision, and a join request with a wrong
+ *	                            token; on the plain tags and, with
+ *	                            DIR/tagkey, on the keyed ones; each with
+ *	                            a made-up MAC
+ *	forge_attacker DIR leak RDVDIR JOB [tagkey]
+ *	                            not an attack: the test, as the job's
+ *	                            user, reads the rendezvous file and
+ *	                            leaves rank 0's worker address and the
+ *	                            epoch (and the tag key, as if read off
+ *	                            the wire; never the job's key) in DIR
+ *
  * It creates DIR/go once its first messages are out (the victim starts its
  * allreduces then), sends notices for 2 s, and creates DIR/done.  No
- * libhvd: the address record is decoded with bootstrap_blob.c.
+ * libhvd: the address record is decoded with bootstrap_blob.c, the
+ * agreement's messages encoded with memb_core.c.
  */
 #include "config.h"
 
+#include "api/rendezvous.h"
 #include "net/bootstrap.h"
+#include "net/memb_core.h"
+#include "net/siphash.h"
 
 #include <ucp/api/ucp.h>
 
@@ -30,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -186,6 +210,171 @@ static void notices(uint64_t tagkey, int have_key)
 	flush();
 }
 
+static int put_file(const char *name, const void *b, size_t n)
+{
+	char p[4096];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	f = fopen(p, "wb");
+	if (!f || fwrite(b, 1, n, f) != n) {
+		perror(p);
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fchmod(fileno(f), 0644);
+	return fclose(f);
+}
+
+/* forge_attacker DIR leak RDVDIR JOB [tagkey] */
+static int leak_rdv(const char *rdvdir, const char *job, int give_tagkey)
+{
+	static const char what[] = "hvd tag key v1";
+	struct rdv_info r;
+	char txt[64];
+	int missing;
+
+	if (rdv_read(rdvdir, job, &r, &missing) != HVD_OK) {
+		fprintf(stderr, "forge_attacker: %s\n", hvd_last_error());
+		return 1;
+	}
+	if (put_file("maddr", r.addr, r.addr_len))
+		return 1;
+	snprintf(txt, sizeof(txt), "%u\n", r.epoch);
+	if (put_file("epoch", txt, strlen(txt)))
+		return 1;
+	if (give_tagkey) {
+		snprintf(txt, sizeof(txt), "%016llx",
+			 (unsigned long long)siphash24(r.key, what,
+						       sizeof(what) - 1));
+		if (put_file("tagkey", txt, 16))
+			return 1;
+	}
+	rdv_info_free(&r);
+	return 0;
+}
+
+/* memb_wire.c's tag: context, epoch and type, source */
+static uint64_t mtag(uint32_t ctx, uint32_t epoch, int type, int src)
+{
+	uint32_t seq = ((epoch & 0xfffffu) << 4) | (uint32_t)type;
+
+	return ((uint64_t)ctx << 48) | ((uint64_t)(seq & 0xffffffu) << 24) |
+	       (uint64_t)((uint32_t)src & 0xffffffu);
+}
+
+#define MCTX 0xfffeu /* net/membership.h: MEMB_CTX */
+#define JCTX 0xfffdu /* JOIN_CTX */
+
+/* One forged message with a made-up MAC, on the plain tag and, when the
+ * tag key is known, on the keyed one (the copies live until exit). */
+static void fire_memb(uint64_t tag, const struct memb_buf *b, uint64_t tagkey,
+		      int have_key)
+{
+	uint8_t *m = malloc(b->len + 8);
+	uint64_t mac = 0x0badc0de5eedull ^ tag;
+
+	if (!m)
+		return;
+	memcpy(m, b->p, b->len);
+	memcpy(m + b->len, &mac, 8);
+	fire(tag, m, b->len + 8);
+	if (have_key)
+		fire(tag ^ tagkey, m, b->len + 8);
+}
+
+static void memb_attack(uint64_t tagkey, int have_key, void *addr,
+			uint32_t addr_len)
+{
+	size_t n;
+	char *t = slurp("epoch", &n);
+	char *p = slurp("pid0", &n);
+	uint32_t e = t ? (uint32_t)strtoul(t, NULL, 10) : 0;
+	int32_t pid0 = p ? (int32_t)strtol(p, NULL, 10) : 0;
+	uint32_t old = e ? e - 1 : 0xfffffu;
+	struct memb_buf b = {0};
+	struct memb_peer self = {0}, r0 = {0};
+	uint8_t gone[4] = {0};
+
+	free(t);
+	free(p);
+	r0.old_rank = 0;
+	r0.pid = pid0;
+	r0.pmix_local_rank = 0;
+	r0.pmix_rank = 0;
+	snprintf(r0.node_key, sizeof(r0.node_key), "forged");
+	snprintf(r0.nspace, sizeof(r0.nspace), "forged");
+	r0.addr = addr;
+	r0.addr_len = addr_len;
+	/* a decision of the next world: rank 0 alone (the others dropped) */
+	for (int k = 0; k < 3; k++) {
+		struct memb_decide d = {0};
+		uint32_t tag_epoch = k == 2 ? old : e;
+
+		/* k 0: the next world; 1: a stale one (this epoch's own, as
+		 * a replay of the decision that made it); 2: on the tag of
+		 * the epoch before */
+		d.epoch = k == 0 ? e + 1 : e;
+		d.sender = 1;
+		d.status = 0;
+		d.min_size = 1;
+		snprintf(d.world, sizeof(d.world), "forged@%u", d.epoch);
+		d.n = 1;
+		d.peers = &r0;
+		if (memb_encode_decide(&b, &d) == HVD_OK)
+			fire_memb(mtag(MCTX, tag_epoch, MEMB_DECIDE, 1), &b,
+				  tagkey, have_key);
+	}
+	/* this rank is out */
+	if (memb_encode_removed(&b, e, 1, "forged: you are out") == HVD_OK)
+		fire_memb(mtag(MCTX, e, MEMB_REMOVED, 1), &b, tagkey,
+			  have_key);
+	/* rank 2 says rank 1 is gone, now and in the epoch before */
+	self.old_rank = 2;
+	self.pid = 1;
+	self.pmix_local_rank = 2;
+	self.pmix_rank = 2;
+	snprintf(self.node_key, sizeof(self.node_key), "forged");
+	snprintf(self.nspace, sizeof(self.nspace), "forged");
+	self.addr = addr;
+	self.addr_len = addr_len;
+	gone[0] = 1u << 1;
+	for (int k = 0; k < 2; k++) {
+		struct memb_propose pr = {0};
+
+		pr.epoch = k ? old : e;
+		pr.sender = 2;
+		pr.nranks = 3;
+		pr.failed = gone;
+		pr.self = self;
+		if (memb_encode_propose(&b, &pr) == HVD_OK)
+			fire_memb(mtag(MCTX, pr.epoch, MEMB_PROPOSE, 2), &b,
+				  tagkey, have_key);
+	}
+	/* a newcomer with a made-up token */
+	{
+		struct memb_join j = {0};
+		const char *job = getenv("SLURM_JOB_ID");
+
+		memset(j.token, 0x42, sizeof(j.token));
+		snprintf(j.jobid, sizeof(j.jobid), "%s",
+			 job && *job ? job : "local");
+		j.step_size = 1;
+		j.step_rank = 0;
+		j.reply_addr = addr;
+		j.reply_addr_len = addr_len;
+		j.self = self;
+		j.self.old_rank = -1;
+		snprintf(j.self.nspace, sizeof(j.self.nspace), "forged-step");
+		if (memb_encode_join(&b, 0, &j) == HVD_OK)
+			fire_memb(mtag(JCTX, 0, MEMB_JOIN, 0), &b, tagkey,
+				  have_key);
+	}
+	memb_buf_free(&b);
+	flush();
+}
+
 int main(int argc, char **argv)
 {
 	ucp_params_t params;
@@ -198,20 +387,41 @@ int main(int argc, char **argv)
 	char *hex;
 	size_t len, hlen;
 	uint64_t tagkey = 0;
-	int have_key = 0, data;
+	int have_key = 0, data, memb;
 	double t0;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: forge_attacker DIR notice|data\n");
+		fprintf(stderr, "usage: forge_attacker DIR notice|data|memb, "
+				"forge_attacker DIR leak RDVDIR JOB [tagkey]\n");
 		return 2;
 	}
 	snprintf(dir, sizeof(dir), "%s", argv[1]);
+	if (!strcmp(argv[2], "leak"))
+		return argc < 5 ? 2 : leak_rdv(argv[3], argv[4], argc > 5);
 	data = !strcmp(argv[2], "data");
-	rec = slurp("addr", &len);
-	if (!rec || bootstrap_blob_decode(rec, len, &peer) != HVD_OK) {
-		fprintf(stderr, "forge_attacker: no address record in %s\n",
-			dir);
-		return 1;
+	memb = !strcmp(argv[2], "memb");
+	if (memb) {
+		/* a bare UCX address, not a bootstrap record */
+		memset(&peer, 0, sizeof(peer));
+		rec = slurp("maddr", &len);
+		if (!rec || !len) {
+			fprintf(stderr, "forge_attacker: no address in %s\n",
+				dir);
+			return 1;
+		}
+		peer.addr = malloc(len);
+		if (!peer.addr)
+			return 1;
+		memcpy(peer.addr, rec, len);
+		peer.addr_len = len;
+	} else {
+		rec = slurp("addr", &len);
+		if (!rec || bootstrap_blob_decode(rec, len, &peer) != HVD_OK) {
+			fprintf(stderr,
+				"forge_attacker: no address record in %s\n",
+				dir);
+			return 1;
+		}
 	}
 	hex = slurp("tagkey", &hlen);
 	if (hex && hlen >= 16) {
@@ -241,6 +451,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "forge_attacker: cannot connect\n");
 		return 1;
 	}
+	if (memb) {
+		memb_attack(tagkey, have_key, peer.addr, (uint32_t)peer.addr_len);
+		printf("forge_attacker: %ld messages sent (%ld refused)%s\n",
+		       sent, failed, have_key ? ", with the tag key" : "");
+		fflush(stdout);
+		touch("done");
+		goto out;
+	}
 	if (data) {
 		static unsigned char junk[64];
 
@@ -265,6 +483,7 @@ int main(int argc, char **argv)
 	       failed, have_key ? ", with the tag key" : "");
 	fflush(stdout);
 	touch("done");
+out:
 	{
 		ucp_request_param_t prm;
 		void *r;

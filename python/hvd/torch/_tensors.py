@@ -5,6 +5,7 @@ import torch
 
 import hvd as _hvd
 from hvd import _lib
+from hvd import process_sets as _ps
 from hvd.torch import _engine
 from hvd.torch.compression import Compression
 
@@ -77,6 +78,9 @@ def _move_type(tensor):
 def _ps_id(process_set):
     ps_id = process_set.process_set_id
     if ps_id is None:
+        gone = _ps._gone_error(process_set)
+        if gone is not None:
+            raise gone
         raise ValueError('Process set %s has not been registered (pass it to '
                          'hvd.init or hvd.add_process_set).' % process_set)
     return ps_id

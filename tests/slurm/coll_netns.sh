@@ -11,43 +11,24 @@
 hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
-[[ $(id -u) == 0 ]] || skip_all "starting Slurm daemons needs root"
-command -v ip >/dev/null || skip_all "ip not installed (iproute2): no --netns"
-for p in slurmctld slurmd srun unshare; do
-	command -v "$p" >/dev/null || [[ -x /usr/sbin/$p ]] ||
-		skip_all "$p not installed (contrib/debian-deps.txt)"
-done
+own_cluster_require --netns slurmctld slurmd srun unshare
 CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
-case $(pwd -P) in
-/tmp | /tmp/*) skip_all "the build directory is under /tmp, which the nodes cannot see" ;;
-esac
+own_cluster_visible
 plan 9
 T=$HVD_TEST_TIMEOUT
-MC=$top_srcdir/contrib/minicluster/minicluster
 
-dir=$(mktemp -d /var/tmp/hvd-mc-netns.XXXXXX)
-chmod 755 "$dir"
+own_cluster_dir netns
+dir=$oc_dir
 job=
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-	[[ -z $job ]] || scancel "$job" >/dev/null 2>&1
-	"$MC" stop --dir "$dir" >/dev/null 2>&1
-	if [[ $hvdt_failed != 0 ]]; then
-		diag "cluster directory kept: $dir"
-	else
-		rm -rf "$dir"
-	fi
-}
-trap 'cleanup; hvdt_at_exit' EXIT
+trap '[[ -z $job ]] || scancel "$job" >/dev/null 2>&1; hvdt_at_exit' EXIT
 
-if ! out=$(HVD_BUILD_DIR=$top_builddir run_timeout 120 "$MC" start \
-	--dir "$dir" --nodes 3 --netns --plugin none 2>&1); then
-	diag "$out"
+if ! HVD_BUILD_DIR=$top_builddir own_cluster_start run_timeout 120 -- \
+	--nodes 3 --netns --plugin none; then
+	diag "$oc_out"
 	bail_out "the --netns mini-cluster did not start"
 fi
-export SLURM_CONF=$dir/slurm.conf
 # One allocation for every step: a job per step waits for the nodes to
 # leave COMPLETING in between.
 job=$(run_timeout 60 salloc -N3 --ntasks-per-node=2 --no-shell 2>&1 |

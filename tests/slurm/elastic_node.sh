@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154 # lib.sh sets oc_*, elastic_lib.sh el_*
 # srun --horovod=elastic, a whole node taken down mid-training (issue 14):
 # its slurmd, slurmstepd and task SIGKILLed at once, and slurmctld told
 # the node is down (what SlurmdTimeout would do, 120 s later).  The tasks
@@ -15,16 +16,11 @@ hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 . "$top_srcdir/tests/slurm/elastic_lib.sh"
 
-[[ $(id -u) == 0 ]] || skip_all "starting Slurm daemons needs root"
-plugin=$top_builddir/spank/.libs/horovod.so
-[[ -f $plugin ]] || skip_all "no $plugin (built without Slurm)"
+own_cluster_require --plugin
 [[ -x $EL_PROG ]] || skip_all "$EL_PROG is not built"
-case $(pwd -P) in
-/tmp | /tmp/*) skip_all "the build directory is under /tmp, which the nodes cannot see" ;;
-esac
+own_cluster_visible
 TRIALS=${ELASTIC_NODE_TRIALS:-1}
 plan $((1 + 2 + 6 * TRIALS + 3))
-MC=$top_srcdir/contrib/minicluster/minicluster
 # ELASTIC_NODE_NETNS=1: each node in a network namespace of its own.  Not
 # the default: there srun never learns of the lost node's task (it prints
 # "Node failure" once, from the allocation's message, never marks the task
@@ -32,27 +28,13 @@ MC=$top_srcdir/contrib/minicluster/minicluster
 netns=()
 [[ ${ELASTIC_NODE_NETNS:-0} == 1 ]] && netns=(--netns)
 
-dir=$(mktemp -d /var/tmp/hvd-mc-elastic-node.XXXXXX)
-chmod 755 "$dir"
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-	"$MC" stop --dir "$dir" >/dev/null 2>&1
-	if [[ $hvdt_failed != 0 ]]; then
-		diag "cluster directory kept: $dir"
-	else
-		rm -rf "$dir"
-	fi
-}
-trap 'cleanup; hvdt_at_exit' EXIT
-
-st=0
-out=$(HVD_MINICLUSTER_WAIT=90 "$MC" start --dir "$dir" --nodes 3 "${netns[@]}" \
-	--plugin "$plugin" 2>&1) || st=$?
-ok $st "a 3-node cluster of its own${netns:+, a network namespace per node}" || {
-	diag "$out"
+own_cluster_dir elastic-node
+dir=$oc_dir
+HVD_MINICLUSTER_WAIT=90 own_cluster_start --nodes 3 "${netns[@]}" --plugin "$oc_plugin"
+ok $? "a 3-node cluster of its own${netns:+, a network namespace per node}" || {
+	diag "$oc_out"
 	exit 0
 }
-export SLURM_CONF=$dir/slurm.conf HVD_MINICLUSTER_DIR=$dir
 wd=$dir/jobs/elastic
 mkdir -p "$wd"
 chmod 755 "$dir/jobs" "$wd"
@@ -86,8 +68,7 @@ for ((t = 1; t <= TRIALS; t++)); do
 	ok "$el_returned" "trial $t: $node down: srun returns (status $el_st)"
 	el_checks "$out" 2 "trial $t ($node down)"
 	# The node comes back for the next run.
-	HVD_MINICLUSTER_WAIT=90 "$MC" start --dir "$dir" >/dev/null 2>&1 ||
-		diag "$node did not come back"
+	HVD_MINICLUSTER_WAIT=90 own_cluster_start || diag "$node did not come back"
 done
 diag "node down -> training at size 2 (s):$el_times; median $(el_median)"
 

@@ -17,9 +17,12 @@
 #
 # TAP helpers: plan, ok, is, like, run_ok, diag, skip, bail_out.
 # Slurm helpers: run_timeout, slurm_workdir, job_state, wait_job,
-# slurm_has_horovod.  Helpers use the prefix hvdt_ for their own globals.
-# lib.sh sets an EXIT trap (hvdt_at_exit: plan check, work directory
-# cleanup); a test that needs its own calls hvdt_at_exit from it.
+# slurm_has_horovod.  A cluster of the test's own (below, "a cluster of its
+# own"): own_cluster_require, own_cluster_visible, own_cluster_dir,
+# own_cluster_start.  Helpers use the prefix hvdt_ for their own globals.
+# lib.sh sets an EXIT trap (hvdt_at_exit: plan check, the test's own
+# clusters stopped, work directory cleanup); a test that needs its own
+# calls hvdt_at_exit from it.
 
 if [[ -z ${top_srcdir:-} ]]; then
 	top_srcdir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -130,6 +133,7 @@ bail_out() { # reason
 # At exit, say so when fewer tests ran than planned (the driver fails the
 # test anyway; the comment tells which ones are missing).
 hvdt_at_exit() {
+	hvdt_own_cluster_stop
 	if [[ -n $hvdt_planned && $hvdt_n -ne $hvdt_planned && $hvdt_planned -ne 0 ]]; then
 		diag "planned $hvdt_planned tests but ran $hvdt_n"
 	fi
@@ -203,6 +207,129 @@ wait_job() {
 # slurm_has_horovod: true when srun offers --horovod (plugin loaded).
 slurm_has_horovod() {
 	run_timeout 30 srun --help 2>&1 | grep -q -- '--horovod'
+}
+
+# ---------------------------------------------------------------- a cluster of its own
+# A test that needs a cluster of its own (a node taken down, a site's
+# slurm.conf, nodes in network namespaces) sets hvdt_own_cluster=1 before
+# sourcing this file, then:
+#
+#	own_cluster_require --netns --plugin	# skips: not root, no ip, ...
+#	... its own skip_all checks ...
+#	own_cluster_visible			# skips: build directory under /tmp
+#	plan N
+#	own_cluster_dir torch			# oc_dir=/var/tmp/hvd-mc-torch.XXXXXX
+#	own_cluster_start --netns --plugin "$oc_plugin"
+#	ok $? "a 2-node cluster with --netns" || { diag "$oc_out"; exit 0; }
+#
+# Every cluster lives in a directory of its own under /var/tmp (the nodes
+# cannot see /tmp), named after the test and made unique by mktemp:
+# minicluster picks the ports of a directory other than the default from a
+# block its name's checksum chooses, so two tests that start clusters at
+# the same time (make -j2) do not race for the same ports.  At exit
+# (hvdt_at_exit) every such cluster is stopped, a daemon that stop left
+# behind is ended by pid, and the directory is removed, or kept with a
+# comment when a test failed.
+
+declare -ga hvdt_oc_dirs=()
+declare -gA hvdt_oc_pids=()
+
+# own_cluster_require [--netns] [--plugin] [PROGRAM...]: skip_all unless
+# this can start Slurm daemons (root), with --netns the nodes can have
+# namespaces (ip), every PROGRAM is installed, and with --plugin the
+# build's SPANK plugin exists (its path in oc_plugin).  Before plan.
+own_cluster_require() {
+	local netns=no plugin=no progs=() p
+	for p; do
+		case $p in
+		--netns) netns=yes ;;
+		--plugin) plugin=yes ;;
+		*) progs+=("$p") ;;
+		esac
+	done
+	[[ $(id -u) == 0 ]] || skip_all "starting Slurm daemons needs root"
+	if [[ $netns == yes ]]; then
+		command -v ip >/dev/null || skip_all "ip not installed (iproute2): no --netns"
+	fi
+	for p in "${progs[@]}"; do
+		command -v "$p" >/dev/null || [[ -x /usr/sbin/$p ]] ||
+			skip_all "$p not installed (contrib/debian-deps.txt)"
+	done
+	oc_plugin=$top_builddir/spank/.libs/horovod.so
+	if [[ $plugin == yes ]]; then
+		[[ -f $oc_plugin ]] || skip_all "no $oc_plugin (built without Slurm)"
+	fi
+}
+
+# own_cluster_visible: skip_all when the build directory is under /tmp,
+# which each node has its own of: the nodes would not find the test's
+# programs.  Before plan.
+own_cluster_visible() {
+	case $(pwd -P) in
+	/tmp | /tmp/*) skip_all "the build directory is under /tmp, which the nodes cannot see" ;;
+	esac
+}
+
+# own_cluster_dir NAME: a new cluster directory /var/tmp/hvd-mc-NAME.XXXXXX
+# (mode 755: the tasks, as any user, read what the test puts there) in
+# oc_dir, stopped and removed at exit.  Each test its own NAME.
+own_cluster_dir() {
+	oc_dir=$(mktemp -d "/var/tmp/hvd-mc-$1.XXXXXX") ||
+		bail_out "cannot make a cluster directory in /var/tmp"
+	chmod 755 "$oc_dir"
+	hvdt_oc_dirs+=("$oc_dir")
+}
+
+# own_cluster_start [PREFIX... --] START-OPTIONS...: PREFIX... minicluster
+# start --dir $oc_dir START-OPTIONS (again: brings back what is down);
+# its output in oc_out, its status returned.  Points SLURM_CONF and
+# HVD_MINICLUSTER_DIR at the cluster, and notes its daemons, for the end.
+# PREFIX: a command to run minicluster under (taskset -c 1, run_timeout
+# 120).
+# shellcheck disable=SC2034 # oc_out is the caller's to read
+own_cluster_start() {
+	local prefix=() st=0 i
+	for ((i = 1; i <= $#; i++)); do
+		if [[ ${!i} == -- ]]; then
+			prefix=("${@:1:i-1}")
+			set -- "${@:i+1}"
+			break
+		fi
+	done
+	oc_out=$("${prefix[@]}" "$MINICLUSTER" start --dir "$oc_dir" "$@" 2>&1) || st=$?
+	hvdt_oc_pids[$oc_dir]+=" $(cat "$oc_dir"/run/*.pid 2>/dev/null | tr '\n' ' ')"
+	SLURM_CONF=$oc_dir/slurm.conf
+	HVD_MINICLUSTER_DIR=$oc_dir
+	export SLURM_CONF HVD_MINICLUSTER_DIR
+	return "$st"
+}
+
+# At exit: stop each cluster of the test's own.  A slurmd removes its pid
+# file as it begins to shut down, so stop may not wait for the end of one
+# that then hangs: what still runs with the directory in its command line
+# is ended by pid, then stop again takes the namespaces down.
+hvdt_own_cluster_stop() {
+	local d p i left
+	for d in "${hvdt_oc_dirs[@]}"; do
+		"$MINICLUSTER" stop --dir "$d" >/dev/null 2>&1
+		left=no
+		for p in ${hvdt_oc_pids[$d]:-}; do
+			for ((i = 0; i < 50; i++)); do
+				grep -qs -- "$d" "/proc/$p/cmdline" || break
+				left=yes
+				((i == 0)) && kill -TERM "$p" 2>/dev/null
+				((i == 40)) && kill -KILL "$p" 2>/dev/null
+				sleep 0.2
+			done
+		done
+		[[ $left == no ]] || "$MINICLUSTER" stop --dir "$d" >/dev/null 2>&1
+		if [[ $hvdt_failed != 0 ]]; then
+			diag "cluster directory kept: $d"
+		else
+			rm -rf "$d"
+		fi
+	done
+	hvdt_oc_dirs=()
 }
 
 # ---------------------------------------------------------------- find it

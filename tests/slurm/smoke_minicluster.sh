@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154 # lib.sh sets oc_dir
 # shellcheck disable=SC2016 # the single-quoted $VARs are for the tasks
 # contrib/minicluster itself, on throwaway clusters of its own (not the
 # shared one): start is idempotent, a daemon that cannot start is reported
@@ -7,24 +8,15 @@
 hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
-[[ $(id -u) == 0 ]] || skip_all "starting Slurm daemons needs root"
-for p in slurmctld slurmd srun unshare gcc; do
-	command -v "$p" >/dev/null || [[ -x /usr/sbin/$p ]] ||
-		skip_all "$p not installed (contrib/debian-deps.txt)"
-done
+own_cluster_require slurmctld slurmd srun unshare gcc
 plan 14
 T=$HVD_TEST_TIMEOUT
-MC=$top_srcdir/contrib/minicluster/minicluster
+MC=$MINICLUSTER
 
-dir=$(mktemp -d /var/tmp/hvd-mc-test.XXXXXX)
-dir2=
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-	"$MC" stop --dir "$dir" >/dev/null 2>&1
-	[[ -z $dir2 ]] || "$MC" stop --dir "$dir2" >/dev/null 2>&1
-	rm -rf "$dir" "$dir2"
-}
-trap 'cleanup; hvdt_at_exit' EXIT
+# Its starts and stops are what it tests: own_cluster_dir only for the
+# directories and their end.
+own_cluster_dir test
+dir=$oc_dir
 
 pids() { cat "$1"/run/*.pid 2>/dev/null | sort | tr '\n' ' '; }
 
@@ -77,7 +69,8 @@ if ! command -v ip >/dev/null; then
 	skip 3 "ip not installed (iproute2): --netns not tested"
 	exit 0
 fi
-dir2=$(mktemp -d /var/tmp/hvd-mc-test.XXXXXX)
+own_cluster_dir test
+dir2=$oc_dir
 run_ok "start --netns" "$MC" start --dir "$dir2" --netns --plugin none
 out=$(SLURM_CONF=$dir2/slurm.conf run_timeout "$T" srun -N2 -n2 \
 	bash -c 'echo "$SLURMD_NODENAME $(ip -4 -o addr show eth0 | awk "{print \$4}")"' 2>&1 |

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154 # lib.sh sets oc_dir, oc_out, oc_plugin, top_builddir
 # shellcheck disable=SC2016 # the single-quoted $VARs are for the tasks
 # A site's policy and a node's limits, on a one-node cluster of its own:
 # its daemons run on CPU 1 only (taskset), so every task is allowed CPU 1
@@ -14,55 +15,25 @@
 hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
-[[ $(id -u) == 0 ]] || skip_all "starting Slurm daemons needs root"
-plugin=$top_builddir/spank/.libs/horovod.so
-[[ -f $plugin ]] || skip_all "no $plugin (built without Slurm)"
+own_cluster_require --plugin
 command -v taskset >/dev/null || skip_all "no taskset (util-linux)"
 grep -qE '^Cpus_allowed_list:[[:space:]]*0-[1-9]' /proc/self/status ||
 	skip_all "needs CPUs 0 and 1 (this process may use $(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status))"
-case $(pwd -P) in
-/tmp | /tmp/*) skip_all "the build directory is under /tmp, which the nodes cannot see" ;;
-esac
+own_cluster_visible
 plan 14
 T=$HVD_TEST_TIMEOUT
-MC=$top_srcdir/contrib/minicluster/minicluster
 
-dir=$(mktemp -d /var/tmp/hvd-mc-site.XXXXXX)
-chmod 755 "$dir"
+own_cluster_dir site
+dir=$oc_dir
 roots=$dir/scratch
 mkdir -p "$roots" "$dir/home"
 chmod 755 "$roots" "$dir/home"
-daemons=
-# The daemons this test started, ended by pid if stop left one behind.
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-	local p i
-	"$MC" stop --dir "$dir" >/dev/null 2>&1
-	for p in $daemons; do
-		for ((i = 0; i < 50; i++)); do
-			grep -qs -- "$dir" "/proc/$p/cmdline" || break
-			((i == 0)) && kill -TERM "$p" 2>/dev/null
-			((i == 40)) && kill -KILL "$p" 2>/dev/null
-			sleep 0.2
-		done
-	done
-	if [[ $hvdt_failed != 0 ]]; then
-		diag "cluster directory kept: $dir"
-	else
-		rm -rf "$dir"
-	fi
-}
-trap 'cleanup; hvdt_at_exit' EXIT
-
-st=0
-out=$(taskset -c 1 "$MC" start --dir "$dir" --nodes 1 --plugin "$plugin" \
-	--plugstack-args "ckpt_roots=$roots" 2>&1) || st=$?
-daemons=$(cat "$dir"/run/*.pid 2>/dev/null)
-ok $st "a 1-node cluster on CPU 1, with ckpt_roots=$roots" || {
-	diag "$out"
+own_cluster_start taskset -c 1 -- --nodes 1 --plugin "$oc_plugin" \
+	--plugstack-args "ckpt_roots=$roots"
+ok $? "a 1-node cluster on CPU 1, with ckpt_roots=$roots" || {
+	diag "$oc_out"
 	exit 0
 }
-export SLURM_CONF=$dir/slurm.conf
 show='echo "$(awk "/^Cpus_allowed_list:/ { print \$2 }" /proc/self/status) ${HOROVOD_CPU_LIST-unset}"'
 
 # --- binding inside the task's mask

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154 # lib.sh sets oc_dir, oc_out, oc_plugin
 # torch.distributed env:// under srun --horovod on a cluster of its own where
 # each node has its own network namespace and address (minicluster --netns)
 # and slurmctld reserves ports per step (MpiParams=ports=): MASTER_ADDR is
@@ -10,51 +11,19 @@ hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 . "$top_srcdir/tests/slurm/spank_torch_lib.sh"
 
-[[ $(id -u) == 0 ]] || skip_all "starting Slurm daemons needs root"
-command -v ip >/dev/null || skip_all "ip not installed (iproute2): no --netns"
-plugin=$top_builddir/spank/.libs/horovod.so
-[[ -f $plugin ]] || skip_all "no $plugin (built without Slurm)"
+own_cluster_require --netns --plugin
 torch_ok || skip_all "$TORCH_PY has no torch (Debian: apt-get install python3-torch)"
-case $(pwd -P) in
-/tmp | /tmp/*) skip_all "the build directory is under /tmp, which the nodes cannot see" ;;
-esac
+own_cluster_visible
 plan 11
 T=$HVD_TEST_TIMEOUT
-MC=$top_srcdir/contrib/minicluster/minicluster
-
-dir=$(mktemp -d /var/tmp/hvd-mc-torch.XXXXXX)
-chmod 755 "$dir"
-daemons=
-# The daemons this test started, ended by pid if stop left one behind (a
-# slurmd removes its pid file as it begins to shut down, so stop may not
-# wait for the end of one that then hangs).
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-	local p i
-	"$MC" stop --dir "$dir" >/dev/null 2>&1
-	for p in $daemons; do
-		for ((i = 0; i < 50; i++)); do
-			grep -qs -- "$dir" "/proc/$p/cmdline" || break
-			((i == 0)) && kill -TERM "$p" 2>/dev/null
-			((i == 40)) && kill -KILL "$p" 2>/dev/null
-			sleep 0.2
-		done
-	done
-	"$MC" stop --dir "$dir" >/dev/null 2>&1
-	if [[ $hvdt_failed != 0 ]]; then
-		diag "cluster directory kept: $dir"
-	else
-		rm -rf "$dir"
-	fi
-}
-trap 'cleanup; hvdt_at_exit' EXIT
 
 # The configuration is written by the first start; the port range is
 # added to it and read again by every daemon (scontrol reconfigure).
+own_cluster_dir torch
+dir=$oc_dir
 st=0
-out=$("$MC" start --dir "$dir" --netns --plugin "$plugin" 2>&1) || st=$?
-daemons=$(cat "$dir"/run/*.pid 2>/dev/null)
-export SLURM_CONF=$dir/slurm.conf
+own_cluster_start --netns --plugin "$oc_plugin" || st=$?
+out=$oc_out
 if [[ $st == 0 ]]; then
 	echo "MpiParams=ports=21000-21999" >>"$dir/slurm.conf"
 	out+=$(run_timeout 60 scontrol reconfigure 2>&1) || st=$?

@@ -7,7 +7,8 @@
 # but 0 out, a removal, a proposal reporting a live rank gone, the same
 # of the epoch before and a stale decision, a join request with a wrong
 # token.  They are sent before a rank is killed, so they wait in the
-# worker's queue when the survivors re-form.  4 ranks of elastic_train
+# worker's queue when the survivors re-form (the join request is read at
+# the commits before it, by rank 0's join desk).  4 ranks of elastic_train
 # under hvdrun --elastic; rank 3 is killed first (epoch 0 -> 1), the
 # attack goes to the world of epoch 1, then rank 2 is killed (1 -> 2).
 # The job must go on and finish at size 2 as an unattacked run does, and
@@ -91,6 +92,13 @@ run() {
 			--regid=nogroup --clear-groups \
 			"$BIN/forge_attacker" "$d" memb >>"$d/attacker" 2>&1 ||
 			echo "attacker status $?" >>"$d/attacker"
+		# The join request is read by rank 0's join desk at a commit
+		# (every step), on this world's worker, which the re-forming
+		# replaces: let two commits pass before the kill (killed at
+		# once, under CI's load, no commit came in between and the
+		# request went with the old worker, unread).
+		s=$(awk '$1 == "step" { n = $2 } END { print n + 0 }' "$d/out")
+		wait_for "$name" "\$1 == \"step\" && \$2 >= $((s + 3))"
 		kill -9 "$p2"
 	fi
 	wait "$job"

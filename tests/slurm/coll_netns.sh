@@ -34,7 +34,10 @@ fi
 job=$(run_timeout 60 salloc -N3 --ntasks-per-node=2 --no-shell 2>&1 |
 	sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
 [[ -n $job ]] || bail_out "salloc gave no allocation"
-step() { run_timeout "$T" srun -Q --jobid="$job" --mpi=pmix "$@"; }
+# --overlap: a step does not wait for the resources of the one before it
+# to be released (under load a step was once not launched until the run's
+# timeout, two minutes after the previous one had ended).
+step() { run_timeout "$T" srun -Q --overlap --jobid="$job" --mpi=pmix "$@"; }
 
 # check_run NAME OUTPUT: rank 0's TAP complete and without failures
 check_run() {

@@ -94,6 +94,16 @@ int hvd_pid_dead(pid_t pid);
 double hvd_now(void);
 unsigned long long hvd_now_ns(void);
 
+/* The CPU's spin-wait hint, for the body of a polling loop. */
+static inline void hvd_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 #pragma GCC visibility pop
 
 #endif /* HVD_BASE_H */

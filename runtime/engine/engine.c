@@ -121,14 +121,6 @@ void engine_complete(struct hvd_handle *h, hvd_status_t st, const char *msg)
  * time slice (engine_start.c sets max_spinners). */
 #define WAIT_SPIN_NS 100000ULL
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 static int nspinners;
 
 static void wait_done(struct hvd_handle *h)
@@ -143,7 +135,7 @@ static void wait_done(struct hvd_handle *h)
 		t0 = hvd_now_ns();
 		while (!__atomic_load_n(&h->done, __ATOMIC_ACQUIRE)) {
 			if (++i < 64) {
-				cpu_relax();
+				hvd_cpu_relax();
 				continue;
 			}
 			i = 0;

@@ -24,15 +24,6 @@
 #include <string.h>
 #include <time.h>
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* Polls (lock not held) until a submission after `seen` or the spin time
  * is up, yielding the CPU every few microseconds: with a CPU per rank the
  * caller that is about to submit may need this one. */
@@ -43,7 +34,7 @@ static void spin_for_work(struct engine *e, unsigned seen)
 
 	while (__atomic_load_n(&e->submits, __ATOMIC_ACQUIRE) == seen) {
 		if (++i < 64) {
-			cpu_relax();
+			hvd_cpu_relax();
 			continue;
 		}
 		i = 0;

@@ -45,6 +45,7 @@
 #include "net/bootstrap.h"
 #include "net/memb_core.h"
 #include "net/siphash.h"
+#include "runtime/forge_files.h"
 
 #include <ucp/api/ucp.h>
 
@@ -210,23 +211,6 @@ static void notices(uint64_t tagkey, int have_key)
 	flush();
 }
 
-static int put_file(const char *name, const void *b, size_t n)
-{
-	char p[4096];
-	FILE *f;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	f = fopen(p, "wb");
-	if (!f || fwrite(b, 1, n, f) != n) {
-		perror(p);
-		if (f)
-			fclose(f);
-		return -1;
-	}
-	fchmod(fileno(f), 0644);
-	return fclose(f);
-}
-
 /* forge_attacker DIR leak RDVDIR JOB [tagkey] */
 static int leak_rdv(const char *rdvdir, const char *job, int give_tagkey)
 {
@@ -239,16 +223,16 @@ static int leak_rdv(const char *rdvdir, const char *job, int give_tagkey)
 		fprintf(stderr, "forge_attacker: %s\n", hvd_last_error());
 		return 1;
 	}
-	if (put_file("maddr", r.addr, r.addr_len))
+	if (forge_write_file(dir, "maddr", r.addr, r.addr_len))
 		return 1;
 	snprintf(txt, sizeof(txt), "%u\n", r.epoch);
-	if (put_file("epoch", txt, strlen(txt)))
+	if (forge_write_file(dir, "epoch", txt, strlen(txt)))
 		return 1;
 	if (give_tagkey) {
 		snprintf(txt, sizeof(txt), "%016llx",
 			 (unsigned long long)siphash24(r.key, what,
 						       sizeof(what) - 1));
-		if (put_file("tagkey", txt, 16))
+		if (forge_write_file(dir, "tagkey", txt, 16))
 			return 1;
 	}
 	rdv_info_free(&r);
@@ -284,6 +268,21 @@ static void fire_memb(uint64_t tag, const struct memb_buf *b, uint64_t tagkey,
 		fire(tag ^ tagkey, m, b->len + 8);
 }
 
+/* A peer record as the forged messages claim it: rank and pid as given,
+ * rank 0's worker address (the only one the attacker knows). */
+static void forged_peer(struct memb_peer *p, int rank, int pid, void *addr,
+			uint32_t addr_len)
+{
+	p->old_rank = rank;
+	p->pid = pid;
+	p->pmix_local_rank = rank;
+	p->pmix_rank = rank;
+	snprintf(p->node_key, sizeof(p->node_key), "forged");
+	snprintf(p->nspace, sizeof(p->nspace), "forged");
+	p->addr = addr;
+	p->addr_len = addr_len;
+}
+
 static void memb_attack(uint64_t tagkey, int have_key, void *addr,
 			uint32_t addr_len)
 {
@@ -299,14 +298,7 @@ static void memb_attack(uint64_t tagkey, int have_key, void *addr,
 
 	free(t);
 	free(p);
-	r0.old_rank = 0;
-	r0.pid = pid0;
-	r0.pmix_local_rank = 0;
-	r0.pmix_rank = 0;
-	snprintf(r0.node_key, sizeof(r0.node_key), "forged");
-	snprintf(r0.nspace, sizeof(r0.nspace), "forged");
-	r0.addr = addr;
-	r0.addr_len = addr_len;
+	forged_peer(&r0, 0, pid0, addr, addr_len);
 	/* a decision of the next world: rank 0 alone (the others dropped) */
 	for (int k = 0; k < 3; k++) {
 		struct memb_decide d = {0};
@@ -331,14 +323,7 @@ static void memb_attack(uint64_t tagkey, int have_key, void *addr,
 		fire_memb(mtag(MCTX, e, MEMB_REMOVED, 1), &b, tagkey,
 			  have_key);
 	/* rank 2 says rank 1 is gone, now and in the epoch before */
-	self.old_rank = 2;
-	self.pid = 1;
-	self.pmix_local_rank = 2;
-	self.pmix_rank = 2;
-	snprintf(self.node_key, sizeof(self.node_key), "forged");
-	snprintf(self.nspace, sizeof(self.nspace), "forged");
-	self.addr = addr;
-	self.addr_len = addr_len;
+	forged_peer(&self, 2, 1, addr, addr_len);
 	gone[0] = 1u << 1;
 	for (int k = 0; k < 2; k++) {
 		struct memb_propose pr = {0};

@@ -22,6 +22,7 @@
  * it failed with HVD_ERR_PEER_FAILED (kill).
  */
 #include "net/siphash.h"
+#include "runtime/forge_files.h"
 
 #include <hvd.h>
 #include <pmix.h>
@@ -51,24 +52,6 @@ static int exists(const char *dir, const char *name)
 	return access(p, F_OK) == 0;
 }
 
-static int write_file(const char *dir, const char *name, const void *b,
-		      size_t n)
-{
-	char p[4096];
-	FILE *f;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	f = fopen(p, "wb");
-	if (!f || fwrite(b, 1, n, f) != n) {
-		perror(p);
-		if (f)
-			fclose(f);
-		return -1;
-	}
-	fchmod(fileno(f), 0644);
-	return fclose(f);
-}
-
 /* What an attacker would have to find out by other means: rank 1's
  * record (its UCX address is in it) and, if asked, the tag key. */
 static int leak(const char *dir)
@@ -83,7 +66,7 @@ static int leak(const char *dir)
 	if (PMIx_Get(&p, "hvd.peer", NULL, 0, &v) != PMIX_SUCCESS || !v ||
 	    v->type != PMIX_BYTE_OBJECT)
 		return -1;
-	if (write_file(dir, "addr", v->data.bo.bytes, v->data.bo.size))
+	if (forge_write_file(dir, "addr", v->data.bo.bytes, v->data.bo.size))
 		return -1;
 	PMIX_VALUE_RELEASE(v);
 	v = NULL;
@@ -102,11 +85,11 @@ static int leak(const char *dir)
 			     (const uint8_t *)v->data.bo.bytes, what,
 			     sizeof(what) - 1));
 		PMIX_VALUE_RELEASE(v);
-		if (write_file(dir, "tagkey", hex, 16))
+		if (forge_write_file(dir, "tagkey", hex, 16))
 			return -1;
 	}
 	PMIx_Finalize(NULL, 0);
-	return write_file(dir, "ready", "", 0);
+	return forge_write_file(dir, "ready", "", 0);
 }
 
 int main(int argc, char **argv)

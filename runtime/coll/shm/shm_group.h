@@ -130,15 +130,6 @@ static inline void publish(struct shm_flag *f, uint64_t v)
 		futex(futex_word(f), FUTEX_WAKE, INT32_MAX, NULL);
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 static inline void prefetch_w(const void *p)
 {
 #if defined(__x86_64__)
@@ -165,7 +156,7 @@ static inline hvd_status_t wait_ge(shm_group_t *g, struct shm_flag *f,
 	if (load_acq(&f->seq) >= want)
 		return HVD_OK;
 	for (i = 0; i < g->spin_now; i++) {
-		cpu_relax();
+		hvd_cpu_relax();
 		if (load_acq(&f->seq) >= want)
 			return HVD_OK;
 	}

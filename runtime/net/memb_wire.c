@@ -105,11 +105,7 @@ void memb_send(ucp_ep_h ep, uint64_t tag, const struct memb_buf *b)
 		return;
 	}
 	memcpy((uint8_t *)buf + b->len, &mac, sizeof(mac));
-	memset(&prm, 0, sizeof(prm));
-	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-			   UCP_OP_ATTR_FIELD_DATATYPE;
-	prm.cb.send = ucx_send_cb;
-	prm.datatype = ucp_dt_make_contig(1);
+	ucx_bytes_send_params(&prm);
 	r = ucp_tag_send_nbx(ep, buf, b->len + AUTH_MAC_BYTES, auth_tag(tag),
 			     &prm);
 	if (r == NULL || UCS_PTR_IS_ERR(r)) {
@@ -275,12 +271,7 @@ int memb_take(uint64_t tag, uint64_t mask, void **buf, size_t *len,
 	if (!msg)
 		return 0;
 	b = malloc(info.length ? info.length : 1);
-	memset(&prm, 0, sizeof(prm));
-	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-			   UCP_OP_ATTR_FIELD_DATATYPE |
-			   UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-	prm.cb.recv = ucx_recv_cb;
-	prm.datatype = ucp_dt_make_contig(1);
+	ucx_bytes_recv_params(&prm);
 	/* Without a buffer the message must still be taken off the queue:
 	 * receive it into a byte and drop it (truncated). */
 	r = ucp_tag_msg_recv_nbx(ucx_worker, b ? b : (void *)&deadline,

@@ -42,12 +42,7 @@ static void post_recv(void)
 	ucp_request_param_t prm;
 	void *r;
 
-	memset(&prm, 0, sizeof(prm));
-	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-			   UCP_OP_ATTR_FIELD_DATATYPE |
-			   UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-	prm.cb.recv = ucx_recv_cb;
-	prm.datatype = ucp_dt_make_contig(1);
+	ucx_bytes_recv_params(&prm);
 	r = ucp_tag_recv_nbx(ucx_worker, &notice_in, sizeof(notice_in),
 			     notice_tag(), ~(uint64_t)0, &prm);
 	notice_req = UCS_PTR_IS_ERR(r) ? NULL : r;

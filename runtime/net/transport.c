@@ -240,11 +240,7 @@ int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
 	ep = ucx_ep(w, &x->st);
 	if (!ep)
 		return -1;
-	memset(&prm, 0, sizeof(prm));
-	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-			   UCP_OP_ATTR_FIELD_DATATYPE;
-	prm.cb.send = ucx_send_cb;
-	prm.datatype = ucp_dt_make_contig(1);
+	ucx_bytes_send_params(&prm);
 	r = ucp_tag_send_nbx(ep, buf, len,
 			     auth_tag(x->tag_base | (uint64_t)x->me), &prm);
 	if (r == NULL) {

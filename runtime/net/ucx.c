@@ -125,23 +125,25 @@ static int has_rdma_devices(void)
 
 static void tune_config(ucp_config_t *config)
 {
-	/* UCP's name, and the variable a user sets: a transport's setting
-	 * goes in by its name within the transport (UCP hands it to every
-	 * transport that has it, and only TCP has these two). */
-	static const char *const mine[][3] = {
-		{"USE_MT_MUTEX", "UCX_USE_MT_MUTEX", "y"},
-		{"RNDV_THRESH", "UCX_RNDV_THRESH", "512K"},
-		{"TX_SEG_SIZE", "UCX_TCP_TX_SEG_SIZE", "64K"},
-		{"RX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE", "256K"},
+	/* UCP's name, the variable a user sets, our value, and whether it
+	 * is for TCP and Ethernet only (not where RDMA devices carry the
+	 * data).  A transport's setting goes in by its name within the
+	 * transport: UCP hands it to every transport that has it, and only
+	 * TCP has the two segment sizes. */
+	static const struct {
+		const char *name, *var, *value;
+		int no_rdma;
+	} mine[] = {
+		{"USE_MT_MUTEX", "UCX_USE_MT_MUTEX", "y", 0},
+		{"RNDV_THRESH", "UCX_RNDV_THRESH", "512K", 1},
+		{"TX_SEG_SIZE", "UCX_TCP_TX_SEG_SIZE", "64K", 1},
+		{"RX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE", "256K", 1},
 	};
+	int rdma = has_rdma_devices();
 
-	for (size_t i = 0; i < sizeof(mine) / sizeof(mine[0]); i++) {
-		if (getenv(mine[i][1]))
-			continue;
-		if (i > 0 && has_rdma_devices())
-			continue;
-		ucp_config_modify(config, mine[i][0], mine[i][2]);
-	}
+	for (size_t i = 0; i < sizeof(mine) / sizeof(mine[0]); i++)
+		if (!getenv(mine[i].var) && !(mine[i].no_rdma && rdma))
+			ucp_config_modify(config, mine[i].name, mine[i].value);
 }
 
 /* A thread-safe worker on the context, and its address. */
@@ -431,6 +433,25 @@ void ucx_wake_sleepers(void)
 {
 	if (atomic_load_explicit(&sleepers, memory_order_relaxed) > 0)
 		ucp_worker_signal(ucx_worker);
+}
+
+void ucx_bytes_send_params(ucp_request_param_t *prm)
+{
+	memset(prm, 0, sizeof(*prm));
+	prm->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+			    UCP_OP_ATTR_FIELD_DATATYPE;
+	prm->cb.send = ucx_send_cb;
+	prm->datatype = ucp_dt_make_contig(1);
+}
+
+void ucx_bytes_recv_params(ucp_request_param_t *prm)
+{
+	memset(prm, 0, sizeof(*prm));
+	prm->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+			    UCP_OP_ATTR_FIELD_DATATYPE |
+			    UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+	prm->cb.recv = ucx_recv_cb;
+	prm->datatype = ucp_dt_make_contig(1);
 }
 
 void ucx_send_cb(void *request, ucs_status_t status, void *user_data)

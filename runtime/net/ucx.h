@@ -41,6 +41,11 @@ void ucx_set_oversubscribed(int oversubscribed);
 void ucx_send_cb(void *request, ucs_status_t status, void *user_data);
 void ucx_recv_cb(void *request, ucs_status_t status,
 		 const ucp_tag_recv_info_t *info, void *user_data);
+/* Request parameters for a send / receive of plain bytes through the
+ * callbacks above (a receive always completes through its callback:
+ * UCP_OP_ATTR_FLAG_NO_IMM_CMPL). */
+void ucx_bytes_send_params(ucp_request_param_t *prm);
+void ucx_bytes_recv_params(ucp_request_param_t *prm);
 /* Free the requests of reqs[0..n) that completed (their slots become
  * NULL); how many are still in flight.  No progress: the caller's. */
 int ucx_reqs_left(void **reqs, int n);

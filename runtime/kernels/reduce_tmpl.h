@@ -28,12 +28,16 @@
 
 /* V: vector of T; U: vector of unsigned of T's width (masks, wrapping
  * integer arithmetic); L: V for unaligned, aliasing loads and stores;
- * A: the vector type in which + and * are done (U for integers). */
+ * S: T at any address (the scalar tails); A: the vector type in which +
+ * and * are done (U for integers).  No operand needs to be aligned for
+ * its type: the received operand of a receive-reduce (net/rreduce.c)
+ * sits wherever the transport's headers left it. */
 #define RK_VTYPES(SFX, T, UT)                                                  \
 	typedef T SFX##_V __attribute__((vector_size(RK_VB)));                 \
 	typedef UT SFX##_U __attribute__((vector_size(RK_VB)));                \
 	typedef T SFX##_L                                                      \
-	    __attribute__((vector_size(RK_VB), aligned(1), may_alias));
+	    __attribute__((vector_size(RK_VB), aligned(1), may_alias));        \
+	typedef T SFX##_S __attribute__((aligned(1), may_alias));
 
 #define RK_VSUM(SFX, A, p, q) ((SFX##_V)((A)(p) + (A)(q)))
 #define RK_VPROD(SFX, A, p, q) ((SFX##_V)((A)(p) * (A)(q)))
@@ -53,8 +57,8 @@
 			       size_t n)                                       \
 	{                                                                      \
 		enum { VL = RK_VB / sizeof(T) };                               \
-		T *d = dv;                                                     \
-		const T *a = av, *b = bv;                                      \
+		SFX##_S *d = dv;                                               \
+		const SFX##_S *a = av, *b = bv;                                \
 		size_t i = 0;                                                  \
 		for (; i + 2 * VL <= n; i += 2 * VL) {                         \
 			SFX##_V p0 = *(const SFX##_L *)(a + i);                \
@@ -87,11 +91,13 @@ static inline float rk_min(float p, float q) { return q < p ? q : p; }
 static inline float rk_max(float p, float q) { return q > p ? q : p; }
 
 /* 16-bit floats: vector body, scalar tail through the exact converters. */
+typedef uint16_t rk_u16 __attribute__((aligned(1), may_alias));
+
 #define RK_HALF(NAME, LD, ST, TOF, FROMF, VOP, SOP)                            \
 	static void NAME(void *dv, const void *av, const void *bv, size_t n)   \
 	{                                                                      \
-		uint16_t *d = dv;                                              \
-		const uint16_t *a = av, *b = bv;                               \
+		rk_u16 *d = dv;                                                \
+		const rk_u16 *a = av, *b = bv;                                 \
 		size_t i = 0;                                                  \
 		for (; i + RK_W <= n; i += RK_W) {                             \
 			rk_vec p = LD(a + i), q = LD(b + i);                   \

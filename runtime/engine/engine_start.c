@@ -12,10 +12,21 @@
  * submission for HVD_ENGINE_SPIN_US (50): a caller that submits again
  * within microseconds (a Python loop, a backward pass) then costs no
  * futex wake-up, which on a 2-core machine measured 3-4 us an op.
+ *
+ * An idle engine (nothing queued or pending here) skips a due cycle, for
+ * up to ENGINE_DEFER_CYCLES in a row, while a blocking collective of the
+ * caller's runs over the transport (transport_foreground_busy): the
+ * cycle's posts and progress would take the UCX worker's lock from under
+ * that collective.  Measured across two netns nodes, 16 MiB allreduce of
+ * the C API, 1 ms cycles: 28,577 context switches and 25,889 futex calls
+ * in 200 calls, against 716 and 408 with the cycles 1 s apart, and 13.3
+ * against 11.8 ms a call.  A peer that has work waits for the skipped
+ * cycle at most until this collective ends or the deferral runs out.
  */
 #include "config.h"
 
 #include "engine/engine.h"
+#include "net/transport.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -44,11 +55,24 @@ static void spin_for_work(struct engine *e, unsigned seen)
 	}
 }
 
+/* Due cycles an idle engine may skip in a row (see the top). */
+#define ENGINE_DEFER_CYCLES 50
+
+/* Nothing of this rank's waits on the next cycle, and the caller's thread
+ * is in a collective over the transport.  Engine thread, lock held. */
+static int may_defer(const struct engine *e)
+{
+	return e->npending == 0 && !e->joined && !e->at_sync &&
+	       !e->stall_shutdown_pending && transport_foreground_busy();
+}
+
 static void *engine_main(void *arg)
 {
 	struct engine *e = arg;
 	double next = hvd_now();
+	int deferred = 0;
 
+	transport_set_background();
 	for (;;) {
 		struct timespec ts;
 		double now;
@@ -58,8 +82,16 @@ static void *engine_main(void *arg)
 		for (;;) {
 			now = hvd_now();
 			if (e->q_head || e->stop_requested || e->tl_cmd ||
-			    now >= next || e->hot)
+			    e->hot)
 				break;
+			if (now >= next) {
+				if (deferred >= ENGINE_DEFER_CYCLES ||
+				    !may_defer(e))
+					break;
+				deferred++;
+				next = now + e->cycle_ms / 1000.0;
+				continue;
+			}
 			if (spin) {
 				unsigned seen = __atomic_load_n(
 				    &e->submits, __ATOMIC_ACQUIRE);
@@ -77,6 +109,7 @@ static void *engine_main(void *arg)
 			e->sleeping = 0;
 		}
 		pthread_mutex_unlock(&e->lock);
+		deferred = 0;
 		if (e->hot)
 			sched_yield(); /* polling: let the callers run */
 		next = now + e->cycle_ms / 1000.0;

@@ -180,11 +180,27 @@ void transport_finalize(int fence)
 
 /* ------------------------------------------------------ transfers */
 
+static _Thread_local int background;
+static atomic_int foreground; /* foreground collectives in flight */
+
+void transport_set_background(void)
+{
+	background = 1;
+}
+
+int transport_foreground_busy(void)
+{
+	return atomic_load_explicit(&foreground, memory_order_relaxed) > 0;
+}
+
 void xfer_begin(struct xfer *x, struct net_group *g)
 {
 	uint32_t seq = g->seq++;
 
 	memset(x, 0, sizeof(*x));
+	x->fg = !background;
+	if (x->fg)
+		atomic_fetch_add_explicit(&foreground, 1, memory_order_relaxed);
 	x->g = g;
 	x->me = g->rank;
 	x->tag_base = tp_tag(g->ctx, seq, 0);
@@ -542,6 +558,17 @@ static void wait_idle(unsigned *idle, double *idle_since, int *napping,
 	}
 }
 
+/* A background thread's wait while a foreground collective runs: that
+ * collective's thread progresses the worker, which completes our requests
+ * too, so we only look at them every 200 us instead of taking the
+ * worker's lock from under it (transport_foreground_busy). */
+static void defer_nap(void)
+{
+	struct timespec ts = {0, 200000};
+
+	nanosleep(&ts, NULL);
+}
+
 /* Until op idx is done, or op idx2 (when >= 0), or with idx < 0 every
  * op; *which says which of idx and idx2 finished. */
 static hvd_status_t wait_until(struct xfer *x, int idx, int idx2, int *which)
@@ -584,18 +611,24 @@ static hvd_status_t wait_until(struct xfer *x, int idx, int idx2, int *which)
 				return HVD_OK;
 			pending = &x->ops[x->first_pending];
 		}
-		n = ucp_worker_progress(ucx_worker);
-		if (n) {
-			idle = 0;
-			napping = 0;
-			ucx_wake_sleepers();
-		} else {
-			++idle;
-		}
-		if (idle || (++iter & 63) == 0 || x->last_progress == 0)
+		if (background && transport_foreground_busy()) {
+			defer_nap();
 			now = hvd_now();
-		if (idle)
-			wait_idle(&idle, &idle_since, &napping, x, now);
+			idle = 0;
+		} else {
+			n = ucp_worker_progress(ucx_worker);
+			if (n) {
+				idle = 0;
+				napping = 0;
+				ucx_wake_sleepers();
+			} else {
+				++idle;
+			}
+			if (idle || (++iter & 63) == 0 || x->last_progress == 0)
+				now = hvd_now();
+			if (idle)
+				wait_idle(&idle, &idle_since, &napping, x, now);
+		}
 		if (now != 0) {
 			if (x->last_progress == 0)
 				x->last_progress = now;
@@ -695,5 +728,9 @@ hvd_status_t xfer_end(struct xfer *x)
 	x->ops = NULL;
 	x->nops = x->cap = 0;
 	rr_free(x); /* after every request is released */
+	if (x->fg) {
+		x->fg = 0;
+		atomic_fetch_sub_explicit(&foreground, 1, memory_order_relaxed);
+	}
 	return x->st;
 }

@@ -68,7 +68,18 @@ struct xfer {
 	double last_progress;
 	double next_check;
 	struct rr_desc *rr;  /* receive-reduce descriptors              */
+	int fg;              /* counted in transport_foreground_busy    */
 };
+
+/* The calling thread runs background collectives (the engine's): its
+ * transfers are not counted by transport_foreground_busy(). */
+void transport_set_background(void);
+/* Nonzero while a collective started by a thread that is not background
+ * (the caller of a blocking hvd_* function) is between xfer_begin and
+ * xfer_end.  The engine defers its idle negotiation meanwhile: its posts
+ * and progress would contend for the worker with the transfers of that
+ * collective. */
+int transport_foreground_busy(void);
 
 /* Starts a collective on g: takes the next sequence number. */
 void xfer_begin(struct xfer *x, struct net_group *g);

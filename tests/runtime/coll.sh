@@ -40,7 +40,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 10))"
+echo "1..$(($# + 12))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -77,6 +77,12 @@ run_check "3 ranks, UCX ring everywhere with 4 KiB segments" 3 HVD_SHM=0 \
 	HVD_ALLREDUCE_ALGO=ring HVD_REDUCESCATTER_ALGO=ring \
 	HVD_ALLGATHER_ALGO=ring HVD_BCAST_ALGO=chain HVD_RING_SEGMENT=4K \
 	HVD_RING_WINDOW=2
+# The ring's tightest pipeline: one receive posted ahead, one send out.
+for np in 2 4; do
+	run_check "$np ranks, UCX ring allreduce, 4 KiB segments, a window of 1" \
+		$np HVD_SHM=0 HVD_ALLREDUCE_ALGO=ring HVD_RING_SEGMENT=4K \
+		HVD_RING_WINDOW=1
+done
 
 # HOROVOD_RANK set for another launch: hvd_init fails, saying so.
 HOROVOD_RANK=7 HOROVOD_SIZE=9 timeout 60 "$LAUNCH" -np 2 "$CHECK" initfail \

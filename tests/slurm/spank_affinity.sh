@@ -37,9 +37,13 @@ is "$got" "$(sort <<<"$want2")" "... which is what hvd-topo computes for each lo
 	diag "$out"
 is "$(grep -c . <<<"$out")" 4 "... for all 4 tasks on both nodes"
 
-# Without --horovod: the mask Slurm gives (task/none here: the daemon's).
+# Without --horovod: the mask Slurm gives (task/none here: the daemon's),
+# on the node the second step then runs on too (-N1 alone may pick
+# another node, whose name would differ).
 plain=$(run_timeout "$T" srun -Q -N1 -n2 bash -c "$show" 2>&1 | sort)
-out=$(run_timeout "$T" srun -Q --horovod=cpu-bind=none -N1 -n2 bash -c "$show" 2>&1 | sort)
+node=$(awk 'NR == 1 { print $1 }' <<<"$plain")
+out=$(run_timeout "$T" srun -Q --horovod=cpu-bind=none -N1 -n2 \
+	${node:+-w "$node"} bash -c "$show" 2>&1 | sort)
 is "$(awk '{ print $1, $2, $3 }' <<<"$out")" "$(awk '{ print $1, $2, $3 }' <<<"$plain")" \
 	"cpu-bind=none: the task's mask is left as Slurm gave it" || diag "$out" "$plain"
 is "$(awk '{ print $2, $4 }' <<<"$out")" "$want2" "... and HOROVOD_CPU_LIST is still the hint"

@@ -93,6 +93,8 @@ int hvd_pid_dead(pid_t pid);
 /* Monotonic clock in seconds / nanoseconds. */
 double hvd_now(void);
 unsigned long long hvd_now_ns(void);
+/* Sleep for us microseconds (a waiting loop's nap). */
+void hvd_sleep_us(unsigned long us);
 
 /* The CPU's spin-wait hint, for the body of a polling loop. */
 static inline void hvd_cpu_relax(void)

@@ -1,5 +1,5 @@
 /*
- * sys.c - clocks and process liveness.
+ * sys.c - clocks, naps and process liveness.
  */
 #include "config.h"
 
@@ -23,6 +23,14 @@ unsigned long long hvd_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (unsigned long long)ts.tv_sec * 1000000000ULL +
 	       (unsigned long long)ts.tv_nsec;
+}
+
+void hvd_sleep_us(unsigned long us)
+{
+	struct timespec ts = {(time_t)(us / 1000000),
+			      (long)(us % 1000000) * 1000};
+
+	nanosleep(&ts, NULL);
 }
 
 int hvd_pid_dead(pid_t pid)

@@ -17,7 +17,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define TYPE_BITS 4
 #define EPOCH_MASK 0xfffffu /* the epoch's bits in a tag */
@@ -33,9 +32,7 @@ uint64_t memb_tag(uint32_t ctx, uint32_t epoch, int type, int src)
 
 void memb_nap(void)
 {
-	struct timespec ts = {0, 200000};
-
-	nanosleep(&ts, NULL);
+	hvd_sleep_us(200);
 }
 
 /* ------------------------------------------------------------- sends */

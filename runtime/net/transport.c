@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 struct tp_op {
@@ -550,25 +549,11 @@ static int wait_idle(unsigned *idle, double *idle_since, int *napping,
 		if (t > 1e-3)
 			*napping = 1;
 	}
-	if (*napping) {
-		struct timespec ts = {0, 20000};
-
-		nanosleep(&ts, NULL);
-	} else {
+	if (*napping)
+		hvd_sleep_us(20);
+	else
 		sched_yield();
-	}
 	return 0;
-}
-
-/* A background thread's wait while a foreground collective runs: that
- * collective's thread progresses the worker, which completes our requests
- * too, so we only look at them every 200 us instead of taking the
- * worker's lock from under it (transport_foreground_busy). */
-static void defer_nap(void)
-{
-	struct timespec ts = {0, 200000};
-
-	nanosleep(&ts, NULL);
 }
 
 /* Until op idx is done, or op idx2 (when >= 0), or with idx < 0 every
@@ -614,7 +599,11 @@ static hvd_status_t wait_until(struct xfer *x, int idx, int idx2, int *which)
 			pending = &x->ops[x->first_pending];
 		}
 		if (background && transport_foreground_busy()) {
-			defer_nap();
+			/* A foreground collective's thread progresses the
+			 * worker, which completes our requests too: look at
+			 * them every 200 us instead of taking the worker's
+			 * lock from under it. */
+			hvd_sleep_us(200);
 			now = hvd_now();
 			idle = 0;
 		} else {

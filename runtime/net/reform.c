@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include "net/lane.h"
 #include "net/membership.h"
 #include "net/notice.h"
 #include "net/peers.h"
@@ -49,6 +50,7 @@ hvd_status_t reform_transport(const struct hvd_world *w,
 				 "hvd: elastic: switching worlds without a "
 				 "next worker");
 	pthread_mutex_lock(&map_lock);
+	lane_close(); /* off in the worlds after a re-forming */
 	notice_cancel();
 	ucx_worker_switch();
 	memb_release_sends();

@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include "net/auth.h"
+#include "net/lane.h"
 #include "net/notice.h"
 #include "net/peers.h"
 #include "net/rreduce.h"
@@ -31,6 +32,7 @@
 
 struct tp_op {
 	struct tp_req *req;  /* NULL once completed                  */
+	struct lane_op *lop; /* on the TCP lane instead (net/lane.h) */
 	int peer;            /* comm rank                            */
 	int recv;
 	int done;
@@ -91,11 +93,48 @@ static uint64_t boot_hash(void)
 	return h;
 }
 
+/*
+ * The TCP lane's addresses (net/lane.h), every rank's to every rank: a
+ * Bruck allgather, log2(size) rounds, on the setup group after the
+ * machine comparison.  rot[i] is rank (me + i)'s entry.
+ */
+static hvd_status_t lane_exchange(struct xfer *x, const struct hvd_world *w,
+				  const struct lane_addr *mine)
+{
+	int n = w->size, me = w->rank;
+	struct lane_addr *rot = malloc((size_t)n * sizeof(*rot));
+	struct lane_addr *all = malloc((size_t)n * sizeof(*all));
+	hvd_status_t st = HVD_OK;
+
+	if (!rot || !all) {
+		free(rot);
+		free(all);
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	}
+	rot[0] = *mine;
+	for (int k = 1; k < n && st == HVD_OK; k <<= 1) {
+		int cnt = k < n - k ? k : n - k;
+
+		st = xfer_sendrecv(x, (me - k + n) % n, rot,
+				   (size_t)cnt * sizeof(*rot), (me + k) % n,
+				   rot + k, (size_t)cnt * sizeof(*rot));
+	}
+	if (st == HVD_OK) {
+		for (int i = 0; i < n; i++)
+			all[(me + i) % n] = rot[i];
+		st = lane_start(all, n);
+	}
+	free(rot);
+	free(all);
+	return st;
+}
+
 static hvd_status_t agree_machine(const struct hvd_world *w)
 {
 	struct net_group g;
 	struct xfer x;
 	uint64_t v[2], in[2];
+	struct lane_addr mine;
 	hvd_status_t st;
 
 	one_machine = 0;
@@ -113,6 +152,12 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 		g.world_ranks[r] = r;
 	v[0] = boot_hash();
 	v[1] = ~v[0]; /* the minimum of ~h is ~(the maximum of h) */
+	st = lane_open(&mine, w->local_size == w->size ? 1 : w->size,
+		       w->rank);
+	if (st != HVD_OK) {
+		free(g.world_ranks);
+		return st;
+	}
 	xfer_begin(&x, &g);
 	for (int k = 1; k < w->size; k <<= 1) {
 		if (xfer_sendrecv(&x, (w->rank + k) % w->size, v, sizeof(v),
@@ -123,6 +168,11 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 		v[1] = in[1] < v[1] ? in[1] : v[1];
 	}
 	st = xfer_end(&x);
+	if (st == HVD_OK) {
+		xfer_begin(&x, &g);
+		st = lane_exchange(&x, w, &mine);
+		st = st == HVD_OK ? xfer_end(&x) : (xfer_end(&x), st);
+	}
 	free(g.world_ranks);
 	if (st != HVD_OK)
 		return hvd_error_prefix(st, "hvd_init: comparing machines");
@@ -165,6 +215,7 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
 
 void transport_finalize(int fence)
 {
+	lane_close();
 	notice_cancel();
 	ucx_finalize(fence);
 	notice_free();
@@ -252,6 +303,11 @@ int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
 	if (!op)
 		return -1;
 	w = x->g->world_ranks[peer];
+	if (!x->lane_off && lane_wants(w, len)) {
+		op->lop = lane_send(w, auth_tag(x->tag_base | (uint64_t)x->me),
+				    buf, len, &x->st);
+		return op->lop ? idx : -1;
+	}
 	ep = ucx_ep(w, &x->st);
 	if (!ep)
 		return -1;
@@ -272,6 +328,21 @@ int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
 	return idx;
 }
 
+/* A receive's op (NULL: x->st says why). */
+static struct tp_op *new_recv(struct xfer *x, int peer, size_t len, int *idx)
+{
+	struct tp_op *op;
+
+	if (x->st != HVD_OK)
+		return NULL;
+	op = new_op(x, peer, idx);
+	if (op) {
+		op->recv = 1;
+		op->expect = len;
+	}
+	return op;
+}
+
 static int post_recv(struct xfer *x, int peer, void *buf, size_t count,
 		     ucp_datatype_t dt, size_t len)
 {
@@ -281,13 +352,9 @@ static int post_recv(struct xfer *x, int peer, void *buf, size_t count,
 	void *r;
 	int idx;
 
-	if (x->st != HVD_OK)
-		return -1;
-	op = new_op(x, peer, &idx);
+	op = new_recv(x, peer, len, &idx);
 	if (!op)
 		return -1;
-	op->recv = 1;
-	op->expect = len;
 	memset(&prm, 0, sizeof(prm));
 	/* UCX 1.13 leaves recv_info unset when a receive completes at once
 	 * from the unexpected queue: always take the callback, which
@@ -321,8 +388,26 @@ static int post_recv(struct xfer *x, int peer, void *buf, size_t count,
 	return idx;
 }
 
+/* A receive on the TCP lane. */
+static int lane_post(struct xfer *x, int peer, void *buf, size_t len)
+{
+	struct tp_op *op;
+	int idx;
+
+	op = new_recv(x, peer, len, &idx);
+	if (!op)
+		return -1;
+	op->lop = lane_recv(x->g->world_ranks[peer],
+			    auth_tag(x->tag_base | (uint64_t)(unsigned)peer),
+			    buf, len, &x->st);
+	return op->lop ? idx : -1;
+}
+
 int xfer_recv(struct xfer *x, int peer, void *buf, size_t len)
 {
+	if (x->st == HVD_OK && !x->lane_off &&
+	    lane_wants(x->g->world_ranks[peer], len))
+		return lane_post(x, peer, buf, len);
 	return post_recv(x, peer, buf, len, ucp_dt_make_contig(1), len);
 }
 
@@ -417,6 +502,15 @@ int xfer_recv_reduce(struct xfer *x, int peer, void *dst, const void *src,
 	rr_init(d, dst, src, count, dt, op);
 	d->next = x->rr;
 	x->rr = d;
+	if (!x->lane_off && lane_wants(x->g->world_ranks[peer], d->len)) {
+		/* The sender would use the lane: the algorithm must turn it
+		 * off on every rank (it cannot reduce in place). */
+		x->st = hvd_error(HVD_ERR_INTERNAL,
+				  "hvd: a receive-reduce of %zu bytes with "
+				  "the TCP lane on",
+				  d->len);
+		return -1;
+	}
 	return post_recv(x, peer, d, 1, rr_dt, d->len);
 }
 
@@ -438,6 +532,19 @@ static int op_test(struct tp_op *op)
 
 	if (op->done)
 		return 1;
+	if (op->lop) {
+		static const ucs_status_t st[3] = {
+			UCS_OK, UCS_ERR_MESSAGE_TRUNCATED,
+			UCS_ERR_CONNECTION_RESET};
+		int s;
+
+		if (!lane_test(op->lop, &s, &op->length))
+			return 0;
+		op->lop = NULL;
+		op->status = st[s < 0 || s > 2 ? 2 : s];
+		op->done = 1;
+		return 1;
+	}
 	if (!atomic_load_explicit(&r->done, memory_order_acquire))
 		return 0;
 	op->status = r->status;
@@ -476,6 +583,27 @@ static hvd_status_t op_result(struct xfer *x, struct tp_op *op)
 	return HVD_OK;
 }
 
+/*
+ * A receive that waits on one path while its message came by the other:
+ * the two ends picked different paths because the sizes differ.  A
+ * second without a change first, so a message merely slower on one path
+ * than the next one on the other is not taken for it.
+ */
+#define TP_STRADDLE_S 1.0
+
+static int straddles(struct xfer *x, struct tp_op *op)
+{
+	uint64_t tag = auth_tag(x->tag_base | (uint64_t)(unsigned)op->peer);
+	int w = x->g->world_ranks[op->peer];
+	ucp_tag_recv_info_t info;
+
+	if (!op->lop)
+		return lane_holds(w, tag, TP_STRADDLE_S);
+	return lane_quiet(op->lop, TP_STRADDLE_S) &&
+	       ucp_tag_probe_nb(ucx_worker, tag, ~(uint64_t)0, 0, &info) !=
+		       NULL;
+}
+
 /* Periodic checks while waiting: failed members, dead local pids, and
  * the progress timeout.  Returns an error status or HVD_OK. */
 static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
@@ -494,6 +622,16 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 		f = transport_any_failed();
 	if (f >= 0)
 		return peer_error(x, f, "%s", transport_fail_reason(f));
+	if (waiting->recv && !waiting->done && straddles(x, waiting)) {
+		int w = x->g->world_ranks[waiting->peer];
+
+		return hvd_error(HVD_ERR_MISMATCH,
+				 "hvd: rank %d sent a message of another size "
+				 "than the %zu bytes expected: ranks called "
+				 "the collective with different counts or "
+				 "types",
+				 w, waiting->expect);
+	}
 	if (peers_launcher_failed())
 		return hvd_error(HVD_ERR_PEER_FAILED,
 				 "hvd: lost the connection to the PMIx server "
@@ -541,7 +679,8 @@ static int wait_idle(unsigned *idle, double *idle_since, int *napping,
 		double left = x->next_check - now;
 		int ms = left > 0 ? (int)(left * 1e3) + 1 : 1;
 
-		if (ucx_block(ms > 50 ? 50 : ms))
+		if (ucx_block(ms > 50 ? 50 : ms,
+			      lane_busy() ? lane_poll_fd() : -1))
 			return 0;
 		/* No event fd: nap after a millisecond of nothing, because
 		 * under CFS sched_yield alone does not give the core to the
@@ -608,6 +747,8 @@ static hvd_status_t wait_until(struct xfer *x, int idx, int idx2, int *which)
 			idle = 0;
 		} else {
 			n = ucp_worker_progress(ucx_worker);
+			if (lane_busy())
+				n += (unsigned)lane_progress();
 			if (n) {
 				idle = 0;
 				napping = 0;
@@ -669,6 +810,8 @@ int xfer_test(struct xfer *x, int idx)
 	op = &x->ops[idx];
 	if (!op_test(op)) {
 		ucp_worker_progress(ucx_worker);
+		if (lane_busy())
+			lane_progress();
 		if (!op_test(op))
 			return 0;
 	}
@@ -706,6 +849,12 @@ hvd_status_t xfer_end(struct xfer *x)
 		for (int i = 0; i < x->nops; i++) {
 			struct tp_op *op = &x->ops[i];
 
+			if (op->lop) {
+				lane_cancel(op->lop);
+				op->lop = NULL;
+				op->done = 1;
+				continue;
+			}
 			if (op->done || !op->req)
 				continue;
 			if (op->recv)

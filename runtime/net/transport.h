@@ -69,6 +69,7 @@ struct xfer {
 	double next_check;
 	struct rr_desc *rr;  /* receive-reduce descriptors              */
 	int fg;              /* counted in transport_foreground_busy    */
+	int lane_off;        /* UCX only, not the TCP lane (net/lane.h) */
 };
 
 /* The calling thread runs background collectives (the engine's): its

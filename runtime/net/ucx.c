@@ -109,7 +109,7 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
  * sends or receives, not per endpoint up front.  Not with RDMA devices,
  * where TCP carries no data.
  */
-static int has_rdma_devices(void)
+int ucx_has_rdma_devices(void)
 {
 	DIR *d = opendir("/sys/class/infiniband");
 	struct dirent *e;
@@ -139,7 +139,7 @@ static void tune_config(ucp_config_t *config)
 		{"TX_SEG_SIZE", "UCX_TCP_TX_SEG_SIZE", "64K", 1},
 		{"RX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE", "256K", 1},
 	};
-	int rdma = has_rdma_devices();
+	int rdma = ucx_has_rdma_devices();
 
 	for (size_t i = 0; i < sizeof(mine) / sizeof(mine[0]); i++)
 		if (!getenv(mine[i].var) && !(mine[i].no_rdma && rdma))
@@ -411,9 +411,10 @@ ucp_ep_h ucx_ep(int w, hvd_status_t *st)
 	return ep;
 }
 
-int ucx_block(int timeout_ms)
+int ucx_block(int timeout_ms, int extra_fd)
 {
-	struct pollfd p = {.fd = efd, .events = POLLIN};
+	struct pollfd p[2] = {{.fd = efd, .events = POLLIN},
+			      {.fd = extra_fd, .events = POLLIN}};
 	ucs_status_t s;
 
 	if (efd < 0)
@@ -424,7 +425,7 @@ int ucx_block(int timeout_ms)
 	atomic_fetch_add(&sleepers, 1);
 	s = ucp_worker_arm(ucx_worker);
 	if (s == UCS_OK)
-		poll(&p, 1, timeout_ms);
+		poll(p, extra_fd >= 0 ? 2 : 1, timeout_ms);
 	atomic_fetch_sub(&sleepers, 1);
 	return s == UCS_OK || s == UCS_ERR_BUSY;
 }

@@ -27,6 +27,8 @@ struct tp_req {
 
 extern ucp_worker_h ucx_worker;
 
+/* 1 when /sys/class/infiniband lists a device (InfiniBand, RoCE). */
+int ucx_has_rdma_devices(void);
 /* Context, worker, and this worker's address (valid until ucx_finalize). */
 hvd_status_t ucx_init(void **addr, size_t *addr_len);
 /* The endpoint to world rank w, created on first use (NULL: *st says). */
@@ -49,10 +51,11 @@ void ucx_bytes_recv_params(ucp_request_param_t *prm);
 /* Free the requests of reqs[0..n) that completed (their slots become
  * NULL); how many are still in flight.  No progress: the caller's. */
 int ucx_reqs_left(void **reqs, int n);
-/* Block until the worker has an event or timeout_ms passed (after the
+/* Block until the worker has an event, extra_fd (when >= 0: the TCP
+ * lane's, net/lane.h) polls readable, or timeout_ms passed (after the
  * caller progressed until nothing was left).  0: blocking is not
  * available (no UCP_FEATURE_WAKEUP), the caller must poll. */
-int ucx_block(int timeout_ms);
+int ucx_block(int timeout_ms, int extra_fd);
 /* Another thread may be blocked in ucx_block() on an event this thread's
  * progress just consumed: wake it so that it looks at its requests. */
 void ucx_wake_sleepers(void);

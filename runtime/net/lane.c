@@ -1,0 +1,1022 @@
+/*
+ * net/lane.c - the bulk TCP lane (net/lane.h).
+ *
+ * State per peer (world rank): the outgoing connection and its queue of
+ * sends, and the incoming connection with its posted receives, its
+ * messages that came before their receive, and the message being read.
+ * One epoll set holds the listener, hellos not yet checked, and every
+ * connection; progress reads what is readable and writes what was
+ * blocked, under one lock that it only tries (the other thread is moving
+ * the same bytes meanwhile).
+ */
+#include "config.h"
+
+#include "net/auth.h"
+#include "net/lane.h"
+#include "net/peers.h"
+#include "net/ucx.h"
+
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define LANE_MAGIC 0x4c445648u /* "HVDL" */
+#define LANE_VERSION 1u
+#define LANE_BYE_TAG (~(uint64_t)0)
+#define LANE_HELLO_BYTES 32
+#define LANE_PENDING 64          /* hellos not yet checked, at most */
+#define LANE_SCRATCH (256u << 10) /* where unwanted bytes are dropped */
+#define LANE_READ_BUDGET (8u << 20)
+
+enum { K_LISTEN = 1, K_HELLO, K_CONN };
+
+struct lane_op {
+	struct lane_op *next;
+	uint64_t tag;
+	int w, recv;
+	/* send: the bytes still to go (p, left), the header's progress */
+	const char *p;
+	size_t left, hdr_off;
+	char *owned;        /* a cancelled send's copy of its rest */
+	int orphan;         /* cancelled: freed by the lane when done */
+	/* receive */
+	char *buf;
+	size_t expect;
+	/* result */
+	int status;
+	size_t length;
+	double t0;          /* when posted */
+	atomic_int done;
+	uint8_t hdr[16];
+};
+
+struct unexp {
+	struct unexp *next;
+	double t;                /* when its header came */
+	uint64_t tag;
+	size_t len, got;
+	char data[];
+};
+
+struct peer {
+	int fd;                  /* the pair's connection, both ways   */
+	int dead;                /* 1 said goodbye, 2 failed           */
+	int tx_out;              /* waiting for room to write          */
+	int hup;                 /* hung up while stalled: off epoll   */
+	struct lane_op *txh, *txt;
+	struct lane_op *ph, *pt; /* posted receives                    */
+	struct unexp *uh, *ut;   /* arrived before their receive       */
+	uint8_t hdr[16];
+	size_t hdr_got;
+	int stalled;             /* hdr holds a message nobody asked for */
+	double stall_t, rx_t;    /* when it stalled; when bytes last came */
+	int in_msg;
+	uint64_t m_tag;
+	size_t m_len, m_got;
+	struct lane_op *m_op;
+	struct unexp *m_unexp;
+};
+
+struct hello {
+	int fd;
+	size_t got;
+	uint8_t b[LANE_HELLO_BYTES];
+};
+
+static pthread_mutex_t lk = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int up;
+static int epfd = -1, lfd = -1;
+static int nranks, self;
+static struct lane_addr mine, *tab;
+static struct peer *peers_tab;
+static struct hello hellos[LANE_PENDING];
+static char *scratch;
+static atomic_int busy;
+static int completed;
+static unsigned long n_sent, n_recv, n_unexp, n_stall;
+
+static void append(struct lane_op **h, struct lane_op **t,
+		   struct lane_op *op)
+{
+	op->next = NULL;
+	if (*t)
+		(*t)->next = op;
+	else
+		*h = op;
+	*t = op;
+}
+
+static uint64_t ev_key(int kind, int idx)
+{
+	return ((uint64_t)kind << 32) | (uint32_t)idx;
+}
+
+static void ep_set(int fd, int kind, int idx, uint32_t events, int op)
+{
+	struct epoll_event e;
+
+	memset(&e, 0, sizeof(e));
+	e.events = events;
+	e.data.u64 = ev_key(kind, idx);
+	(void)epoll_ctl(epfd, op, fd, &e);
+}
+
+static void fd_close(int *fd)
+{
+	if (*fd >= 0) {
+		(void)epoll_ctl(epfd, EPOLL_CTL_DEL, *fd, NULL);
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+/* What the pair's connection waits for: bytes to read unless a message
+ * is stalled, room to write while sends are blocked. */
+static void ep_update(int w)
+{
+	struct peer *p = &peers_tab[w];
+	uint32_t ev = (p->stalled ? 0 : EPOLLIN) | (p->tx_out ? EPOLLOUT : 0);
+
+	if (p->fd >= 0 && !p->hup)
+		ep_set(p->fd, K_CONN, w, ev, EPOLL_CTL_MOD);
+}
+
+static void complete(struct lane_op *op, int status)
+{
+	op->status = status;
+	atomic_fetch_sub(&busy, 1);
+	completed++;
+	if (op->orphan) {
+		free(op->owned);
+		free(op);
+		return;
+	}
+	atomic_store_explicit(&op->done, 1, memory_order_release);
+}
+
+/* ------------------------------------------------------------ setup */
+
+/* This rank's IPv4 addresses that are up and not loopback (of the
+ * interface HVD_TCP_LANE_IF only, when set). */
+static int my_addrs(uint32_t ip[LANE_ADDRS])
+{
+	const char *want = getenv("HVD_TCP_LANE_IF");
+	struct ifaddrs *ifa, *i;
+	int n = 0;
+
+	if (getifaddrs(&ifa) != 0)
+		return 0;
+	for (i = ifa; i && n < LANE_ADDRS; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		    !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
+			continue;
+		if (want && *want && strcmp(want, i->ifa_name) != 0)
+			continue;
+		ip[n++] = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+	}
+	freeifaddrs(ifa);
+	return n;
+}
+
+hvd_status_t lane_open(struct lane_addr *out, int world_size, int me)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	int nip;
+
+	memset(out, 0, sizeof(*out));
+	lane_close();
+	if (world_size < 2 || !hvd_env_bool("HVD_TCP_LANE", 1) ||
+	    ucx_has_rdma_devices())
+		return HVD_OK;
+	nip = my_addrs(out->ip);
+	if (nip == 0)
+		return HVD_OK;
+	scratch = malloc(LANE_SCRATCH);
+	peers_tab = calloc((size_t)world_size, sizeof(*peers_tab));
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	if (!scratch || !peers_tab || epfd < 0 || lfd < 0 ||
+	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    listen(lfd, 256) != 0 ||
+	    getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+		hvd_log(HVD_LOG_INFO,
+			"hvd: no TCP lane (%s): large messages go by UCX",
+			strerror(errno));
+		lane_close();
+		memset(out, 0, sizeof(*out));
+		return HVD_OK;
+	}
+	for (int r = 0; r < world_size; r++) {
+		peers_tab[r].fd = -1;
+	}
+	for (int i = 0; i < LANE_PENDING; i++)
+		hellos[i].fd = -1;
+	ep_set(lfd, K_LISTEN, 0, EPOLLIN, EPOLL_CTL_ADD);
+	out->nip = (uint16_t)nip;
+	out->port = sa.sin_port;
+	out->min_kib = (uint32_t)(hvd_env_size("HVD_TCP_LANE_MIN", 64 << 10) >>
+				  10);
+	if (out->min_kib == 0)
+		out->min_kib = 1;
+	nranks = world_size;
+	self = me;
+	mine = *out;
+	return HVD_OK;
+}
+
+hvd_status_t lane_start(const struct lane_addr *all, int n)
+{
+	if (!peers_tab || n != nranks)
+		return HVD_OK;
+	pthread_mutex_lock(&lk);
+	tab = malloc((size_t)n * sizeof(*tab));
+	if (tab) {
+		memcpy(tab, all, (size_t)n * sizeof(*tab));
+		up = 1;
+	}
+	pthread_mutex_unlock(&lk);
+	return tab ? HVD_OK
+		   : hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+}
+
+int lane_wants(int w, size_t len)
+{
+	size_t m;
+
+	if (!up || w < 0 || w >= nranks || w == self || !tab[w].nip ||
+	    peers_local(w))
+		return 0;
+	m = (size_t)(tab[w].min_kib > mine.min_kib ? tab[w].min_kib
+						   : mine.min_kib)
+	    << 10;
+	return len >= m;
+}
+
+/* ------------------------------------------------------- connections */
+
+static void put64(uint8_t *b, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get64(const uint8_t *b)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | b[i];
+	return v;
+}
+
+static int hello_make(uint8_t b[LANE_HELLO_BYTES], int src, int dst)
+{
+	uint64_t mac;
+
+	memset(b, 0, LANE_HELLO_BYTES);
+	put64(b, (uint64_t)LANE_MAGIC | ((uint64_t)LANE_VERSION << 32));
+	put64(b + 8, (uint64_t)(uint32_t)src | ((uint64_t)(uint32_t)dst << 32));
+	if (auth_msg_mac(get64(b), b + 8, 8, &mac) != 0)
+		return -1;
+	put64(b + 16, mac);
+	return 0;
+}
+
+static void tx_write(int w);
+static void fail_peer(int w, const char *why);
+static int progress_locked(void);
+static int unlink_op(struct lane_op **h, struct lane_op **t,
+		     struct lane_op *op);
+
+/* Connect to w's lane: each of its addresses in turn, 5 s each. */
+static int dial(int w)
+{
+	const struct lane_addr *a = &tab[w];
+	uint8_t hello[LANE_HELLO_BYTES];
+	int one = 1;
+
+	if (hello_make(hello, self, w) != 0)
+		return -1;
+	for (int i = 0; i < a->nip && i < LANE_ADDRS; i++) {
+		struct sockaddr_in sa;
+		struct pollfd p;
+		int fd, err = 0;
+		socklen_t el = sizeof(err);
+
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			    0);
+		if (fd < 0)
+			return -1;
+		memset(&sa, 0, sizeof(sa));
+		sa.sin_family = AF_INET;
+		sa.sin_addr.s_addr = a->ip[i];
+		sa.sin_port = a->port;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+			if (errno != EINPROGRESS) {
+				close(fd);
+				continue;
+			}
+			p.fd = fd;
+			p.events = POLLOUT;
+			if (poll(&p, 1, 5000) != 1 ||
+			    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) ||
+			    err) {
+				close(fd);
+				continue;
+			}
+		}
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+				 sizeof(one));
+		/* 32 bytes into an empty socket buffer */
+		if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) !=
+		    (ssize_t)sizeof(hello)) {
+			close(fd);
+			continue;
+		}
+		return fd;
+	}
+	return -1;
+}
+
+static void accept_all(void)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int slot = -1;
+
+		if (fd < 0)
+			return;
+		for (int i = 0; i < LANE_PENDING && slot < 0; i++)
+			if (hellos[i].fd < 0)
+				slot = i;
+		if (slot < 0) { /* full: the oldest goes */
+			static int next;
+
+			slot = next++ % LANE_PENDING;
+			fd_close(&hellos[slot].fd);
+		}
+		hellos[slot].fd = fd;
+		hellos[slot].got = 0;
+		ep_set(fd, K_HELLO, slot, EPOLLIN, EPOLL_CTL_ADD);
+	}
+}
+
+static void hello_read(int slot)
+{
+	struct hello *h = &hellos[slot];
+	uint8_t want[LANE_HELLO_BYTES];
+	ssize_t r;
+	int src;
+
+	if (h->fd < 0)
+		return;
+	r = recv(h->fd, h->b + h->got, sizeof(h->b) - h->got, MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (r <= 0) {
+		fd_close(&h->fd);
+		return;
+	}
+	h->got += (size_t)r;
+	if (h->got < sizeof(h->b))
+		return;
+	src = (int)(uint32_t)get64(h->b + 8);
+	/* Only a rank of this job, by a MAC keyed with the job's key, and
+	 * one connection per peer. */
+	if (src < 0 || src >= self || hello_make(want, src, self) != 0 ||
+	    memcmp(want, h->b, sizeof(want)) != 0 ||
+	    peers_tab[src].fd >= 0 || peers_tab[src].dead) {
+		hvd_log(HVD_LOG_DEBUG, "hvd: TCP lane: refused a connection");
+		fd_close(&h->fd);
+		return;
+	}
+	peers_tab[src].fd = h->fd;
+	h->fd = -1;
+	ep_set(peers_tab[src].fd, K_CONN, src, EPOLLIN, EPOLL_CTL_MOD);
+	if (peers_tab[src].txh)
+		tx_write(src);
+}
+
+static void fail_errno(int w)
+{
+	char why[96];
+
+	snprintf(why, sizeof(why), "failed (%s)", strerror(errno));
+	fail_peer(w, why);
+}
+
+/* ------------------------------------------------------------ sending */
+
+/* The pair's connection is gone: every operation on it fails, and so
+ * does the peer (net/peers.h) unless why is NULL (it said goodbye). */
+static void fail_peer(int w, const char *why)
+{
+	struct peer *p = &peers_tab[w];
+	char msg[160];
+
+	fd_close(&p->fd);
+	p->dead = why ? 2 : 1;
+	p->stalled = p->tx_out = p->hup = 0;
+	while (p->txh) {
+		struct lane_op *op = p->txh;
+
+		p->txh = op->next;
+		complete(op, 2);
+	}
+	p->txt = NULL;
+	if (p->m_op)
+		complete(p->m_op, 2);
+	p->m_op = NULL;
+	p->m_unexp = NULL;
+	p->in_msg = 0;
+	while (p->ph) {
+		struct lane_op *op = p->ph;
+
+		p->ph = op->next;
+		complete(op, 2);
+	}
+	p->pt = NULL;
+	if (!why)
+		return;
+	snprintf(msg, sizeof(msg), "its TCP lane connection %s", why);
+	transport_mark_failed(w, msg);
+}
+
+static void tx_write(int w)
+{
+	struct peer *p = &peers_tab[w];
+
+	while (p->txh) {
+		struct lane_op *op = p->txh;
+		struct iovec iov[2];
+		struct msghdr mh;
+		int k = 0;
+		ssize_t r;
+
+		if (op->hdr_off < sizeof(op->hdr)) {
+			iov[k].iov_base = op->hdr + op->hdr_off;
+			iov[k++].iov_len = sizeof(op->hdr) - op->hdr_off;
+		}
+		if (op->left) {
+			iov[k].iov_base = (void *)op->p;
+			iov[k++].iov_len = op->left;
+		}
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = iov;
+		mh.msg_iovlen = (size_t)k;
+		r = k ? sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (!p->tx_out) {
+					p->tx_out = 1;
+					ep_update(w);
+				}
+				return;
+			}
+			fail_errno(w);
+			return;
+		}
+		if (op->hdr_off < sizeof(op->hdr)) {
+			size_t h = sizeof(op->hdr) - op->hdr_off;
+
+			if ((size_t)r < h) {
+				op->hdr_off += (size_t)r;
+				continue;
+			}
+			op->hdr_off = sizeof(op->hdr);
+			r -= (ssize_t)h;
+		}
+		op->p += r;
+		op->left -= (size_t)r;
+		if (op->left)
+			continue;
+		p->txh = op->next;
+		if (!p->txh)
+			p->txt = NULL;
+		complete(op, 0);
+	}
+	if (p->tx_out) {
+		p->tx_out = 0;
+		ep_update(w);
+	}
+}
+
+/*
+ * The lower rank of a pair makes its connection, on its first operation
+ * with the other; the higher one queues its operations until the
+ * connection comes (its partner posts the matching ones).  -1: failed
+ * (the peer is marked).
+ */
+static int connect_to(int w)
+{
+	struct peer *p = &peers_tab[w];
+
+	if (p->fd >= 0 || self > w)
+		return 0;
+	p->fd = dial(w);
+	if (p->fd < 0) {
+		fail_peer(w, "could not be made");
+		return -1;
+	}
+	ep_set(p->fd, K_CONN, w, EPOLLIN, EPOLL_CTL_ADD);
+	return 0;
+}
+
+static struct lane_op *op_new(int w, uint64_t tag, hvd_status_t *st)
+{
+	struct lane_op *op = calloc(1, sizeof(*op));
+
+	if (!op) {
+		*st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+		return NULL;
+	}
+	op->w = w;
+	op->tag = tag;
+	op->t0 = hvd_now();
+	atomic_init(&op->done, 0);
+	atomic_fetch_add(&busy, 1);
+	return op;
+}
+
+struct lane_op *lane_send(int w, uint64_t tag, const void *buf, size_t len,
+			  hvd_status_t *st)
+{
+	struct lane_op *op = op_new(w, tag, st);
+	struct peer *p;
+
+	if (!op)
+		return NULL;
+	op->p = buf;
+	op->left = len;
+	put64(op->hdr, tag);
+	put64(op->hdr + 8, len);
+	pthread_mutex_lock(&lk);
+	n_sent++;
+	p = &peers_tab[w];
+	if (!up || p->dead || connect_to(w) != 0) {
+		complete(op, 2);
+	} else {
+		append(&p->txh, &p->txt, op);
+		if (p->txh == op && p->fd >= 0)
+			tx_write(w);
+	}
+	pthread_mutex_unlock(&lk);
+	return op;
+}
+
+/* ---------------------------------------------------------- receiving */
+
+/* Bytes [off, off + n) of the message for op (what fits). */
+static void deliver(struct lane_op *op, size_t off, const char *b, size_t n)
+{
+	if (off >= op->expect)
+		return;
+	if (n > op->expect - off)
+		n = op->expect - off;
+	memcpy(op->buf + off, b, n);
+}
+
+static void msg_done(struct peer *p)
+{
+	n_recv++;
+	if (p->m_op) {
+		p->m_op->length = p->m_len;
+		complete(p->m_op, p->m_len > p->m_op->expect ? 1 : 0);
+	}
+	p->m_op = NULL;
+	p->m_unexp = NULL;
+	p->in_msg = 0;
+}
+
+/*
+ * A message's header is in: to its receive, or, when none is posted yet,
+ * 1 (stall: leave the rest in the kernel, whose flow control holds the
+ * sender back, until a receive is posted) or, when receives of other
+ * tags are posted (they may wait for bytes behind this message: another
+ * thread's collective), into memory of its own.  -1: out of memory.
+ */
+static int msg_start(int w)
+{
+	struct peer *p = &peers_tab[w];
+	struct lane_op *op;
+	uint64_t tag = get64(p->hdr);
+
+	for (op = p->ph; op && op->tag != tag; op = op->next)
+		;
+	if (!op && !p->ph)
+		return 1;
+	p->m_tag = tag;
+	p->m_len = get64(p->hdr + 8);
+	p->m_got = 0;
+	p->in_msg = 1;
+	if (op) {
+		unlink_op(&p->ph, &p->pt, op);
+		p->m_op = op;
+	} else {
+		struct unexp *u;
+
+		n_unexp++;
+		if (p->m_len > ((size_t)1 << 40) ||
+		    !(u = malloc(sizeof(*u) + p->m_len)))
+			return -1;
+		u->next = NULL;
+		u->t = hvd_now();
+		u->tag = p->m_tag;
+		u->len = p->m_len;
+		u->got = 0;
+		if (p->ut)
+			p->ut->next = u;
+		else
+			p->uh = u;
+		p->ut = u;
+		p->m_unexp = u;
+	}
+	if (p->m_len == 0)
+		msg_done(p);
+	return 0;
+}
+
+static void rx_read(int w)
+{
+	struct peer *p = &peers_tab[w];
+	size_t budget = LANE_READ_BUDGET;
+
+	while (p->fd >= 0 && !p->stalled && budget) {
+		char *dst;
+		size_t want;
+		ssize_t r;
+
+		if (!p->in_msg) {
+			r = recv(p->fd, p->hdr + p->hdr_got,
+				 sizeof(p->hdr) - p->hdr_got, MSG_DONTWAIT);
+			if (r > 0) {
+				p->rx_t = hvd_now();
+				p->hdr_got += (size_t)r;
+				if (p->hdr_got < sizeof(p->hdr))
+					continue;
+				p->hdr_got = 0;
+				if (get64(p->hdr) == LANE_BYE_TAG) {
+					fail_peer(w, NULL);
+					return;
+				}
+				r = msg_start(w);
+				if (r > 0) {
+					n_stall++;
+					p->stalled = 1;
+					p->stall_t = hvd_now();
+					ep_update(w);
+					return;
+				}
+				if (r < 0) {
+					fail_peer(w, "brought a message too "
+						   "large for memory");
+					return;
+				}
+				continue;
+			}
+		} else {
+			struct lane_op *op = p->m_op;
+
+			want = p->m_len - p->m_got;
+			if (op && p->m_got < op->expect) {
+				dst = op->buf + p->m_got;
+				if (want > op->expect - p->m_got)
+					want = op->expect - p->m_got;
+			} else if (p->m_unexp) {
+				dst = p->m_unexp->data + p->m_got;
+			} else {
+				dst = scratch;
+				if (want > LANE_SCRATCH)
+					want = LANE_SCRATCH;
+			}
+			r = recv(p->fd, dst, want, MSG_DONTWAIT);
+			if (r > 0) {
+				p->rx_t = hvd_now();
+				p->m_got += (size_t)r;
+				if (p->m_unexp)
+					p->m_unexp->got = p->m_got;
+				budget -= (size_t)r < budget ? (size_t)r
+							     : budget;
+				if (p->m_got == p->m_len)
+					msg_done(p);
+				continue;
+			}
+		}
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			fail_peer(w, "closed without a goodbye (the rank "
+				     "died)");
+		else
+			fail_errno(w);
+		return;
+	}
+}
+
+struct lane_op *lane_recv(int w, uint64_t tag, void *buf, size_t len,
+			  hvd_status_t *st)
+{
+	struct lane_op *op = op_new(w, tag, st);
+	struct unexp *u, *prev = NULL;
+	struct peer *p;
+
+	if (!op)
+		return NULL;
+	op->recv = 1;
+	op->buf = buf;
+	op->expect = len;
+	pthread_mutex_lock(&lk);
+	p = &peers_tab[w];
+	for (u = p->uh; u && u->tag != tag; u = u->next)
+		prev = u;
+	if (u) {
+		if (prev)
+			prev->next = u->next;
+		else
+			p->uh = u->next;
+		if (p->ut == u)
+			p->ut = prev;
+		deliver(op, 0, u->data, u->got);
+		op->length = u->len;
+		if (p->m_unexp == u) /* still arriving: the rest goes to op */
+			p->m_op = op, p->m_unexp = NULL;
+		else
+			complete(op, u->len > len ? 1 : 0);
+		free(u);
+	} else if (!up || p->dead || connect_to(w) != 0) {
+		complete(op, 2);
+	} else {
+		append(&p->ph, &p->pt, op);
+		if (p->stalled && p->fd >= 0) {
+			/* Now the stalled message goes to op, or (another
+			 * tag) into memory, and reading goes on. */
+			p->stalled = 0;
+			if (msg_start(w) < 0) {
+				fail_peer(w, "brought a message too large for "
+					     "memory");
+			} else {
+				if (p->hup) {
+					p->hup = 0;
+					ep_set(p->fd, K_CONN, w, EPOLLIN,
+					       EPOLL_CTL_ADD);
+				}
+				ep_update(w);
+				rx_read(w);
+			}
+		}
+	}
+	pthread_mutex_unlock(&lk);
+	return op;
+}
+
+/* ------------------------------------------------------- completion */
+
+int lane_test(struct lane_op *op, int *status, size_t *length)
+{
+	if (!atomic_load_explicit(&op->done, memory_order_acquire))
+		return 0;
+	*status = op->status;
+	*length = op->length;
+	free(op);
+	return 1;
+}
+
+static int unlink_op(struct lane_op **h, struct lane_op **t,
+		     struct lane_op *op)
+{
+	struct lane_op *prev = NULL;
+
+	for (struct lane_op *o = *h; o; prev = o, o = o->next) {
+		if (o != op)
+			continue;
+		if (prev)
+			prev->next = o->next;
+		else
+			*h = o->next;
+		if (*t == o)
+			*t = prev;
+		return 1;
+	}
+	return 0;
+}
+
+void lane_cancel(struct lane_op *op)
+{
+	struct peer *p;
+
+	pthread_mutex_lock(&lk);
+	if (atomic_load_explicit(&op->done, memory_order_acquire)) {
+		pthread_mutex_unlock(&lk);
+		free(op);
+		return;
+	}
+	p = &peers_tab[op->w];
+	if (op->recv) {
+		if (p->m_op == op) {
+			p->m_op = NULL; /* the rest of it is dropped */
+		} else {
+			unlink_op(&p->ph, &p->pt, op);
+		}
+		atomic_fetch_sub(&busy, 1);
+		free(op);
+	} else if (p->txh == op && op->hdr_off) {
+		/* Partly written: the stream needs the rest, from a copy. */
+		op->owned = op->left ? malloc(op->left) : NULL;
+		op->orphan = 1;
+		if (op->left && !op->owned) {
+			fail_peer(op->w, "failed (out of memory)");
+		} else {
+			if (op->left)
+				memcpy(op->owned, op->p, op->left);
+			op->p = op->owned;
+		}
+	} else {
+		unlink_op(&p->txh, &p->txt, op);
+		atomic_fetch_sub(&busy, 1);
+		free(op);
+	}
+	pthread_mutex_unlock(&lk);
+}
+
+/* ------------------------------------------------ mismatched sizes */
+
+int lane_holds(int w, uint64_t tag, double age)
+{
+	double before = hvd_now() - age;
+	struct peer *p;
+	int found = 0;
+
+	if (!up || w < 0 || w >= nranks)
+		return 0;
+	pthread_mutex_lock(&lk);
+	/* Nothing of ours may be on the lane, so nobody reads it: look. */
+	progress_locked();
+	p = &peers_tab[w];
+	if (p->stalled && get64(p->hdr) == tag && p->stall_t <= before)
+		found = 1;
+	for (struct unexp *u = p->uh; u && !found; u = u->next)
+		found = u->tag == tag && u->t <= before;
+	pthread_mutex_unlock(&lk);
+	return found;
+}
+
+int lane_quiet(struct lane_op *op, double age)
+{
+	double before = hvd_now() - age;
+	struct peer *p;
+	int quiet = 0;
+
+	pthread_mutex_lock(&lk);
+	if (up && op->recv && !atomic_load(&op->done)) {
+		p = &peers_tab[op->w];
+		quiet = p->m_op != op && !p->in_msg && !p->stalled &&
+			p->rx_t <= before && op->t0 <= before;
+	}
+	pthread_mutex_unlock(&lk);
+	return quiet;
+}
+
+/* ---------------------------------------------------------- progress */
+
+int lane_busy(void)
+{
+	return atomic_load_explicit(&busy, memory_order_relaxed) > 0;
+}
+
+int lane_poll_fd(void)
+{
+	return up ? epfd : -1;
+}
+
+static int progress_locked(void)
+{
+	struct epoll_event ev[16];
+	int n;
+
+	completed = 0;
+	n = epoll_wait(epfd, ev, 16, 0);
+	for (int i = 0; i < n; i++) {
+		int kind = (int)(ev[i].data.u64 >> 32);
+		int idx = (int)(uint32_t)ev[i].data.u64;
+
+		switch (kind) {
+		case K_LISTEN:
+			accept_all();
+			break;
+		case K_HELLO:
+			hello_read(idx);
+			break;
+		case K_CONN: {
+			struct peer *p = &peers_tab[idx];
+
+			if ((ev[i].events & EPOLLOUT) && p->txh)
+				tx_write(idx);
+			if (p->fd < 0)
+				break;
+			if (!p->stalled) {
+				rx_read(idx);
+			} else if (ev[i].events & (EPOLLHUP | EPOLLERR)) {
+				/* Read on when the stalled message's receive
+				 * comes; until then not woken again. */
+				p->hup = 1;
+				(void)epoll_ctl(epfd, EPOLL_CTL_DEL, p->fd,
+						NULL);
+			}
+			break;
+		}
+		}
+	}
+	return completed;
+}
+
+int lane_progress(void)
+{
+	int done;
+
+	if (!up || pthread_mutex_trylock(&lk) != 0)
+		return 0;
+	done = progress_locked();
+	pthread_mutex_unlock(&lk);
+	return done;
+}
+
+void lane_close(void)
+{
+	pthread_mutex_lock(&lk);
+	if (peers_tab)
+		hvd_log(HVD_LOG_DEBUG,
+			"TCP lane: %lu messages sent, %lu received, %lu before "
+			"their receive (%lu held in the kernel until it came)",
+			n_sent, n_recv, n_unexp, n_stall);
+	up = 0;
+	for (int w = 0; peers_tab && w < nranks; w++) {
+		struct peer *p = &peers_tab[w];
+		uint8_t bye[16];
+
+		/* Only between whole messages: else the peer sees the
+		 * stream end mid-message, as from a dead rank. */
+		if (p->fd >= 0 && !p->txh) {
+			put64(bye, LANE_BYE_TAG);
+			put64(bye + 8, 0);
+			(void)send(p->fd, bye, sizeof(bye),
+				   MSG_NOSIGNAL | MSG_DONTWAIT);
+		}
+		while (p->txh) {
+			struct lane_op *op = p->txh;
+
+			p->txh = op->next;
+			complete(op, 2);
+		}
+		while (p->ph) {
+			struct lane_op *op = p->ph;
+
+			p->ph = op->next;
+			complete(op, 2);
+		}
+		if (p->m_op)
+			complete(p->m_op, 2);
+		while (p->uh) {
+			struct unexp *u = p->uh;
+
+			p->uh = u->next;
+			free(u);
+		}
+		fd_close(&p->fd);
+	}
+	for (int i = 0; i < LANE_PENDING; i++)
+		if (hellos[i].fd >= 0 && epfd >= 0)
+			fd_close(&hellos[i].fd);
+	if (lfd >= 0)
+		close(lfd);
+	if (epfd >= 0)
+		close(epfd);
+	lfd = epfd = -1;
+	free(peers_tab);
+	free(tab);
+	free(scratch);
+	peers_tab = NULL;
+	tab = NULL;
+	scratch = NULL;
+	nranks = 0;
+	pthread_mutex_unlock(&lk);
+}

@@ -1,0 +1,99 @@
+/*
+ * net/lane.h - the bulk TCP lane: large messages between nodes on plain
+ * TCP sockets of our own, written from and read into the caller's memory.
+ *
+ * Over TCP, UCX with peer failure handling moves every eager fragment
+ * through its own buffers: a copy into a send segment before the kernel's
+ * copy, and a copy out of a receive segment after it.  On a node whose
+ * cores are the limit, those two copies are a large part of the time.
+ * The lane sends with sendmsg(2) straight from the caller's buffer and
+ * receives into it, as MPI's TCP transports do.  A receive-reduce
+ * (xfer_recv_reduce) has nothing to land in place and stays on UCX: the
+ * algorithms that use it run with the lane off (struct xfer's lane_off).
+ *
+ * One connection per ordered pair, made by the sender on its first
+ * message; the receiver's side learns who connected from a hello whose
+ * MAC is keyed by the job's key (net/auth.h), so no other process can
+ * feed a rank's receives.  Each message is a header (tag, length) and the
+ * bytes; messages of one pair arrive in the order sent and are matched
+ * against posted receives by their full tag, so the lane's stream and
+ * UCX's are ordered each on its own, and the transport (transport.c)
+ * puts every message of at least lane_min bytes between ranks of
+ * different nodes on the lane, the others on UCX.  A message nobody has
+ * asked for yet is read into memory of its own and copied when its
+ * receive is posted.
+ *
+ * A connection that ends without the closing message (a killed rank) or
+ * fails marks its peer failed (net/peers.h), like UCX's error callback.
+ *
+ * Used only without RDMA devices (there UCX's rendezvous is zero-copy),
+ * with HVD_TCP_LANE=1 (the default) and between ranks that published a
+ * lane.  All functions are thread-safe: one lock, which progress only
+ * tries.
+ */
+#ifndef HVD_NET_LANE_H
+#define HVD_NET_LANE_H
+
+#include "base/base.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+#define LANE_ADDRS 4
+
+/* What a rank tells the others (exchanged in hvd_init). */
+struct lane_addr {
+	uint32_t ip[LANE_ADDRS]; /* IPv4, network byte order               */
+	uint16_t nip;            /* 0: no lane on this rank                */
+	uint16_t port;           /* network byte order                     */
+	uint32_t min_kib;        /* HVD_TCP_LANE_MIN of this rank, in KiB  */
+};
+
+struct lane_op;
+
+/* Listen (when the lane is wanted: HVD_TCP_LANE, no RDMA devices);
+ * *mine says how to reach this rank (nip 0 without a lane). */
+hvd_status_t lane_open(struct lane_addr *mine, int world_size, int me);
+/* Every rank's lane_addr, in world rank order (copied). */
+hvd_status_t lane_start(const struct lane_addr *all, int n);
+/* 1 when a message of len bytes to or from world rank w goes by the lane
+ * (the same answer on both sides). */
+int lane_wants(int w, size_t len);
+
+/* Post a send or a receive.  NULL with *st on an error. */
+struct lane_op *lane_send(int w, uint64_t tag, const void *buf, size_t len,
+			  hvd_status_t *st);
+struct lane_op *lane_recv(int w, uint64_t tag, void *buf, size_t len,
+			  hvd_status_t *st);
+/* Done?  Then *status (0 ok, 1 longer than expected, 2 failed) and
+ * *length (bytes that arrived), and op is freed.  0 while in flight. */
+int lane_test(struct lane_op *op, int *status, size_t *length);
+/* Abandon op (an error elsewhere): the lane no longer touches its buffer
+ * once this returns; op is freed. */
+void lane_cancel(struct lane_op *op);
+
+/* Mismatched sizes (one end sends a message on the lane, the other
+ * expects it on UCX, or the other way round: ranks that called a
+ * collective with different counts).  lane_holds: a message with this
+ * tag from w has waited on the lane for its receive for age seconds.
+ * lane_quiet: receive op has not begun, and nothing came from its peer
+ * on the lane for age seconds. */
+int lane_holds(int w, uint64_t tag, double age);
+int lane_quiet(struct lane_op *op, double age);
+
+/* Move bytes; the number of operations completed. */
+int lane_progress(void);
+/* Operations posted and not yet done (progress and block only then). */
+int lane_busy(void);
+/* An fd that polls readable when the lane can move bytes, or -1. */
+int lane_poll_fd(void);
+
+/* Say goodbye to every peer and close (hvd_finalize, and before an
+ * elastic re-forming: the lane is off in the worlds after it). */
+void lane_close(void);
+
+#pragma GCC visibility pop
+
+#endif /* HVD_NET_LANE_H */

@@ -632,6 +632,40 @@ static int run_kill(int victim)
 	return 4;
 }
 
+/*
+ * Ranks disagree on a broadcast's count so that the root's message and
+ * the others' receive sit on either side of the TCP lane's threshold
+ * (64K; "big": the root sends 128 KiB, the others expect 16 KiB, "small"
+ * the other way round): each end picks another path, and the receivers
+ * must still fail with HVD_ERR_MISMATCH, in seconds, not at the peer
+ * timeout.
+ */
+static int run_straddle(const char *how)
+{
+	int big = strcmp(how, "big") == 0;
+	size_t mine = (rank_ == 0) == big ? 32768 : 4096;
+	float *buf = xmalloc(32768 * 4);
+	struct timespec a, b;
+	hvd_status_t st;
+
+	for (size_t i = 0; i < 32768; i++)
+		buf[i] = (float)i;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	st = hvd_broadcast(buf, mine, HVD_FLOAT32, 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	printf("rank %d: straddle %s, %zu floats: %s after %.2f s: %s\n", rank_,
+	       how, mine, hvd_status_name(st),
+	       (double)(b.tv_sec - a.tv_sec) +
+		       (double)(b.tv_nsec - a.tv_nsec) * 1e-9,
+	       st == HVD_OK ? "" : hvd_last_error());
+	fflush(stdout);
+	free(buf);
+	/* The root may be done at once: wait for the others' verdicts
+	 * before anyone leaves (a rank gone would be another error). */
+	sleep(rank_ == 0 ? 8 : 2);
+	_exit(0);
+}
+
 int main(int argc, char **argv)
 {
 	hvd_status_t st;
@@ -663,6 +697,8 @@ int main(int argc, char **argv)
 	size_ = hvd_size();
 	if (argc > 2 && strcmp(argv[1], "kill") == 0)
 		return run_kill(atoi(argv[2]));
+	if (argc > 2 && strcmp(argv[1], "straddle") == 0)
+		return run_straddle(argv[2]);
 
 	if (rank_ == 0) {
 		ok(1, "calls before hvd_init return HVD_ERR_NOT_INITIALIZED");

@@ -4,7 +4,10 @@
 # (a cluster of its own: minicluster --netns, 3 nodes, an address each on a
 # bridge, so that everything between nodes goes over TCP): coll_check under
 # srun on 2 and 3 nodes with 1 and 2 ranks each, the endpoints between
-# nodes on TCP alone, hvd-bench -R against OpenMPI with the settings
+# nodes on TCP alone, the TCP lane (net/lane.h) carrying the large
+# messages and its counterpart HVD_TCP_LANE=0, counts that put a message
+# on the lane at one end and on UCX at the other (HVD_ERR_MISMATCH in
+# seconds), hvd-bench -R against OpenMPI with the settings
 # hvd-bench(1) gives for such nodes, and a rank killed inside an allreduce:
 # every survivor on every node fails naming it, within 60 s, with the
 # default HOROVOD_PEER_TIMEOUT (60 s), so without waiting for it.
@@ -16,7 +19,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 9
+plan 13
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -54,7 +57,7 @@ check_run() {
 }
 
 err=$dir/stderr
-out=$(UCX_LOG_LEVEL=debug step -N2 --ntasks-per-node=1 "$CHECK" 2>"$err")
+out=$(UCX_LOG_LEVEL=debug HOROVOD_LOG_LEVEL=debug step -N2 --ntasks-per-node=1 "$CHECK" 2>"$err.lane")
 check_run "2 nodes x 1 rank" "$out"
 # Between nodes libhvd asks for peer failure handling, which UCX's
 # shared-memory transports lack: its endpoints to the other node must be
@@ -66,6 +69,26 @@ other=$(grep -E 'lane\[[0-9]+\]:' <<<"$out" | grep -E -c 'sysv|posix|cma')
 ok $(( lanes >= 2 && other == 0 ? 0 : 1 )) \
 	"endpoints between the nodes: TCP on eth0 ($lanes), no shared-memory lane ($other)"
 
+# Both ranks sent and received on the TCP lane (hvd_finalize's debug
+# line).
+sent=$(sed -n 's/.*TCP lane: \([0-9]*\) messages sent, \([0-9]*\) received.*/\1 \2/p' "$err.lane")
+ok $(( $(wc -l <<<"$sent") == 2 && $(awk '$1 > 0 && $2 > 0' <<<"$sent" | wc -l) == 2 ? 0 : 1 )) \
+	"the large messages went by the TCP lane on both ranks: $(tr '\n' ';' <<<"$sent")" ||
+	diag "$(grep -i lane "$err.lane" | head -n 5)"
+out=$(HVD_TCP_LANE=0 HOROVOD_LOG_LEVEL=debug step -N2 --ntasks-per-node=1 "$CHECK" 2>"$err")
+check_run "2 nodes x 1 rank, HVD_TCP_LANE=0 (UCX only)" "$out"
+# A broadcast whose root sends 128 KiB (the lane) where the other rank
+# expects 16 KiB (UCX), and the other way round.
+for how in big small; do
+	start=$(date +%s)
+	out=$(step -N2 --ntasks-per-node=1 "$CHECK" straddle "$how" 2>&1)
+	took=$(($(date +%s) - start))
+	line=$(grep '^rank 1: straddle' <<<"$out")
+	secs=$(sed -n 's/.*HVD_ERR_MISMATCH after \([0-9.]*\) s.*/\1/p' <<<"$line")
+	ok $([[ -n $secs ]] && awk -v s="$secs" 'BEGIN {exit !(s < 10)}' && echo 0 || echo 1) \
+		"counts apart across the lane's threshold ($how at the root): rank 1 fails with HVD_ERR_MISMATCH in ${secs:-?} s; step ${took}s" ||
+		diag "$out"
+done
 out=$(HOROVOD_LOG_LEVEL=trace step -N2 --ntasks-per-node=2 "$CHECK" 2>"$err")
 check_run "2 nodes x 2 ranks (hierarchical)" "$out"
 hier=$(grep -c 'allreduce ctx 1: .*: hier$' "$err")

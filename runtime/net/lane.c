@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -39,6 +41,7 @@
 #define LANE_PENDING 64          /* hellos not yet checked, at most */
 #define LANE_SCRATCH (256u << 10) /* where unwanted bytes are dropped */
 #define LANE_READ_BUDGET (8u << 20)
+#define LANE_LOWAT_S 2e-3         /* longest wait for a raised mark */
 
 enum { K_LISTEN = 1, K_HELLO, K_CONN };
 
@@ -82,6 +85,8 @@ struct peer {
 	size_t hdr_got;
 	int stalled;             /* hdr holds a message nobody asked for */
 	double stall_t, rx_t;    /* when it stalled; when bytes last came */
+	int lowat;               /* SO_RCVLOWAT now (0: the default)     */
+	double lowat_t;          /* when it was raised for this read      */
 	int in_msg;
 	uint64_t m_tag;
 	size_t m_len, m_got;
@@ -104,8 +109,10 @@ static struct peer *peers_tab;
 static struct hello hellos[LANE_PENDING];
 static char *scratch;
 static atomic_int busy;
+static size_t lowat_cap;
+static atomic_int n_raised; /* peers whose SO_RCVLOWAT is raised */
 static int completed;
-static unsigned long n_sent, n_recv, n_unexp, n_stall;
+static unsigned long n_sent, n_recv, n_unexp, n_stall, n_full, n_late;
 
 static void append(struct lane_op **h, struct lane_op **t,
 		   struct lane_op *op)
@@ -228,9 +235,10 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me)
 	for (int i = 0; i < LANE_PENDING; i++)
 		hellos[i].fd = -1;
 	ep_set(lfd, K_LISTEN, 0, EPOLLIN, EPOLL_CTL_ADD);
+	lowat_cap = hvd_env_size("HVD_TCP_LANE_WHOLE", 4 << 20);
 	out->nip = (uint16_t)nip;
 	out->port = sa.sin_port;
-	out->min_kib = (uint32_t)(hvd_env_size("HVD_TCP_LANE_MIN", 64 << 10) >>
+	out->min_kib = (uint32_t)(hvd_env_size("HVD_TCP_LANE_MIN", 256 << 10) >>
 				  10);
 	if (out->min_kib == 0)
 		out->min_kib = 1;
@@ -382,7 +390,7 @@ static void hello_read(int slot)
 	struct hello *h = &hellos[slot];
 	uint8_t want[LANE_HELLO_BYTES];
 	ssize_t r;
-	int src;
+	int src, one = 1;
 
 	if (h->fd < 0)
 		return;
@@ -408,6 +416,10 @@ static void hello_read(int slot)
 	}
 	peers_tab[src].fd = h->fd;
 	h->fd = -1;
+	/* This end sends too: no Nagle (its last short segment of a
+	 * message would wait for the ACK of the ones before). */
+	(void)setsockopt(peers_tab[src].fd, IPPROTO_TCP, TCP_NODELAY, &one,
+			 sizeof(one));
 	ep_set(peers_tab[src].fd, K_CONN, src, EPOLLIN, EPOLL_CTL_MOD);
 	if (peers_tab[src].txh)
 		tx_write(src);
@@ -430,6 +442,9 @@ static void fail_peer(int w, const char *why)
 	struct peer *p = &peers_tab[w];
 	char msg[160];
 
+	if (p->lowat > 1)
+		n_raised--;
+	p->lowat = 0;
 	fd_close(&p->fd);
 	p->dead = why ? 2 : 1;
 	p->stalled = p->tx_out = p->hup = 0;
@@ -485,6 +500,7 @@ static void tx_write(int w)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				n_full++;
 				if (!p->tx_out) {
 					p->tx_out = 1;
 					ep_update(w);
@@ -594,9 +610,21 @@ static void deliver(struct lane_op *op, size_t off, const char *b, size_t n)
 	memcpy(op->buf + off, b, n);
 }
 
+/* Wake for the next bytes only once n of them are in (1: any). */
+static void set_lowat(struct peer *p, int n)
+{
+	if (p->lowat == n || p->fd < 0)
+		return;
+	(void)setsockopt(p->fd, SOL_SOCKET, SO_RCVLOWAT, &n, sizeof(n));
+	n_raised += (n > 1) - (p->lowat > 1);
+	p->lowat = n;
+}
+
 static void msg_done(struct peer *p)
 {
 	n_recv++;
+	if (p->lowat > 1)
+		set_lowat(p, 1);
 	if (p->m_op) {
 		p->m_op->length = p->m_len;
 		complete(p->m_op, p->m_len > p->m_op->expect ? 1 : 0);
@@ -706,6 +734,35 @@ static void rx_read(int w)
 				dst = scratch;
 				if (want > LANE_SCRATCH)
 					want = LANE_SCRATCH;
+			}
+			/*
+			 * A message of at most HVD_TCP_LANE_WHOLE (4M) is
+			 * read once it is all in the kernel: SO_RCVLOWAT
+			 * keeps epoll quiet until then.  Reading while the
+			 * sender's packets still come in contends for the
+			 * socket with their delivery; OpenMPI's handshake
+			 * gets the same effect by its timing.  2 netns
+			 * nodes, 1 MiB alltoall (512 KiB each way): 351 ->
+			 * 160 us; allgather 370 -> 157 us.
+			 */
+			if (lowat_cap && p->m_len - p->m_got <= lowat_cap) {
+				size_t t = p->m_len - p->m_got;
+				int avail = 0;
+
+				/* Raised and woken since, or raised long
+				 * enough ago: read what there is (the
+				 * kernel also wakes a reader whose window
+				 * closed before the mark). */
+				if (p->lowat <= 1 ||
+				    hvd_now() - p->lowat_t < LANE_LOWAT_S) {
+					if (ioctl(p->fd, SIOCINQ, &avail) == 0 &&
+					    (size_t)avail < t &&
+					    p->lowat != (int)t) {
+						set_lowat(p, (int)t);
+						p->lowat_t = hvd_now();
+						return;
+					}
+				}
 			}
 			r = recv(p->fd, dst, want, MSG_DONTWAIT);
 			if (r > 0) {
@@ -908,12 +965,26 @@ int lane_poll_fd(void)
 	return up ? epfd : -1;
 }
 
+int lane_block_ms(int ms)
+{
+	return n_raised && ms > 1 ? 1 : ms;
+}
+
 static int progress_locked(void)
 {
 	struct epoll_event ev[16];
 	int n;
 
 	completed = 0;
+	/* A raised mark that did not wake us within LANE_LOWAT_S: read
+	 * what there is (a kernel that does not wake a reader whose window
+	 * closed first would otherwise leave both ends waiting). */
+	for (int w = 0; n_raised && w < nranks; w++)
+		if (peers_tab[w].lowat > 1 &&
+		    hvd_now() - peers_tab[w].lowat_t >= LANE_LOWAT_S) {
+			n_late++;
+			rx_read(w);
+		}
 	n = epoll_wait(epfd, ev, 16, 0);
 	for (int i = 0; i < n; i++) {
 		int kind = (int)(ev[i].data.u64 >> 32);
@@ -966,8 +1037,10 @@ void lane_close(void)
 	if (peers_tab)
 		hvd_log(HVD_LOG_DEBUG,
 			"TCP lane: %lu messages sent, %lu received, %lu before "
-			"their receive (%lu held in the kernel until it came)",
-			n_sent, n_recv, n_unexp, n_stall);
+			"their receive (%lu held in the kernel until it came), "
+			"%lu sends waited for room, %lu reads not woken by their "
+			"low-water mark",
+			n_sent, n_recv, n_unexp, n_stall, n_full, n_late);
 	up = 0;
 	for (int w = 0; peers_tab && w < nranks; w++) {
 		struct peer *p = &peers_tab[w];
@@ -1018,5 +1091,6 @@ void lane_close(void)
 	tab = NULL;
 	scratch = NULL;
 	nranks = 0;
+	atomic_store(&n_raised, 0);
 	pthread_mutex_unlock(&lk);
 }

@@ -7,7 +7,10 @@
  * copy, and a copy out of a receive segment after it.  On a node whose
  * cores are the limit, those two copies are a large part of the time.
  * The lane sends with sendmsg(2) straight from the caller's buffer and
- * receives into it, as MPI's TCP transports do.  A receive-reduce
+ * receives into it, as MPI's TCP transports do, and reads a message of
+ * up to HVD_TCP_LANE_WHOLE bytes only once all of it has arrived (a
+ * low-water mark on the socket), which on a node whose cores are busy
+ * made a 512 KiB exchange twice as fast.  A receive-reduce
  * (xfer_recv_reduce) has nothing to land in place and stays on UCX: the
  * algorithms that use it run with the lane off (struct xfer's lane_off).
  *
@@ -18,7 +21,7 @@
  * bytes; messages of one pair arrive in the order sent and are matched
  * against posted receives by their full tag, so the lane's stream and
  * UCX's are ordered each on its own, and the transport (transport.c)
- * puts every message of at least lane_min bytes between ranks of
+ * puts every message of at least HVD_TCP_LANE_MIN (256K) bytes between ranks of
  * different nodes on the lane, the others on UCX.  A message nobody has
  * asked for yet is read into memory of its own and copied when its
  * receive is posted.
@@ -87,8 +90,10 @@ int lane_quiet(struct lane_op *op, double age);
 int lane_progress(void);
 /* Operations posted and not yet done (progress and block only then). */
 int lane_busy(void);
-/* An fd that polls readable when the lane can move bytes, or -1. */
+/* An fd that polls readable when the lane can move bytes, or -1; and
+ * how long a waiter may block on it (ms, at most the one given). */
 int lane_poll_fd(void);
+int lane_block_ms(int ms);
 
 /* Say goodbye to every peer and close (hvd_finalize, and before an
  * elastic re-forming: the lane is off in the worlds after it). */

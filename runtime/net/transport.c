@@ -679,6 +679,8 @@ static int wait_idle(unsigned *idle, double *idle_since, int *napping,
 		double left = x->next_check - now;
 		int ms = left > 0 ? (int)(left * 1e3) + 1 : 1;
 
+		if (lane_busy())
+			ms = lane_block_ms(ms);
 		if (ucx_block(ms > 50 ? 50 : ms,
 			      lane_busy() ? lane_poll_fd() : -1))
 			return 0;

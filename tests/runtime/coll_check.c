@@ -635,20 +635,20 @@ static int run_kill(int victim)
 /*
  * Ranks disagree on a broadcast's count so that the root's message and
  * the others' receive sit on either side of the TCP lane's threshold
- * (64K; "big": the root sends 128 KiB, the others expect 16 KiB, "small"
- * the other way round): each end picks another path, and the receivers
+ * (256K; "big": the root sends 512 KiB, the others expect 16 KiB,
+ * "small" the other way round): each end picks another path, and the receivers
  * must still fail with HVD_ERR_MISMATCH, in seconds, not at the peer
  * timeout.
  */
 static int run_straddle(const char *how)
 {
 	int big = strcmp(how, "big") == 0;
-	size_t mine = (rank_ == 0) == big ? 32768 : 4096;
-	float *buf = xmalloc(32768 * 4);
+	size_t mine = (rank_ == 0) == big ? 131072 : 4096;
+	float *buf = xmalloc(131072 * 4);
 	struct timespec a, b;
 	hvd_status_t st;
 
-	for (size_t i = 0; i < 32768; i++)
+	for (size_t i = 0; i < 131072; i++)
 		buf[i] = (float)i;
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	st = hvd_broadcast(buf, mine, HVD_FLOAT32, 0);

@@ -77,7 +77,7 @@ ok $(( $(wc -l <<<"$sent") == 2 && $(awk '$1 > 0 && $2 > 0' <<<"$sent" | wc -l) 
 	diag "$(grep -i lane "$err.lane" | head -n 5)"
 out=$(HVD_TCP_LANE=0 HOROVOD_LOG_LEVEL=debug step -N2 --ntasks-per-node=1 "$CHECK" 2>"$err")
 check_run "2 nodes x 1 rank, HVD_TCP_LANE=0 (UCX only)" "$out"
-# A broadcast whose root sends 128 KiB (the lane) where the other rank
+# A broadcast whose root sends 512 KiB (the lane) where the other rank
 # expects 16 KiB (UCX), and the other way round.
 for how in big small; do
 	start=$(date +%s)

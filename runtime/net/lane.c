@@ -1,9 +1,9 @@
 /*
  * net/lane.c - the bulk TCP lane (net/lane.h).
  *
- * State per peer (world rank): the outgoing connection and its queue of
- * sends, and the incoming connection with its posted receives, its
- * messages that came before their receive, and the message being read.
+ * State per peer (world rank): the pair's one connection, its queue of
+ * sends, its posted receives, its messages that came before their
+ * receive, and the message being read.
  * One epoll set holds the listener, hellos not yet checked, and every
  * connection; progress reads what is readable and writes what was
  * blocked, under one lock that it only tries (the other thread is moving
@@ -88,7 +88,6 @@ struct peer {
 	int lowat;               /* SO_RCVLOWAT now (0: the default)     */
 	double lowat_t;          /* when it was raised for this read      */
 	int in_msg;
-	uint64_t m_tag;
 	size_t m_len, m_got;
 	struct lane_op *m_op;
 	struct unexp *m_unexp;
@@ -620,6 +619,34 @@ static void set_lowat(struct peer *p, int n)
 	p->lowat = n;
 }
 
+/*
+ * A message of at most HVD_TCP_LANE_WHOLE (4M) is read once it is all in
+ * the kernel: SO_RCVLOWAT keeps epoll quiet until then.  Reading while
+ * the sender's packets still come in contends for the socket with their
+ * delivery; OpenMPI's handshake gets the same effect by its timing.
+ * 2 netns nodes, 1 MiB alltoall (512 KiB each way): 351 -> 160 us;
+ * allgather 370 -> 157 us.  1 when the rest of p's message is not in yet
+ * and the mark is now raised for it; 0 to read what there is: the mark
+ * was raised for it and we were woken (the kernel also wakes a reader
+ * whose window closed before the mark), or it was raised LANE_LOWAT_S
+ * ago.
+ */
+static int wait_whole(struct peer *p)
+{
+	size_t t = p->m_len - p->m_got;
+	int avail = 0;
+
+	if (!lowat_cap || t > lowat_cap || p->lowat == (int)t)
+		return 0;
+	if (p->lowat > 1 && hvd_now() - p->lowat_t >= LANE_LOWAT_S)
+		return 0;
+	if (ioctl(p->fd, SIOCINQ, &avail) != 0 || (size_t)avail >= t)
+		return 0;
+	set_lowat(p, (int)t);
+	p->lowat_t = hvd_now();
+	return 1;
+}
+
 static void msg_done(struct peer *p)
 {
 	n_recv++;
@@ -651,7 +678,6 @@ static int msg_start(int w)
 		;
 	if (!op && !p->ph)
 		return 1;
-	p->m_tag = tag;
 	p->m_len = get64(p->hdr + 8);
 	p->m_got = 0;
 	p->in_msg = 1;
@@ -667,7 +693,7 @@ static int msg_start(int w)
 			return -1;
 		u->next = NULL;
 		u->t = hvd_now();
-		u->tag = p->m_tag;
+		u->tag = tag;
 		u->len = p->m_len;
 		u->got = 0;
 		if (p->ut)
@@ -735,35 +761,8 @@ static void rx_read(int w)
 				if (want > LANE_SCRATCH)
 					want = LANE_SCRATCH;
 			}
-			/*
-			 * A message of at most HVD_TCP_LANE_WHOLE (4M) is
-			 * read once it is all in the kernel: SO_RCVLOWAT
-			 * keeps epoll quiet until then.  Reading while the
-			 * sender's packets still come in contends for the
-			 * socket with their delivery; OpenMPI's handshake
-			 * gets the same effect by its timing.  2 netns
-			 * nodes, 1 MiB alltoall (512 KiB each way): 351 ->
-			 * 160 us; allgather 370 -> 157 us.
-			 */
-			if (lowat_cap && p->m_len - p->m_got <= lowat_cap) {
-				size_t t = p->m_len - p->m_got;
-				int avail = 0;
-
-				/* Raised and woken since, or raised long
-				 * enough ago: read what there is (the
-				 * kernel also wakes a reader whose window
-				 * closed before the mark). */
-				if (p->lowat <= 1 ||
-				    hvd_now() - p->lowat_t < LANE_LOWAT_S) {
-					if (ioctl(p->fd, SIOCINQ, &avail) == 0 &&
-					    (size_t)avail < t &&
-					    p->lowat != (int)t) {
-						set_lowat(p, (int)t);
-						p->lowat_t = hvd_now();
-						return;
-					}
-				}
-			}
+			if (wait_whole(p))
+				return;
 			r = recv(p->fd, dst, want, MSG_DONTWAIT);
 			if (r > 0) {
 				p->rx_t = hvd_now();
@@ -1054,27 +1053,13 @@ void lane_close(void)
 			(void)send(p->fd, bye, sizeof(bye),
 				   MSG_NOSIGNAL | MSG_DONTWAIT);
 		}
-		while (p->txh) {
-			struct lane_op *op = p->txh;
-
-			p->txh = op->next;
-			complete(op, 2);
-		}
-		while (p->ph) {
-			struct lane_op *op = p->ph;
-
-			p->ph = op->next;
-			complete(op, 2);
-		}
-		if (p->m_op)
-			complete(p->m_op, 2);
+		fail_peer(w, NULL);
 		while (p->uh) {
 			struct unexp *u = p->uh;
 
 			p->uh = u->next;
 			free(u);
 		}
-		fd_close(&p->fd);
 	}
 	for (int i = 0; i < LANE_PENDING; i++)
 		if (hellos[i].fd >= 0 && epfd >= 0)

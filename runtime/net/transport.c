@@ -678,11 +678,11 @@ static int wait_idle(unsigned *idle, double *idle_since, int *napping,
 	if (t >= spin_s + yield_s) {
 		double left = x->next_check - now;
 		int ms = left > 0 ? (int)(left * 1e3) + 1 : 1;
+		int lfd = lane_busy() ? lane_poll_fd() : -1;
 
-		if (lane_busy())
+		if (lfd >= 0)
 			ms = lane_block_ms(ms);
-		if (ucx_block(ms > 50 ? 50 : ms,
-			      lane_busy() ? lane_poll_fd() : -1))
+		if (ucx_block(ms > 50 ? 50 : ms, lfd))
 			return 0;
 		/* No event fd: nap after a millisecond of nothing, because
 		 * under CFS sched_yield alone does not give the core to the

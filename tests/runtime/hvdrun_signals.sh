@@ -29,6 +29,9 @@ if [ -n "${HVD_SANITIZED:-}" ]; then
 fi
 for sig in TERM INT; do
 	case $sig in TERM) num=15 ;; INT) num=2 ;; esac
+	# The redirection below happens in the background child: the last
+	# round's "waiting" lines must not be there for wait_lines to see.
+	rm -f "$OUT/o" "$OUT/e"
 	# shellcheck disable=SC2086 # $grace: no option or two words
 	timeout -k 10 "$LIMIT" "$HVDRUN" -np 3 $grace --tag-output "$CLIENT" \
 		--wait-term >"$OUT/o" 2>"$OUT/e" &
@@ -38,11 +41,13 @@ for sig in TERM INT; do
 	wait $pid
 	rc=$?
 	is "$rc" "$((128 + num))" "SIG$sig to hvdrun: exit 128+$num"
-	is "$(grep -c "^\[\([0-2]\)\] rank \1 got signal $num$" "$OUT/o")" "3" \
-		"SIG$sig reached all 3 ranks"
+	n=$(grep -c "^\[\([0-2]\)\] rank \1 got signal $num$" "$OUT/o")
+	is "$n" "3" "SIG$sig reached all 3 ranks"
+	[ "$n" = 3 ] || { diag_file "$OUT/o" 40; diag_file "$OUT/e" 40; }
 done
 
 # A rank that ignores SIGTERM (and its child) is SIGKILLed after --grace.
+rm -f "$OUT/o" "$OUT/e"
 t0=$(now_ms)
 timeout -k 10 "$LIMIT" "$HVDRUN" -np 2 --grace 1 sh -c \
 	'trap "" TERM; echo ready; sleep 30; echo survived' \
@@ -61,6 +66,7 @@ is "$has_kill:$(grep -c survived "$OUT/o")" "1:0" \
 
 # hvdrun SIGKILLed: its ranks do not outlive it.  (Not under timeout(1): the
 # SIGKILL must reach hvdrun itself; `sleep 30` bounds the run.)
+rm -f "$OUT/o" "$OUT/e"
 (exec "$HVDRUN" -np 2 sh -c 'echo "pid $$"; exec sleep 30' \
 	>"$OUT/o" 2>"$OUT/e") &
 pid=$!

@@ -16,6 +16,7 @@
 #include "net/peers.h"
 #include "net/ucx.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -222,7 +223,7 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me)
 	    listen(lfd, 256) != 0 ||
 	    getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
 		hvd_log(HVD_LOG_INFO,
-			"hvd: no TCP lane (%s): large messages go by UCX",
+			"no TCP lane (%s): large messages go by UCX",
 			strerror(errno));
 		lane_close();
 		memset(out, 0, sizeof(*out));
@@ -244,6 +245,15 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me)
 	nranks = world_size;
 	self = me;
 	mine = *out;
+	if (hvd_log_enabled(HVD_LOG_DEBUG)) {
+		char a[INET_ADDRSTRLEN] = "?";
+
+		inet_ntop(AF_INET, &out->ip[0], a, sizeof(a));
+		hvd_log(HVD_LOG_DEBUG,
+			"TCP lane: rank %d listens on %s:%u (%d address%s)",
+			me, a, (unsigned)ntohs(out->port), nip,
+			nip > 1 ? "es" : "");
+	}
 	return HVD_OK;
 }
 
@@ -361,25 +371,53 @@ static int dial(int w)
 	return -1;
 }
 
+static void hello_read(int slot);
+
+static int free_slot(void)
+{
+	for (int i = 0; i < LANE_PENDING; i++)
+		if (hellos[i].fd < 0)
+			return i;
+	return -1;
+}
+
+/*
+ * Anyone who can reach the port can connect, and connections that never
+ * say anything must not keep a rank's peers out: when every slot is
+ * taken, the hellos that have arrived are checked first (a rank sends
+ * its hello right after connecting, so by then it is readable), and only
+ * then does the longest-waiting connection go.
+ */
 static void accept_all(void)
 {
+	static uint64_t seq, since[LANE_PENDING];
+
 	for (;;) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		int slot = -1;
+		int slot;
 
 		if (fd < 0)
 			return;
-		for (int i = 0; i < LANE_PENDING && slot < 0; i++)
-			if (hellos[i].fd < 0)
-				slot = i;
-		if (slot < 0) { /* full: the oldest goes */
-			static int next;
-
-			slot = next++ % LANE_PENDING;
+		slot = free_slot();
+		if (slot < 0) {
+			for (int i = 0; i < LANE_PENDING; i++)
+				hello_read(i);
+			slot = free_slot();
+		}
+		if (slot < 0) {
+			slot = 0;
+			for (int i = 1; i < LANE_PENDING; i++)
+				if (since[i] < since[slot])
+					slot = i;
+			hvd_log(HVD_LOG_DEBUG,
+				"TCP lane: let go of a connection that said "
+				"nothing (%d were waiting)",
+				LANE_PENDING);
 			fd_close(&hellos[slot].fd);
 		}
 		hellos[slot].fd = fd;
 		hellos[slot].got = 0;
+		since[slot] = ++seq;
 		ep_set(fd, K_HELLO, slot, EPOLLIN, EPOLL_CTL_ADD);
 	}
 }
@@ -409,7 +447,12 @@ static void hello_read(int slot)
 	if (src < 0 || src >= self || hello_make(want, src, self) != 0 ||
 	    memcmp(want, h->b, sizeof(want)) != 0 ||
 	    peers_tab[src].fd >= 0 || peers_tab[src].dead) {
-		hvd_log(HVD_LOG_DEBUG, "hvd: TCP lane: refused a connection");
+		hvd_log(HVD_LOG_DEBUG,
+			"TCP lane: refused a connection (%s)",
+			src < 0 || src >= self ||
+				    memcmp(want, h->b, sizeof(want)) != 0
+				? "not a hello of a rank of this job"
+				: "its rank is connected already, or failed");
 		fd_close(&h->fd);
 		return;
 	}

@@ -17,6 +17,9 @@
  *	                      K within HOROVOD_PEER_TIMEOUT (+ slack)
  *	coll_check initfail   hvd_init must fail with HVD_ERR_BOOTSTRAP
  *	                      (run with a wrong HOROVOD_RANK)
+ *	coll_check after F    the full check, once file F exists (at most
+ *	                      120 s after hvd_init: a test attacks the
+ *	                      ranks' ports in between)
  *
  * HVD_TEST_BIG=1 adds a 1 GiB (plus one element) float32 allreduce.
  * The inputs, the expected answers and the reporting are coll_check.h.
@@ -699,6 +702,17 @@ int main(int argc, char **argv)
 		return run_kill(atoi(argv[2]));
 	if (argc > 2 && strcmp(argv[1], "straddle") == 0)
 		return run_straddle(argv[2]);
+	if (argc > 2 && strcmp(argv[1], "after") == 0) {
+		int i;
+
+		for (i = 0; i < 1200 && access(argv[2], F_OK) != 0; i++)
+			usleep(100000);
+		if (i == 1200) {
+			printf("Bail out! rank %d: no %s after 120 s\n", rank_,
+			       argv[2]);
+			return 1;
+		}
+	}
 
 	if (rank_ == 0) {
 		ok(1, "calls before hvd_init return HVD_ERR_NOT_INITIALIZED");

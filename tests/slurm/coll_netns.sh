@@ -5,7 +5,9 @@
 # bridge, so that everything between nodes goes over TCP): coll_check under
 # srun on 2 and 3 nodes with 1 and 2 ranks each, the endpoints between
 # nodes on TCP alone, the TCP lane (net/lane.h) carrying the large
-# messages and its counterpart HVD_TCP_LANE=0, counts that put a message
+# messages, forged and silent connections to its port refused while the
+# job's own still comes through, and its counterpart HVD_TCP_LANE=0,
+# counts that put a message
 # on the lane at one end and on UCX at the other (HVD_ERR_MISMATCH in
 # seconds), hvd-bench -R against OpenMPI with the settings
 # hvd-bench(1) gives for such nodes, and a rank killed inside an allreduce:
@@ -19,7 +21,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 13
+plan 15
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -75,6 +77,47 @@ sent=$(sed -n 's/.*TCP lane: \([0-9]*\) messages sent, \([0-9]*\) received.*/\1 
 ok $(( $(wc -l <<<"$sent") == 2 && $(awk '$1 > 0 && $2 > 0' <<<"$sent" | wc -l) == 2 ? 0 : 1 )) \
 	"the large messages went by the TCP lane on both ranks: $(tr '\n' ';' <<<"$sent")" ||
 	diag "$(grep -i lane "$err.lane" | head -n 5)"
+
+# Anyone who can reach a rank's lane port can connect to it
+# (tests/slurm/lane_forge.py): rank 1, waiting before its first
+# collective, gets 81 connections that say nothing (the rank keeps 64
+# waiting) and 7 that say something false (noise, hellos with made-up
+# MACs or ranks); then the job runs, its own lane connection arriving
+# behind them.
+go=$dir/lane-go
+rm -f "$go"
+HOROVOD_LOG_LEVEL=debug step -N2 --ntasks-per-node=1 -l "$CHECK" after "$go" \
+	>"$dir/forge.out" 2>"$dir/forge.err" &
+fjob=$!
+at=
+for ((i = 0; i < 600 && ${#at} == 0; i++)); do
+	at=$(sed -n 's/^1: .*TCP lane: rank 1 listens on \([0-9.]*:[0-9]*\) .*/\1/p' "$dir/forge.err")
+	[[ -n $at ]] || sleep 0.1
+done
+if [[ -n $at ]]; then
+	attack=$(python3 "$top_srcdir/tests/slurm/lane_forge.py" "${at%:*}" "${at#*:}" "$go" 60 2>&1)
+	arc=$?
+else
+	attack="rank 1 logged no lane port"
+	arc=1
+	touch "$go"
+fi
+wait $fjob
+frc=$?
+refused=$(grep -c '^1: .*TCP lane: refused a connection (not a hello of a rank of this job)' "$dir/forge.err")
+evicted=$(sed -n 's/^idle: \([0-9]*\) of .*/\1/p' <<<"$attack")
+ok $(( arc == 0 && refused >= 7 && ${evicted:-0} >= 17 ? 0 : 1 )) \
+	"forged connections to rank 1's lane ($at): all 7 closed unanswered ($refused refused), ${evicted:-?} of 81 silent ones let go" ||
+	diag "$attack"
+out=$(sed -n 's/^0: //p' "$dir/forge.out")
+sent=$(sed -n 's/.*TCP lane: \([0-9]*\) messages sent, \([0-9]*\) received.*/\1 \2/p' "$dir/forge.err")
+if (( frc == 0 && $(awk '$1 > 0 && $2 > 0' <<<"$sent" | wc -l) == 2 )); then
+	check_run "2 nodes x 1 rank after the forged connections, on the lane" "$out"
+else
+	ok 1 "2 nodes x 1 rank after the forged connections (srun $frc, lane: $(tr '\n' ';' <<<"$sent"))"
+	diag "$(tail -n 20 "$dir/forge.err")"
+fi
+
 out=$(HVD_TCP_LANE=0 HOROVOD_LOG_LEVEL=debug step -N2 --ntasks-per-node=1 "$CHECK" 2>"$err")
 check_run "2 nodes x 1 rank, HVD_TCP_LANE=0 (UCX only)" "$out"
 # A broadcast whose root sends 512 KiB (the lane) where the other rank

@@ -177,7 +177,7 @@ static void complete(struct lane_op *op, int status)
 
 /* This rank's IPv4 addresses that are up and not loopback (of the
  * interface HVD_TCP_LANE_IF only, when set). */
-static int my_addrs(uint32_t ip[LANE_ADDRS])
+static int my_addrs(uint32_t ip[LANE_ADDRS], int local)
 {
 	const char *want = getenv("HVD_TCP_LANE_IF");
 	struct ifaddrs *ifa, *i;
@@ -194,6 +194,9 @@ static int my_addrs(uint32_t ip[LANE_ADDRS])
 		ip[n++] = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
 	}
 	freeifaddrs(ifa);
+	/* Within a node (HVD_TCP_LANE_LOCAL) loopback will do. */
+	if (n == 0 && local)
+		ip[n++] = htonl(INADDR_LOOPBACK);
 	return n;
 }
 
@@ -208,7 +211,8 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me)
 	if (world_size < 2 || !hvd_env_bool("HVD_TCP_LANE", 1) ||
 	    ucx_has_rdma_devices())
 		return HVD_OK;
-	nip = my_addrs(out->ip);
+	out->local = (uint32_t)hvd_env_bool("HVD_TCP_LANE_LOCAL", 0);
+	nip = my_addrs(out->ip, (int)out->local);
 	if (nip == 0)
 		return HVD_OK;
 	scratch = malloc(LANE_SCRATCH);
@@ -277,7 +281,7 @@ int lane_wants(int w, size_t len)
 	size_t m;
 
 	if (!up || w < 0 || w >= nranks || w == self || !tab[w].nip ||
-	    peers_local(w))
+	    (peers_local(w) && !(tab[w].local && mine.local)))
 		return 0;
 	m = (size_t)(tab[w].min_kib > mine.min_kib ? tab[w].min_kib
 						   : mine.min_kib)

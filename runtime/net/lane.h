@@ -31,7 +31,9 @@
  *
  * Used only without RDMA devices (there UCX's rendezvous is zero-copy),
  * with HVD_TCP_LANE=1 (the default) and between ranks that published a
- * lane.  All functions are thread-safe: one lock, which progress only
+ * lane.  HVD_TCP_LANE_LOCAL=1 on both ends puts ranks of one node on it
+ * too: slower than shared memory, it is there so that the tests that run
+ * on one node (the sanitizer builds among them) cover the lane.  All functions are thread-safe: one lock, which progress only
  * tries.
  */
 #ifndef HVD_NET_LANE_H
@@ -52,6 +54,7 @@ struct lane_addr {
 	uint16_t nip;            /* 0: no lane on this rank                */
 	uint16_t port;           /* network byte order                     */
 	uint32_t min_kib;        /* HVD_TCP_LANE_MIN of this rank, in KiB  */
+	uint32_t local;          /* 1: also within a node (HVD_TCP_LANE_LOCAL) */
 };
 
 struct lane_op;

@@ -50,6 +50,7 @@ struct coll_tuning {
 	size_t bcast_small_max;        /* HVD_BCAST_SMALL_MAX              */
 	size_t allgather_small_max;    /* HVD_ALLGATHER_SMALL_MAX          */
 	size_t segment;                /* HVD_RING_SEGMENT (bytes)         */
+	int segment_auto;              /* HVD_RING_SEGMENT unset           */
 	int window;                    /* HVD_RING_WINDOW (segments)       */
 	int shm;                       /* HVD_SHM (1)                      */
 	int hier;                      /* HOROVOD_HIERARCHICAL_ALLREDUCE:

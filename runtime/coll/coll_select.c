@@ -122,6 +122,8 @@ void coll_tuning_parse(struct coll_tuning *t,
 					     "HVD_BCAST_SMALL_MAX", 64 << 10, 0);
 	t->allgather_small_max = parse_size_knob(
 		lookup, warn, "HVD_ALLGATHER_SMALL_MAX", 64 << 10, 0);
+	v = lookup("HVD_RING_SEGMENT");
+	t->segment_auto = !v || !*v;
 	t->segment = parse_size_knob(lookup, warn, "HVD_RING_SEGMENT",
 				     256 << 10, 64);
 	t->window = (int)parse_size_knob(lookup, warn, "HVD_RING_WINDOW", 4,

@@ -101,7 +101,7 @@ struct hello {
 };
 
 static pthread_mutex_t lk = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int up;
+static atomic_int up, everywhere;
 static int epfd = -1, lfd = -1;
 static int nranks, self;
 static struct lane_addr mine, *tab;
@@ -268,12 +268,23 @@ hvd_status_t lane_start(const struct lane_addr *all, int n)
 	pthread_mutex_lock(&lk);
 	tab = malloc((size_t)n * sizeof(*tab));
 	if (tab) {
+		int all_on = 1;
+
 		memcpy(tab, all, (size_t)n * sizeof(*tab));
+		for (int r = 0; r < n; r++)
+			if (!tab[r].nip)
+				all_on = 0;
+		everywhere = all_on;
 		up = 1;
 	}
 	pthread_mutex_unlock(&lk);
 	return tab ? HVD_OK
 		   : hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+}
+
+int lane_everywhere(void)
+{
+	return up && everywhere;
 }
 
 int lane_wants(int w, size_t len)
@@ -1088,6 +1099,7 @@ void lane_close(void)
 			"low-water mark",
 			n_sent, n_recv, n_unexp, n_stall, n_full, n_late);
 	up = 0;
+	everywhere = 0;
 	for (int w = 0; peers_tab && w < nranks; w++) {
 		struct peer *p = &peers_tab[w];
 		uint8_t bye[16];

@@ -67,6 +67,9 @@ hvd_status_t lane_start(const struct lane_addr *all, int n);
 /* 1 when a message of len bytes to or from world rank w goes by the lane
  * (the same answer on both sides). */
 int lane_wants(int w, size_t len);
+/* 1 when every rank of the world offers the lane (the same answer on
+ * every rank: they all hold the same table). */
+int lane_everywhere(void);
 
 /* Post a send or a receive.  NULL with *st on an error. */
 struct lane_op *lane_send(int w, uint64_t tag, const void *buf, size_t len,

@@ -193,6 +193,11 @@ int transport_host_ranks(void)
 	return host_ranks;
 }
 
+int transport_lane_everywhere(void)
+{
+	return lane_everywhere();
+}
+
 int transport_host_oversubscribed(void)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);

@@ -48,6 +48,9 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
  * they outnumber its cores: then waiters should not spin. */
 int transport_host_ranks(void);
 int transport_host_oversubscribed(void);
+/* 1 when the TCP lane (net/lane.h) is on at every rank of this world: the
+ * same answer on every rank, so algorithms may size their messages by it. */
+int transport_lane_everywhere(void);
 /* Close endpoints while progressing, with a PMIx fence in between so that
  * no rank stops progressing while others still flush to it. */
 void transport_finalize(int fence);

@@ -50,10 +50,11 @@ int main(void)
 	struct coll_place pair = place(2, 2, 1, 1, 1);
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 
-	plan(37);
+	plan(39);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
+	is_int(t.segment_auto, 1, "the segment is libhvd's to pick by default");
 	is_int(t.window, 4, "default window 4");
 	is_int(t.shm, 1, "shm on by default");
 	is_int(t.hier, -1, "hierarchical: auto by default");
@@ -118,6 +119,7 @@ int main(void)
 	is_int(t.algo[CK_ALLREDUCE], ALGO_RING, "HVD_ALLREDUCE_ALGO=ring");
 	is_int(t.allreduce_small_max, 1024, "HVD_ALLREDUCE_SMALL_MAX=1K");
 	is_int(t.segment, 64 << 10, "HVD_RING_SEGMENT=64K");
+	is_int(t.segment_auto, 0, "HVD_RING_SEGMENT=64K is the user's choice");
 	is_int(t.algo[CK_BROADCAST], ALGO_AUTO,
 	       "an algorithm of another collective is refused");
 	is_int(t.shm, 1, "malformed HVD_SHM keeps the default");

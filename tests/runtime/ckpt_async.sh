@@ -40,13 +40,24 @@ read -r ov_mean ov_max ov_all < <(blocked "$W/overlap.out")
 diag "sync:  blocked per checkpoint mean ${sync_mean}s max ${sync_max}s, all steps ${sync_all}s, wall ${wall_sync} ms"
 diag "async: blocked per checkpoint mean ${async_mean}s max ${async_max}s, all steps ${async_all}s, wall ${wall_async} ms"
 diag "overlap: blocked per checkpoint mean ${ov_mean}s max ${ov_max}s, all steps ${ov_all}s, wall ${wall_overlap} ms"
-ok "$(awk -v a="$async_mean" -v s="$sync_mean" 'BEGIN { print !(a <= 0.5 * s) }')" \
-	"async blocks the loop at most half as long per checkpoint (async ${async_mean}s vs sync ${sync_mean}s; target 10%)"
-ok "$(awk -v a="$async_all" -v s="$sync_all" 'BEGIN { print !(a <= 0.5 * s) }')" \
-	"async: total time blocked over the run at most half the synchronous one"
-# overlap: the copy moved from the checkpoint step to the next one's fence
-ok "$(awk -v a="$ov_all" -v s="$sync_all" 'BEGIN { print !(a <= 0.5 * s) }')" \
-	"overlap: total time blocked (steps and fences) at most half the synchronous one"
+if [ -n "${HVD_SANITIZED:-}" ]; then
+	# ASan's memcpy checks every byte it copies: the async snapshot's
+	# copy, which is what async blocks on, slowed to half the sync
+	# write (0.23 against 0.45 s seen in CI), so the ratio measures the
+	# sanitizer.  The plain build checks the timings.
+	for what in "async per checkpoint" "async over the run" "overlap over the run"; do
+		skip "$what: timings under $HVD_SANITIZED's slowdown; the plain build checks them"
+	done
+else
+	ok "$(awk -v a="$async_mean" -v s="$sync_mean" 'BEGIN { print !(a <= 0.5 * s) }')" \
+		"async blocks the loop at most half as long per checkpoint (async ${async_mean}s vs sync ${sync_mean}s; target 10%)"
+	ok "$(awk -v a="$async_all" -v s="$sync_all" 'BEGIN { print !(a <= 0.5 * s) }')" \
+		"async: total time blocked over the run at most half the synchronous one"
+	# overlap: the copy moved from the checkpoint step to the next
+	# one's fence
+	ok "$(awk -v a="$ov_all" -v s="$sync_all" 'BEGIN { print !(a <= 0.5 * s) }')" \
+		"overlap: total time blocked (steps and fences) at most half the synchronous one"
+fi
 # (wall times are printed, not tested: on a loaded 2-core machine they are
 # mostly noise)
 out=$(run "$NP" "$PROG" "$W/async" 20 5 --bytes "$BYTES" 2>&1)

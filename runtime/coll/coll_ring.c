@@ -243,7 +243,7 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 {
 	const struct coll_tuning *t = coll_tuning();
 	int n = x->g->size;
-	size_t esz = hvd_dtype_size(dt), *off;
+	size_t esz = hvd_dtype_size(dt), seg, *off;
 	struct ring_pass p = {
 		.n = n,
 		.r = x->me,
@@ -269,7 +269,8 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 	}
 	p.off = off;
 	p.len = off + n;
-	p.seg = ring_segment(t) / esz ? ring_segment(t) / esz * esz : esz;
+	seg = ring_segment(t);
+	p.seg = seg / esz ? seg / esz * esz : esz;
 	p.in_recv = xfer_recv_reduce_ok();
 	/* UCX, not the TCP lane (net/lane.h), for every rank alike: a
 	 * receive-reduce cannot land in place, and over the lane through a

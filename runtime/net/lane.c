@@ -200,19 +200,21 @@ static int my_addrs(uint32_t ip[LANE_ADDRS], int local)
 	return n;
 }
 
-hvd_status_t lane_open(struct lane_addr *out, int world_size, int me)
+hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
+		       int one_node)
 {
 	struct sockaddr_in sa;
 	socklen_t sl = sizeof(sa);
-	int nip;
+	int nip, local;
 
 	memset(out, 0, sizeof(*out));
 	lane_close();
-	if (world_size < 2 || !hvd_env_bool("HVD_TCP_LANE", 1) ||
-	    ucx_has_rdma_devices())
+	local = hvd_env_bool("HVD_TCP_LANE_LOCAL", 0);
+	if (world_size < 2 || (one_node && !local) ||
+	    !hvd_env_bool("HVD_TCP_LANE", 1) || ucx_has_rdma_devices())
 		return HVD_OK;
-	out->local = (uint32_t)hvd_env_bool("HVD_TCP_LANE_LOCAL", 0);
-	nip = my_addrs(out->ip, (int)out->local);
+	out->local = (uint32_t)local;
+	nip = my_addrs(out->ip, local);
 	if (nip == 0)
 		return HVD_OK;
 	scratch = malloc(LANE_SCRATCH);
@@ -442,7 +444,7 @@ static void hello_read(int slot)
 	struct hello *h = &hellos[slot];
 	uint8_t want[LANE_HELLO_BYTES];
 	ssize_t r;
-	int src, one = 1;
+	int src, ours, one = 1;
 
 	if (h->fd < 0)
 		return;
@@ -459,15 +461,12 @@ static void hello_read(int slot)
 	src = (int)(uint32_t)get64(h->b + 8);
 	/* Only a rank of this job, by a MAC keyed with the job's key, and
 	 * one connection per peer. */
-	if (src < 0 || src >= self || hello_make(want, src, self) != 0 ||
-	    memcmp(want, h->b, sizeof(want)) != 0 ||
-	    peers_tab[src].fd >= 0 || peers_tab[src].dead) {
-		hvd_log(HVD_LOG_DEBUG,
-			"TCP lane: refused a connection (%s)",
-			src < 0 || src >= self ||
-				    memcmp(want, h->b, sizeof(want)) != 0
-				? "not a hello of a rank of this job"
-				: "its rank is connected already, or failed");
+	ours = src >= 0 && src < self && hello_make(want, src, self) == 0 &&
+	       memcmp(want, h->b, sizeof(want)) == 0;
+	if (!ours || peers_tab[src].fd >= 0 || peers_tab[src].dead) {
+		hvd_log(HVD_LOG_DEBUG, "TCP lane: refused a connection (%s)",
+			ours ? "its rank is connected already, or failed"
+			     : "not a hello of a rank of this job");
 		fd_close(&h->fd);
 		return;
 	}

@@ -33,8 +33,8 @@
  * with HVD_TCP_LANE=1 (the default) and between ranks that published a
  * lane.  HVD_TCP_LANE_LOCAL=1 on both ends puts ranks of one node on it
  * too: slower than shared memory, it is there so that the tests that run
- * on one node (the sanitizer builds among them) cover the lane.  All functions are thread-safe: one lock, which progress only
- * tries.
+ * on one node (the sanitizer builds among them) cover the lane.  All
+ * functions are thread-safe: one lock, which progress only tries.
  */
 #ifndef HVD_NET_LANE_H
 #define HVD_NET_LANE_H
@@ -59,9 +59,11 @@ struct lane_addr {
 
 struct lane_op;
 
-/* Listen (when the lane is wanted: HVD_TCP_LANE, no RDMA devices);
- * *mine says how to reach this rank (nip 0 without a lane). */
-hvd_status_t lane_open(struct lane_addr *mine, int world_size, int me);
+/* Listen (when the lane is wanted: HVD_TCP_LANE, no RDMA devices, and
+ * the job spans nodes, one_node 0, or HVD_TCP_LANE_LOCAL); *mine says how
+ * to reach this rank (nip 0 without a lane). */
+hvd_status_t lane_open(struct lane_addr *mine, int world_size, int me,
+		       int one_node);
 /* Every rank's lane_addr, in world rank order (copied). */
 hvd_status_t lane_start(const struct lane_addr *all, int n);
 /* 1 when a message of len bytes to or from world rank w goes by the lane

@@ -152,13 +152,7 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 		g.world_ranks[r] = r;
 	v[0] = boot_hash();
 	v[1] = ~v[0]; /* the minimum of ~h is ~(the maximum of h) */
-	/* No lane for a job on one node, but with HVD_TCP_LANE_LOCAL. */
-	st = lane_open(&mine,
-		       w->local_size == w->size &&
-				       !hvd_env_bool("HVD_TCP_LANE_LOCAL", 0)
-			       ? 1
-			       : w->size,
-		       w->rank);
+	st = lane_open(&mine, w->size, w->rank, w->local_size == w->size);
 	if (st != HVD_OK) {
 		free(g.world_ranks);
 		return st;

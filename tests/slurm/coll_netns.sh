@@ -7,12 +7,11 @@
 # nodes on TCP alone, the TCP lane (net/lane.h) carrying the large
 # messages, forged and silent connections to its port refused while the
 # job's own still comes through, and its counterpart HVD_TCP_LANE=0,
-# counts that put a message
-# on the lane at one end and on UCX at the other (HVD_ERR_MISMATCH in
-# seconds), hvd-bench -R against OpenMPI with the settings
-# hvd-bench(1) gives for such nodes, and a rank killed inside an allreduce:
-# every survivor on every node fails naming it, within 60 s, with the
-# default HOROVOD_PEER_TIMEOUT (60 s), so without waiting for it.
+# counts that put a message on the lane at one end and on UCX at the
+# other (HVD_ERR_MISMATCH in seconds), hvd-bench -R against OpenMPI with
+# the settings hvd-bench(1) gives for such nodes, and a rank killed inside
+# an allreduce: every survivor on every node fails naming it, within 60 s,
+# with the default HOROVOD_PEER_TIMEOUT (60 s), so without waiting for it.
 hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
@@ -71,9 +70,14 @@ other=$(grep -E 'lane\[[0-9]+\]:' <<<"$out" | grep -E -c 'sysv|posix|cma')
 ok $(( lanes >= 2 && other == 0 ? 0 : 1 )) \
 	"endpoints between the nodes: TCP on eth0 ($lanes), no shared-memory lane ($other)"
 
-# Both ranks sent and received on the TCP lane (hvd_finalize's debug
-# line).
-sent=$(sed -n 's/.*TCP lane: \([0-9]*\) messages sent, \([0-9]*\) received.*/\1 \2/p' "$err.lane")
+# lane_counts FILE: "sent received" per rank, from hvd_finalize's debug
+# line
+lane_counts() {
+	sed -n 's/.*TCP lane: \([0-9]*\) messages sent, \([0-9]*\) received.*/\1 \2/p' "$1"
+}
+
+# Both ranks sent and received on the TCP lane.
+sent=$(lane_counts "$err.lane")
 ok $(( $(wc -l <<<"$sent") == 2 && $(awk '$1 > 0 && $2 > 0' <<<"$sent" | wc -l) == 2 ? 0 : 1 )) \
 	"the large messages went by the TCP lane on both ranks: $(tr '\n' ';' <<<"$sent")" ||
 	diag "$(grep -i lane "$err.lane" | head -n 5)"
@@ -110,7 +114,7 @@ ok $(( arc == 0 && refused >= 7 && ${evicted:-0} >= 17 ? 0 : 1 )) \
 	"forged connections to rank 1's lane ($at): all 7 closed unanswered ($refused refused), ${evicted:-?} of 81 silent ones let go" ||
 	diag "$attack"
 out=$(sed -n 's/^0: //p' "$dir/forge.out")
-sent=$(sed -n 's/.*TCP lane: \([0-9]*\) messages sent, \([0-9]*\) received.*/\1 \2/p' "$dir/forge.err")
+sent=$(lane_counts "$dir/forge.err")
 if (( frc == 0 && $(awk '$1 > 0 && $2 > 0' <<<"$sent" | wc -l) == 2 )); then
 	check_run "2 nodes x 1 rank after the forged connections, on the lane" "$out"
 else

@@ -34,6 +34,7 @@ start() {
 		echo $? >"$out.rc"
 	) &
 	bgpid=$!
+	stacks_later $((LIMIT - 20)) "$out"
 }
 
 # pid_of OUT RANK: the pid a rank printed at its start.
@@ -57,7 +58,11 @@ wait_step() {
 # finish OUT: wait for the run (in this shell: a child of it), its status in st.
 finish() {
 	wait "$bgpid" 2>/dev/null
+	stacks_stop
 	st=$(cat "$1.rc" 2>/dev/null || echo none)
+	# A hang the timeout ended: where each rank waited.
+	[ "$st" = 124 ] && [ -s "$1.stacks" ] && diag_file "$1.stacks" 150
+	return 0
 }
 
 # gone PID...: 0 when none of them is alive any more.

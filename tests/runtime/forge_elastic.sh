@@ -16,6 +16,7 @@
 # the probes and must be dropped for their MAC, each kind logged.
 set -u
 . "$(dirname "$0")/../tap.sh"
+. "$(dirname "$0")/stacks_lib.sh"
 
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -47,6 +48,7 @@ start() {
 		echo $? >"$d/status"
 	) &
 	job=$!
+	stacks_later 100 "$d/out"
 }
 
 pid_of() { # pid_of NAME RANK: the pid a rank printed at its start
@@ -102,6 +104,7 @@ run() {
 		kill -9 "$p2"
 	fi
 	wait "$job"
+	stacks_stop
 }
 
 acc_of() { awk '$1 == "done" { print $9 }' "$T/$1/out"; }
@@ -124,6 +127,7 @@ check() { # check NAME STATUS DESCRIPTION
 	ok "$2" "$3"
 	[[ $2 == 0 ]] && return
 	diag "job status $(cat "$d/status" 2>/dev/null)"
+	[[ -s $d/out.stacks ]] && diag_file "$d/out.stacks" 150
 	grep -E '^(done|reset|too-few)' "$d/out" | tail -n 6 |
 		while read -r l; do diag "$l"; done
 	head -n 10 "$d/attacker" 2>/dev/null |

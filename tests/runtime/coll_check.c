@@ -331,7 +331,9 @@ static void test_allgather(void)
 
 static void test_alltoall(void)
 {
-	size_t counts[] = {0, 1, 5, 10000};
+	/* 200000: 1.6 MB blocks, in 512K pieces and a rest where the TCP
+	 * lane runs (post_pieces) */
+	size_t counts[] = {0, 1, 5, 10000, 200000};
 
 	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
 		size_t n = counts[c], all = n * (size_t)size_;
@@ -369,10 +371,14 @@ static void test_alltoall(void)
 			free(out);
 		}
 	}
-	report("alltoall int64: counts 0 1 5 10000, in and out of place");
+	report("alltoall int64: counts 0 1 5 10000 200000, in and out of "
+	       "place");
 
-	/* alltoallv: rank s sends (s + d) % 3 * 7 elements to rank d. */
-	{
+	/* alltoallv: rank s sends (s + d) % 3 * unit elements to rank d;
+	 * 300001: up to 600002 bytes, more than a 512K piece.  Each byte
+	 * depends on bits of i above the pieces' size, so a piece landing
+	 * at another piece's place shows. */
+	for (size_t unit = 7; unit <= 300001; unit += 299994) {
 		size_t *sc = xmalloc((size_t)size_ * 8), *rc = xmalloc(
 								 (size_t)size_ *
 								 8);
@@ -381,8 +387,8 @@ static void test_alltoall(void)
 		hvd_status_t st;
 
 		for (int d = 0; d < size_; d++) {
-			sc[d] = (size_t)((rank_ + d) % 3) * 7;
-			rc[d] = (size_t)((d + rank_) % 3) * 7;
+			sc[d] = (size_t)((rank_ + d) % 3) * unit;
+			rc[d] = (size_t)((d + rank_) % 3) * unit;
 			st_ += sc[d];
 			rt += rc[d];
 		}
@@ -390,13 +396,16 @@ static void test_alltoall(void)
 		out = xmalloc(rt);
 		for (int d = 0, pos = 0; d < size_; d++)
 			for (size_t i = 0; i < sc[d]; i++)
-				in[pos++] = (uint8_t)(rank_ * 16 + d + (int)i);
+				in[pos++] = (uint8_t)(rank_ * 16 + d +
+						      (int)(i ^ (i >> 8) ^
+							    (i >> 16)));
 		st = hvd_alltoallv(in, sc, NULL, out, rc, NULL, HVD_UINT8);
 		check_status(st, "alltoallv");
 		for (int s = 0, pos = 0; st == HVD_OK && s < size_; s++)
 			for (size_t i = 0; i < rc[s]; i++, pos++)
 				if (out[pos] !=
-				    (uint8_t)(s * 16 + rank_ + (int)i)) {
+				    (uint8_t)(s * 16 + rank_ +
+					      (int)(i ^ (i >> 8) ^ (i >> 16)))) {
 					bad("alltoallv: from %d [%zu] wrong", s,
 					    i);
 					s = size_;
@@ -407,7 +416,7 @@ static void test_alltoall(void)
 		free(sc);
 		free(rc);
 	}
-	report("alltoallv uint8: uneven counts (some 0)");
+	report("alltoallv uint8: uneven counts (some 0), up to 600002 bytes");
 }
 
 static void test_broadcast(void)

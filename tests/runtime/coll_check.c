@@ -647,7 +647,7 @@ static int run_kill(int victim)
 /*
  * Ranks disagree on a broadcast's count so that the root's message and
  * the others' receive sit on either side of the TCP lane's threshold
- * (256K; "big": the root sends 512 KiB, the others expect 16 KiB,
+ * (128K; "big": the root sends 512 KiB, the others expect 16 KiB,
  * "small" the other way round): each end picks another path, and the receivers
  * must still fail with HVD_ERR_MISMATCH, in seconds, not at the peer
  * timeout.

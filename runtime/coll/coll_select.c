@@ -90,6 +90,7 @@ void coll_tuning_parse(struct coll_tuning *t,
 {
 	char name[64];
 	const char *v;
+	size_t size;
 
 	memset(t, 0, sizeof(*t));
 	for (int k = 0; k < CK_COUNT; k++) {
@@ -122,10 +123,13 @@ void coll_tuning_parse(struct coll_tuning *t,
 					     "HVD_BCAST_SMALL_MAX", 64 << 10, 0);
 	t->allgather_small_max = parse_size_knob(
 		lookup, warn, "HVD_ALLGATHER_SMALL_MAX", 64 << 10, 0);
+	/* Unset or malformed (warned about): libhvd's to pick
+	 * (coll_ring.c's ring_segment). */
 	v = lookup("HVD_RING_SEGMENT");
-	t->segment_auto = !v || !*v;
 	t->segment = parse_size_knob(lookup, warn, "HVD_RING_SEGMENT",
 				     256 << 10, 64);
+	t->segment_auto = !v || !*v || hvd_parse_size(v, &size) < 0 ||
+			  size < 64;
 	t->window = (int)parse_size_knob(lookup, warn, "HVD_RING_WINDOW", 4,
 					 1);
 	if (t->window > 64)

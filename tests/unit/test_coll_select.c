@@ -50,7 +50,7 @@ int main(void)
 	struct coll_place pair = place(2, 2, 1, 1, 1);
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 
-	plan(39);
+	plan(41);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
@@ -135,5 +135,13 @@ int main(void)
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &two_nodes),
 	       ALGO_HIER, "forced shm across nodes falls back to auto");
+	/* A malformed segment is warned about and left to libhvd, as if
+	 * unset: "using the default" means the choice an unset one gets. */
+	nenv = 0;
+	setenv_("HVD_RING_SEGMENT", "12Q");
+	nwarn = 0;
+	coll_tuning_parse(&t, lookup, warn);
+	is_int(t.segment_auto, 1, "malformed HVD_RING_SEGMENT: libhvd picks");
+	is_int(nwarn, 1, "... with a warning");
 	return done_testing();
 }

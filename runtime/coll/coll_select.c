@@ -90,7 +90,6 @@ void coll_tuning_parse(struct coll_tuning *t,
 {
 	char name[64];
 	const char *v;
-	size_t size;
 
 	memset(t, 0, sizeof(*t));
 	for (int k = 0; k < CK_COUNT; k++) {
@@ -123,13 +122,13 @@ void coll_tuning_parse(struct coll_tuning *t,
 					     "HVD_BCAST_SMALL_MAX", 64 << 10, 0);
 	t->allgather_small_max = parse_size_knob(
 		lookup, warn, "HVD_ALLGATHER_SMALL_MAX", 64 << 10, 0);
-	/* Unset or malformed (warned about): libhvd's to pick
-	 * (coll_ring.c's ring_segment). */
-	v = lookup("HVD_RING_SEGMENT");
-	t->segment = parse_size_knob(lookup, warn, "HVD_RING_SEGMENT",
-				     256 << 10, 64);
-	t->segment_auto = !v || !*v || hvd_parse_size(v, &size) < 0 ||
-			  size < 64;
+	/* Unset or malformed (warned about; 0 then, as no valid value is):
+	 * libhvd's to pick (coll_ring.c's ring_segment), 256K where it
+	 * does not. */
+	t->segment = parse_size_knob(lookup, warn, "HVD_RING_SEGMENT", 0, 64);
+	t->segment_auto = t->segment == 0;
+	if (t->segment_auto)
+		t->segment = 256 << 10;
 	t->window = (int)parse_size_knob(lookup, warn, "HVD_RING_WINDOW", 4,
 					 1);
 	if (t->window > 64)

@@ -11,6 +11,7 @@
 # trials; the figures (time from the kill to the first step at the smaller
 # size) go to the log.
 . "$(dirname "$0")/engine_lib.sh"
+. "$(dirname "$0")/stacks_lib.sh"
 
 [ -x "$top_builddir/runtime/hvdrun" ] ||
 	skip_all "hvdrun is not built (elastic needs its --elastic)"

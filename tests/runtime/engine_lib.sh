@@ -53,5 +53,3 @@ printf 'leak:libpmix.so\nleak:libucs.so\nleak:libucp.so\nleak:libuct.so\n' \
 	> "$TMP/lsan.supp"
 LSAN_OPTIONS="suppressions=$TMP/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export LSAN_OPTIONS
-
-. "$(dirname "$0")/stacks_lib.sh"

@@ -13,6 +13,7 @@ launches the trainings itself; it is not part of the collective suites.
 
 import os
 import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -80,10 +81,11 @@ class Run:
         try:
             return self.proc.wait(LIMIT)
         except subprocess.TimeoutExpired:
+            where = _stacks()
             self.proc.kill()
             self.proc.wait()
-            pytest.fail('%s: hung (killed after %d s): %s'
-                        % (self.out, LIMIT, self.tail()))
+            pytest.fail('%s: hung (killed after %d s): %s\n%s'
+                        % (self.out, LIMIT, self.tail(), where))
 
     def tail(self):
         with open(self.err) as f:
@@ -98,6 +100,40 @@ class Run:
         """[(epoch, once, extra, missed)] from rank 0's epoch lines."""
         return [(int(ln[1]), int(ln[5]), int(ln[9]), int(ln[11]))
                 for ln in self.lines('epoch')]
+
+
+def _children(pid):
+    kids = []
+    try:
+        for task in os.listdir('/proc/%d/task' % pid):
+            with open('/proc/%d/task/%s/children' % (pid, task)) as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def _stacks():
+    """Where every rank of every hvdrun this test started waits (gdb,
+    where it is installed): what a hang's report needs."""
+    gdb = shutil.which('gdb')
+    if not gdb:
+        return '(no gdb: no stacks)'
+    text = []
+    for kid in _children(os.getpid()):
+        for rank in _children(kid):
+            try:
+                bt = subprocess.run(
+                    [gdb, '-q', '-batch', '-nx', '-p', str(rank),
+                     '-ex', 'thread apply all bt 25'],
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    text=True, timeout=60).stdout
+            except subprocess.TimeoutExpired:
+                bt = '(gdb timed out)'
+            text.append('=== hvdrun %d, rank pid %d\n' % (kid, rank) +
+                        '\n'.join(ln for ln in bt.splitlines()
+                                  if ln.startswith(('#', 'Thread'))))
+    return '\n'.join(text) or '(no ranks alive)'
 
 
 def _alive(pid):

@@ -129,8 +129,8 @@ for t in $(seq "$TRIALS"); do
 	gone "$p0" "$p1" "$p2"
 	ok $? "trial $t: no rank left behind"
 	if [ "$st" != 0 ]; then
-		diag_file "$T.err" 30
-		tail -3 "$T" | sed 's/^/# /'
+		tail -n 40 "$T.err" | sed 's/^/# err: /'
+		tail -n 5 "$T" | sed 's/^/# out: /'
 	fi
 	# From the kill to the first step at the smaller size.
 	d=$(awk -v tk="$tk" -v n="$NP" '$1 == "step" && $6 < n { sub("t=", "", $7);

@@ -30,7 +30,9 @@ start() {
 	out=$1
 	shift
 	(
-		ELASTIC_STEP_MS=${STEP_MS:-15} timeout "$LIMIT" "$HVDRUN" "$@" \
+		# info: what each rank saw and decided, for a failed trial's log
+		HOROVOD_LOG_LEVEL=${HOROVOD_LOG_LEVEL:-info} \
+			ELASTIC_STEP_MS=${STEP_MS:-15} timeout "$LIMIT" "$HVDRUN" "$@" \
 			"$PROG" "${EPOCHS:-3}" >"$out" 2>"$out.err"
 		echo $? >"$out.rc"
 	) &
@@ -129,7 +131,7 @@ for t in $(seq "$TRIALS"); do
 	gone "$p0" "$p1" "$p2"
 	ok $? "trial $t: no rank left behind"
 	if [ "$st" != 0 ]; then
-		tail -n 40 "$T.err" | sed 's/^/# err: /'
+		tail -n 60 "$T.err" | sed 's/^/# err: /'
 		tail -n 5 "$T" | sed 's/^/# out: /'
 	fi
 	# From the kill to the first step at the smaller size.

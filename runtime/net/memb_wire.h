@@ -33,8 +33,12 @@ void memb_send(ucp_ep_h ep, uint64_t tag, const struct memb_buf *b);
 void memb_reap_sends(void);
 /* Free every copy: the worker they were posted on is gone. */
 void memb_sends_release(void);
-/* Flush eps[0..n) (NULLs skipped) within limit seconds. */
-void memb_flush(ucp_ep_h *eps, int n, double limit);
+/* Flush eps[0..n) (NULLs skipped): wait until each flush completed, its
+ * peer is known gone (gone(arg, i) nonzero, asked every 50 ms; gone may
+ * be NULL) or limit seconds passed.  Returns how many were still in
+ * progress, to peers not known gone, when it gave up. */
+int memb_flush(ucp_ep_h *eps, int n, double limit,
+	       int (*gone)(void *arg, int i), void *arg);
 
 /* An endpoint to an address outside the peer table (a newcomer, or the
  * running world's rank 0 for a newcomer); *failed becomes 1 when UCX
@@ -44,6 +48,8 @@ struct memb_ep {
 	volatile int failed;
 };
 hvd_status_t memb_ep_open(struct memb_ep *x, const void *addr);
+/* memb_flush's gone for arg = an array of memb_ep: x[i].failed. */
+int memb_ep_gone(void *arg, int i);
 void memb_ep_close(struct memb_ep *x);
 
 /* Take one message matching tag/mask if there is one: 1 with *buf

@@ -51,6 +51,7 @@ struct agree {
 	struct memb_peer **props; /* [n]: proposals kept (owned), me: self */
 	struct net_group all;     /* every rank of the current world      */
 	struct memb_buf buf;
+	double deadline; /* of the round: the coordinator's wait for all */
 	int decided;
 	struct memb_decide *out;
 	int *index;
@@ -271,6 +272,30 @@ static void drop_join(struct memb_join *j)
 	}
 }
 
+/* Who a flush of the decision goes to: a member (rank >= 0) or a
+ * newcomer's endpoint. */
+struct decide_flush {
+	struct agree *a;
+	int *rank;
+	struct memb_ep **x;
+	double next_refresh;
+};
+
+static int decision_gone(void *arg, int i)
+{
+	struct decide_flush *f = arg;
+	double now;
+
+	if (f->rank[i] < 0)
+		return __atomic_load_n(&f->x[i]->failed, __ATOMIC_ACQUIRE);
+	now = hvd_now();
+	if (now >= f->next_refresh) {
+		refresh(f->a);
+		f->next_refresh = now + 0.05;
+	}
+	return memb_bit(f->a->failed, f->rank[i]);
+}
+
 /* The coordinator: the decision, sent to every member and to the ranks
  * that came too late. */
 static hvd_status_t decide(struct agree *a, const uint8_t *late)
@@ -279,7 +304,9 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 	struct memb_decide d;
 	struct memb_ep *xeps = NULL;
 	ucp_ep_h *flush = NULL;
-	int nnew = 0, n = 0, nflush = 0;
+	struct decide_flush fl = {.a = a};
+	int nnew = 0, n = 0, nflush = 0, left;
+	double t_flush, wait;
 	hvd_status_t st;
 
 	if (a->in->admit)
@@ -306,7 +333,9 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 	d.peers = calloc((size_t)(n ? n : 1), sizeof(*d.peers));
 	xeps = calloc((size_t)(nnew + 1), sizeof(*xeps));
 	flush = calloc((size_t)(a->n + nnew + 1), sizeof(*flush));
-	if (!d.peers || !xeps || !flush) {
+	fl.rank = calloc((size_t)(a->n + nnew + 1), sizeof(*fl.rank));
+	fl.x = calloc((size_t)(a->n + nnew + 1), sizeof(*fl.x));
+	if (!d.peers || !xeps || !flush || !fl.rank || !fl.x) {
 		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 		goto out;
 	}
@@ -322,6 +351,7 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 		if (r == a->me)
 			continue;
 		if (r >= 0) {
+			fl.rank[nflush] = r;
 			flush[nflush++] = ucx_ep(r, &est);
 			send_to_rank(a, r, MEMB_DECIDE);
 		} else {
@@ -333,6 +363,8 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 					  memb_tag(MEMB_CTX, a->in->epoch,
 						   MEMB_DECIDE, a->me),
 					  &a->buf);
+				fl.rank[nflush] = -1;
+				fl.x[nflush] = x;
 				flush[nflush++] = x->ep;
 			}
 		}
@@ -360,7 +392,24 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 						  &a->buf);
 				}
 	}
-	memb_flush(flush, nflush, 2.0);
+	/* Every member and newcomer must have it before this worker goes
+	 * (the switch cancels what it still holds): wait for the slow ones
+	 * up to the round's bound, not for those known gone. */
+	t_flush = hvd_now();
+	wait = a->deadline - t_flush;
+	if (wait < 5.0)
+		wait = 5.0;
+	left = memb_flush(flush, nflush, wait, decision_gone, &fl);
+	if (left)
+		hvd_log(HVD_LOG_WARNING,
+			"elastic: the decision on epoch %u may not have "
+			"reached %d member%s (its sends did not complete "
+			"within HOROVOD_ELASTIC_TIMEOUT)",
+			(unsigned)d.epoch, left, left == 1 ? "" : "s");
+	t_flush = hvd_now() - t_flush;
+	hvd_log(t_flush > 1.0 ? HVD_LOG_INFO : HVD_LOG_DEBUG,
+		"elastic: the decision on epoch %u left in %.3f s",
+		(unsigned)d.epoch, t_flush);
 	for (int i = 0; i < nnew; i++)
 		memb_ep_close(&xeps[i]);
 	/* The caller's copy: deep, so that it outlives the proposals. */
@@ -389,6 +438,8 @@ out:
 	free(d.peers);
 	free(xeps);
 	free(flush);
+	free(fl.rank);
+	free(fl.x);
 	free(order);
 	free(newc);
 	return st;
@@ -406,6 +457,7 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 
 	memset(&a, 0, sizeof(a));
 	a.in = in;
+	a.deadline = deadline;
 	a.n = peers_count();
 	a.me = peers_self();
 	a.out = out;
@@ -524,6 +576,7 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 	double deadline = hvd_now() + wait_s;
 	double next_probe = hvd_now() + 1.0;
 	hvd_status_t st;
+	int failed;
 
 	(void)rank0_addr_len;
 	HVD_CHECK(memb_encode_join(&b, epoch, req));
@@ -533,7 +586,11 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 		return st;
 	}
 	memb_send(x.ep, memb_tag(JOIN_CTX, 0, MEMB_JOIN, 0), &b);
-	memb_flush(&x.ep, 1, 5.0);
+	/* The request must be out before the wait for the answer starts:
+	 * closing the endpoint at the end cancels a send still queued, so
+	 * a wire-up slower than a fixed bound would lose every request. */
+	memb_flush(&x.ep, 1, wait_s, memb_ep_gone, &x);
+	deadline = hvd_now() + wait_s;
 	st = HVD_ERR_TIMEOUT;
 	while (hvd_now() < deadline) {
 		size_t len;
@@ -554,12 +611,10 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 			memb_buf_free(&h);
 			next_probe = hvd_now() + 1.0;
 		}
-		if (__atomic_load_n(&x.failed, __ATOMIC_ACQUIRE)) {
-			st = hvd_error(HVD_ERR_PEER_FAILED,
-				       "hvd: elastic: cannot reach rank 0 of the "
-				       "running world (its connection failed)");
-			break;
-		}
+		/* The answer first: rank 0 decides, then its old worker goes
+		 * and with it the connection, so a decision that came is
+		 * taken before the failure that follows it counts. */
+		failed = __atomic_load_n(&x.failed, __ATOMIC_ACQUIRE);
 		got = memb_take(memb_tag(MEMB_CTX, 0, MEMB_DECIDE, 0), MASK_TYPE,
 			       &msg, &len, &stag);
 		if (got > 0) {
@@ -600,6 +655,12 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 				       why);
 			break;
 		}
+		if (failed) {
+			st = hvd_error(HVD_ERR_PEER_FAILED,
+				       "hvd: elastic: cannot reach rank 0 of the "
+				       "running world (its connection failed)");
+			break;
+		}
 		if (!ucp_worker_progress(ucx_worker))
 			memb_nap();
 	}
@@ -621,7 +682,7 @@ int memb_reachable(const void *addr, double limit_s)
 		return 0;
 	/* A flush completes once the connection is wired up, or fails (the
 	 * error handler) when nobody listens at the address any more. */
-	memb_flush(&x.ep, 1, limit_s);
+	memb_flush(&x.ep, 1, limit_s, memb_ep_gone, &x);
 	ok = !__atomic_load_n(&x.failed, __ATOMIC_ACQUIRE);
 	memb_ep_close(&x);
 	return ok;

@@ -206,7 +206,8 @@ is "$(cat "$T" "$T.b" | awk '$1 == "sync" && $3 == 1 { print $9 }' | sort -u | w
 # endpoint force-closed, lost it: the newcomer waited for a decision that
 # never came, and the world for the newcomer).
 T=$TMP/pause
-HOROVOD_ELASTIC_DIR=$TMP/rdv2 start "$T" -np 2 --elastic
+# 40 ms steps: 6 s of training after step 30 for the newcomer to start
+STEP_MS=40 HOROVOD_ELASTIC_DIR=$TMP/rdv2 start "$T" -np 2 --elastic
 wait_step "$T" 30
 HOROVOD_ELASTIC_DIR=$TMP/rdv2 HOROVOD_LOG_LEVEL=info ELASTIC_STEP_MS=15 \
 	"$HVDRUN" --elastic -np 1 "$PROG" 3 >"$T.b" 2>"$T.b.err" &

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct {
@@ -294,6 +295,32 @@ static hvd_status_t too_few(const struct memb_decide *d)
 			 (int)d->min_size, HVD_CKPT_EXIT_STATUS);
 }
 
+/* The next world's worker, again each second until the deadline: a
+ * failure to make one (no device) is no peer's, and re-forming again at
+ * once over it, as a transport error would, went on without end. */
+static hvd_status_t prepare(double deadline, void **addr, size_t *len)
+{
+	char why[512];
+
+	for (int tries = 0;; tries++) {
+		struct timespec ts = {1, 0};
+
+		if (reform_prepare(addr, len) == HVD_OK)
+			return HVD_OK;
+		snprintf(why, sizeof(why), "%s", hvd_last_error());
+		if (hvd_now() + 1.0 > deadline)
+			return hvd_error(HVD_ERR_TIMEOUT,
+					 "hvd: elastic: no UCX worker for the "
+					 "next world within %.0f s "
+					 "(HOROVOD_ELASTIC_TIMEOUT): %s",
+					 el.timeout, why);
+		if (tries == 0)
+			hvd_log(HVD_LOG_WARNING,
+				"elastic: %s: trying again each second", why);
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* Survivors (and ranks admitting newcomers): steps 1-4, again when a
  * member fails on the way, within the timeout. */
 static hvd_status_t reform(void)
@@ -312,7 +339,7 @@ static hvd_status_t reform(void)
 
 		engine_stop();
 		coll_finalize();
-		HVD_CHECK(reform_prepare(&addr, &len));
+		HVD_CHECK(prepare(deadline, &addr, &len));
 		memset(&round, 0, sizeof(round));
 		snprintf(world, sizeof(world), "%s", w->nspace);
 		round.epoch = w->epoch;

@@ -146,9 +146,9 @@ static void tune_config(ucp_config_t *config)
 			ucp_config_modify(config, mine[i].name, mine[i].value);
 }
 
-/* A thread-safe worker on the context, and its address. */
-static hvd_status_t worker_open(ucp_worker_h *wk, ucp_address_t **addr,
-				size_t *addr_len)
+/* A thread-safe worker on ctx, and its address. */
+static hvd_status_t worker_open(ucp_context_h ctx, ucp_worker_h *wk,
+				ucp_address_t **addr, size_t *addr_len)
 {
 	ucp_worker_params_t wparams;
 	ucp_worker_attr_t attr;
@@ -166,7 +166,7 @@ static hvd_status_t worker_open(ucp_worker_h *wk, ucp_address_t **addr,
 	for (int tries = 0;; tries++) {
 		struct timespec ts = {0, 50 * 1000 * 1000};
 
-		s = ucp_worker_create(context, &wparams, wk);
+		s = ucp_worker_create(ctx, &wparams, wk);
 		if (s != UCS_ERR_NO_DEVICE || tries == 40)
 			break;
 		if (tries == 0)
@@ -197,16 +197,13 @@ static hvd_status_t worker_open(ucp_worker_h *wk, ucp_address_t **addr,
 	return HVD_OK;
 }
 
-hvd_status_t ucx_init(void **addr, size_t *addr_len)
+/* A context on the devices there are now; *wk: whether it has WAKEUP. */
+static hvd_status_t context_open(ucp_context_h *ctx, int *wk)
 {
 	ucp_config_t *config;
 	ucp_params_t params;
 	ucs_status_t s;
-	hvd_status_t st;
 
-	peer_timeout = hvd_env_double("HOROVOD_PEER_TIMEOUT", 60.0);
-	if (peer_timeout <= 0)
-		peer_timeout = 60.0;
 	s = ucp_config_read(NULL, NULL, &config);
 	if (s != UCS_OK)
 		return hvd_error(HVD_ERR_TRANSPORT,
@@ -227,22 +224,33 @@ hvd_status_t ucx_init(void **addr, size_t *addr_len)
 	params.request_size = sizeof(struct tp_req);
 	params.request_init = req_init;
 	params.mt_workers_shared = 0;
-	s = ucp_init(&params, config, &context);
+	s = ucp_init(&params, config, ctx);
 	if (s != UCS_OK && (params.features & UCP_FEATURE_WAKEUP)) {
 		params.features &= ~(uint64_t)UCP_FEATURE_WAKEUP;
-		s = ucp_init(&params, config, &context);
+		s = ucp_init(&params, config, ctx);
 	}
 	ucp_config_release(config);
 	if (s != UCS_OK)
 		return hvd_error(HVD_ERR_TRANSPORT, "hvd: ucp_init failed (%s)",
 				 UCS_MSG(s));
-	st = worker_open(&ucx_worker, &my_addr, &my_addr_len);
+	*wk = (params.features & UCP_FEATURE_WAKEUP) != 0;
+	return HVD_OK;
+}
+
+hvd_status_t ucx_init(void **addr, size_t *addr_len)
+{
+	hvd_status_t st;
+
+	peer_timeout = hvd_env_double("HOROVOD_PEER_TIMEOUT", 60.0);
+	if (peer_timeout <= 0)
+		peer_timeout = 60.0;
+	HVD_CHECK(context_open(&context, &wakeup));
+	st = worker_open(context, &ucx_worker, &my_addr, &my_addr_len);
 	if (st != HVD_OK) {
 		ucp_cleanup(context);
 		context = NULL;
 		return st;
 	}
-	wakeup = (params.features & UCP_FEATURE_WAKEUP) != 0;
 	atomic_init(&sleepers, 0);
 	worker_efd();
 	*addr = my_addr;
@@ -592,12 +600,47 @@ void ucx_finalize(int fence)
 static ucp_worker_h next_worker;
 static ucp_address_t *next_addr;
 static size_t next_addr_len;
+/* A context of its own for the next worker, when the current context's
+ * devices are no longer all there (see ucx_worker_prepare). */
+static ucp_context_h next_context;
+static int next_wakeup;
 
+/*
+ * A context lists the devices there were at ucp_init, and every worker
+ * opens an interface on each: once one of them is gone, no worker can be
+ * made on it again (UCS_ERR_NO_DEVICE, for good).  Seen when a network
+ * interface present at hvd_init was removed (the mini-cluster's --netns
+ * bridge and veths, another test's, going at its stop): the survivors
+ * of a failure could not make the next world's worker and re-formed
+ * again and again until killed.  Then the next world gets a fresh
+ * context on the devices there are now, and the current one goes at the
+ * switch with its worker.
+ */
 hvd_status_t ucx_worker_prepare(void **addr, size_t *addr_len)
 {
-	if (!next_worker)
-		HVD_CHECK(worker_open(&next_worker, &next_addr,
-				      &next_addr_len));
+	hvd_status_t st;
+
+	if (!next_worker) {
+		st = worker_open(context, &next_worker, &next_addr,
+				 &next_addr_len);
+		if (st != HVD_OK) {
+			hvd_log(HVD_LOG_WARNING,
+				"elastic: %s: making the next world's worker "
+				"on a new UCX context (a device UCX found at "
+				"hvd_init may be gone)",
+				hvd_last_error());
+			next_worker = NULL;
+			HVD_CHECK(context_open(&next_context, &next_wakeup));
+			st = worker_open(next_context, &next_worker,
+					 &next_addr, &next_addr_len);
+			if (st != HVD_OK) {
+				next_worker = NULL;
+				ucp_cleanup(next_context);
+				next_context = NULL;
+				return st;
+			}
+		}
+	}
 	*addr = next_addr;
 	*addr_len = next_addr_len;
 	return HVD_OK;
@@ -612,6 +655,9 @@ void ucx_worker_discard(void)
 	next_worker = NULL;
 	next_addr = NULL;
 	next_addr_len = 0;
+	if (next_context)
+		ucp_cleanup(next_context);
+	next_context = NULL;
 }
 
 void ucx_worker_address(void **addr, size_t *addr_len)
@@ -641,6 +687,12 @@ void ucx_worker_switch(void)
 	end_closes(reqs, nreq);
 	ucp_worker_release_address(ucx_worker, my_addr);
 	ucp_worker_destroy(ucx_worker);
+	if (next_context) {
+		ucp_cleanup(context);
+		context = next_context;
+		wakeup = next_wakeup;
+		next_context = NULL;
+	}
 	ucx_worker = next_worker;
 	worker_efd();
 	my_addr = next_addr;

@@ -272,12 +272,14 @@ static void drop_join(struct memb_join *j)
 	}
 }
 
-/* Who a flush of the decision goes to: a member (rank >= 0) or a
- * newcomer's endpoint. */
+/* Who each flush of the decision goes to: a member (rank >= 0) or a
+ * newcomer's endpoint (x). */
 struct decide_flush {
 	struct agree *a;
-	int *rank;
-	struct memb_ep **x;
+	struct {
+		int rank;
+		struct memb_ep *x;
+	} *to;
 	double next_refresh;
 };
 
@@ -286,14 +288,14 @@ static int decision_gone(void *arg, int i)
 	struct decide_flush *f = arg;
 	double now;
 
-	if (f->rank[i] < 0)
-		return __atomic_load_n(&f->x[i]->failed, __ATOMIC_ACQUIRE);
+	if (f->to[i].rank < 0)
+		return memb_ep_gone(f->to[i].x, 0);
 	now = hvd_now();
 	if (now >= f->next_refresh) {
 		refresh(f->a);
 		f->next_refresh = now + 0.05;
 	}
-	return memb_bit(f->a->failed, f->rank[i]);
+	return memb_bit(f->a->failed, f->to[i].rank);
 }
 
 /* The coordinator: the decision, sent to every member and to the ranks
@@ -333,9 +335,8 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 	d.peers = calloc((size_t)(n ? n : 1), sizeof(*d.peers));
 	xeps = calloc((size_t)(nnew + 1), sizeof(*xeps));
 	flush = calloc((size_t)(a->n + nnew + 1), sizeof(*flush));
-	fl.rank = calloc((size_t)(a->n + nnew + 1), sizeof(*fl.rank));
-	fl.x = calloc((size_t)(a->n + nnew + 1), sizeof(*fl.x));
-	if (!d.peers || !xeps || !flush || !fl.rank || !fl.x) {
+	fl.to = calloc((size_t)(a->n + nnew + 1), sizeof(*fl.to));
+	if (!d.peers || !xeps || !flush || !fl.to) {
 		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 		goto out;
 	}
@@ -351,7 +352,7 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 		if (r == a->me)
 			continue;
 		if (r >= 0) {
-			fl.rank[nflush] = r;
+			fl.to[nflush].rank = r;
 			flush[nflush++] = ucx_ep(r, &est);
 			send_to_rank(a, r, MEMB_DECIDE);
 		} else {
@@ -363,8 +364,8 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 					  memb_tag(MEMB_CTX, a->in->epoch,
 						   MEMB_DECIDE, a->me),
 					  &a->buf);
-				fl.rank[nflush] = -1;
-				fl.x[nflush] = x;
+				fl.to[nflush].rank = -1;
+				fl.to[nflush].x = x;
 				flush[nflush++] = x->ep;
 			}
 		}
@@ -438,8 +439,7 @@ out:
 	free(d.peers);
 	free(xeps);
 	free(flush);
-	free(fl.rank);
-	free(fl.x);
+	free(fl.to);
 	free(order);
 	free(newc);
 	return st;

@@ -146,9 +146,13 @@ static void tune_config(ucp_config_t *config)
 			ucp_config_modify(config, mine[i].name, mine[i].value);
 }
 
-/* A thread-safe worker on ctx, and its address. */
+#define WORKER_RETRIES 40
+
+/* A thread-safe worker on ctx, and its address; "No such device" is
+ * tried again up to retries times, 50 ms apart. */
 static hvd_status_t worker_open(ucp_context_h ctx, ucp_worker_h *wk,
-				ucp_address_t **addr, size_t *addr_len)
+				ucp_address_t **addr, size_t *addr_len,
+				int retries)
 {
 	ucp_worker_params_t wparams;
 	ucp_worker_attr_t attr;
@@ -167,7 +171,7 @@ static hvd_status_t worker_open(ucp_context_h ctx, ucp_worker_h *wk,
 		struct timespec ts = {0, 50 * 1000 * 1000};
 
 		s = ucp_worker_create(ctx, &wparams, wk);
-		if (s != UCS_ERR_NO_DEVICE || tries == 40)
+		if (s != UCS_ERR_NO_DEVICE || tries >= retries)
 			break;
 		if (tries == 0)
 			hvd_log(HVD_LOG_INFO,
@@ -245,7 +249,8 @@ hvd_status_t ucx_init(void **addr, size_t *addr_len)
 	if (peer_timeout <= 0)
 		peer_timeout = 60.0;
 	HVD_CHECK(context_open(&context, &wakeup));
-	st = worker_open(context, &ucx_worker, &my_addr, &my_addr_len);
+	st = worker_open(context, &ucx_worker, &my_addr, &my_addr_len,
+			 WORKER_RETRIES);
 	if (st != HVD_OK) {
 		ucp_cleanup(context);
 		context = NULL;
@@ -614,7 +619,10 @@ static int next_wakeup;
  * of a failure could not make the next world's worker and re-formed
  * again and again until killed.  Then the next world gets a fresh
  * context on the devices there are now, and the current one goes at the
- * switch with its worker.
+ * switch with its worker.  The current context gets one try: the fresh
+ * one's are what covers a failure that passes (worker_open), and
+ * waiting out all of them on a context that cannot succeed held every
+ * re-forming after such a removal 2 s.
  */
 hvd_status_t ucx_worker_prepare(void **addr, size_t *addr_len)
 {
@@ -622,7 +630,7 @@ hvd_status_t ucx_worker_prepare(void **addr, size_t *addr_len)
 
 	if (!next_worker) {
 		st = worker_open(context, &next_worker, &next_addr,
-				 &next_addr_len);
+				 &next_addr_len, 0);
 		if (st != HVD_OK) {
 			hvd_log(HVD_LOG_WARNING,
 				"elastic: %s: making the next world's worker "
@@ -631,8 +639,8 @@ hvd_status_t ucx_worker_prepare(void **addr, size_t *addr_len)
 				hvd_last_error());
 			next_worker = NULL;
 			HVD_CHECK(context_open(&next_context, &next_wakeup));
-			st = worker_open(next_context, &next_worker,
-					 &next_addr, &next_addr_len);
+			st = worker_open(next_context, &next_worker, &next_addr,
+					 &next_addr_len, WORKER_RETRIES);
 			if (st != HVD_OK) {
 				next_worker = NULL;
 				ucp_cleanup(next_context);

@@ -18,7 +18,7 @@ unshare --net --mount true 2>/dev/null ||
 	skip_all "cannot make a network namespace (unshare --net needs root)"
 PROG=$TESTS_BIN/elastic_train
 HVDRUN=$top_builddir/runtime/hvdrun
-plan 5
+plan 6
 
 # Inside the namespace: lo, and a veth pair with an address, up, before
 # the job starts; removed at step 20; rank 1 killed right after.
@@ -56,6 +56,13 @@ awk '$1 == "epoch" && $3 == "seen-once" { n++; if ($4 != $6) bad++ }
 ok $? "... every sample of every epoch seen once"
 grep -q "making the next world's worker on a new UCX context" "$TMP/err"
 ok $? "... on a new UCX context, and the log says why"
+# The old context gets one try, not 2 s of them: no "trying again" before
+# a rank's move to the new context (the fresh one's own tries come after).
+late=$(awk '/making the next world.s worker on a new UCX context/ { moved[$2] = 1 }
+	    /ucp_worker_create: No such device; trying again/ && !moved[$2] { n++ }
+	    END { print n + 0 }' "$TMP/err")
+took=$(sed -n 's/.*elastic: re-formed in \([0-9.]*\) s.*/\1/p' "$TMP/err" | head -n 1)
+is "$late" 0 "... at once, the old context tried once (re-formed in ${took:-?} s)"
 [ "$tap_fail" = 0 ] ||
 	grep -E "elastic|ucp_|error" "$TMP/err" | tail -n 20 | sed 's/^/# err: /'
 done_testing

@@ -44,6 +44,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Reduce-scatter blocks below this go on the TCP lane, where every rank
+ * offers it (transport_lane_everywhere). */
+#define RING_RS_LANE_MAX ((size_t)256 << 10)
+
 static inline int mod(int a, int n)
 {
 	return ((a % n) + n) % n;
@@ -286,12 +290,19 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 	p.len = off + n;
 	seg = ring_segment(t, largest(p.len, n));
 	p.seg = seg / esz ? seg / esz * esz : esz;
-	p.in_recv = xfer_recv_reduce_ok();
-	/* UCX, not the TCP lane (net/lane.h), for every rank alike: a
-	 * receive-reduce cannot land in place, and over the lane through a
-	 * buffer of its own it was slower (2 netns nodes, 16 MiB allreduce:
-	 * 10.4 against 9.1 ms). */
-	x->lane_off = 1;
+	/* Blocks of 256K and more: UCX, not the TCP lane (net/lane.h), for
+	 * every rank alike (the block is the same everywhere), so that a
+	 * segment is reduced as UCX copies it out of its receive buffer; a
+	 * receive-reduce cannot land in place, and over the lane through
+	 * scratch it was slower (2 netns nodes, 16 MiB allreduce: 10.4
+	 * against 9.1 ms; 1 MiB, 512K blocks: 0.67-0.86x OpenMPI's time
+	 * against 0.94-1.07x).  Smaller blocks go on the lane into scratch:
+	 * there UCX's per-message cost is what shows (2 x 1 reducescatter,
+	 * OpenMPI's time over ours, 4 alternations: 64 KiB 0.82-0.89 ->
+	 * 1.08-1.11, 256 KiB 0.88-1.20 -> 1.29-2.21). */
+	x->lane_off = largest(p.len, n) >= RING_RS_LANE_MAX ||
+		      !transport_lane_everywhere();
+	p.in_recv = x->lane_off && xfer_recv_reduce_ok();
 	ring_run(x, &p, t->window);
 	x->lane_off = 0;
 	free(off);

@@ -7,7 +7,9 @@
  *	HVD_CKPT_TEST_CHUNK=bytes                write size (mid-file points)
  *
  * Points: copy (the overlap writer, before its staging copy), begin,
- * mid-file (after each written chunk), written, manifest, renamed, latest.
+ * mid-file (after each written chunk), written, manifest, renamed, latest,
+ * and tidy (rank 0, at the end of a restore, before it removes what
+ * crashes left while the other ranks may already be saving).
  * Unset in production: then a point is two tests of zero.
  */
 #include "config.h"

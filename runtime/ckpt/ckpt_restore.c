@@ -18,7 +18,9 @@
  *      sharded buffer from the byte ranges of the writers' shard files
  *      that hold it (ckpt_shard_plan);
  *   4. rank 0 repairs a stale `latest` and removes partial directories
- *      left by crashes (never the restored checkpoint).
+ *      left by crashes (never the restored checkpoint, nor this run's
+ *      partial directory: no barrier follows, and the other ranks may
+ *      already be writing the next checkpoint into it).
  * Verification reads the data twice (once to verify, once to load) so that
  * the registered buffers are only overwritten by a checkpoint known to be
  * good on every rank; the second read is usually from the page cache.
@@ -306,7 +308,8 @@ static hvd_status_t finish_restore(hvd_ckpt_t *c, struct ckpt_manifest *m,
 		if (ckpt_write_latest(&c->dir, name) != HVD_OK)
 			hvd_log(HVD_LOG_WARNING, "%s", hvd_last_error());
 	}
-	ckpt_prune(&c->dir, c->keep, c->restored_step, NULL, NULL);
+	ckpt_inject_point(c, "tidy", c->restored_step);
+	ckpt_prune(&c->dir, c->keep, c->restored_step, c->tag, NULL);
 	return HVD_OK;
 }
 
@@ -452,8 +455,10 @@ hvd_status_t hvd_ckpt_restore(hvd_ckpt_t *c, long *step)
 				"number of ranks (sharded buffers resliced)" : "");
 		return HVD_OK;
 	}
-	if (c->rank == 0 && skipped == 0)
-		ckpt_prune(&c->dir, c->keep, -1, NULL, NULL);
+	if (c->rank == 0 && skipped == 0) {
+		ckpt_inject_point(c, "tidy", -1);
+		ckpt_prune(&c->dir, c->keep, -1, c->tag, NULL);
+	}
 	if (cand[0] == 0)
 		return hvd_error(HVD_OK, "checkpoint: no checkpoint in %s: "
 				 "starting from step 0", c->dir.path);

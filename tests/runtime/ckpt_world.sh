@@ -6,7 +6,7 @@
 
 NP=$(ckpt_np)
 [ "$NP" -ge 2 ] || skip_all "needs 2 ranks (libhvd collectives and a launcher)"
-plan 7
+plan 11
 run 2 "$PROG" "$W/repl" 10 5 --replicated-only >"$W/o1" 2>&1
 ok $? "2 ranks write replicated state"
 out=$(run 1 "$PROG" "$W/repl" 10 5 --replicated-only 2>&1)
@@ -22,4 +22,19 @@ like "$out" "HVD_ERR_MISMATCH: .*written by 2 ranks, this run has 1: its per-ran
 	"with a message saying why"
 out=$(run 2 "$PROG" "$W/mixed" 10 5 2>&1)
 like "$out" "^restored 10 ok \(rank 0 of 2\)" "on 2 ranks it restores"
+
+# Rank 0 removes what crashes left at the end of a restore, while the
+# other ranks may already be writing the next checkpoint into this run's
+# partial directory (HVD_CKPT_TEST_DELAY_MS slows every point, rank 0's
+# "tidy" before that removal included).  It once took this run's partial
+# directory for a crash's: the save failed ("cannot create
+# .../rank-00001.bin") or, worse, committed a checkpoint without rank 1's
+# file.
+HVD_CKPT_TEST_DELAY_MS=300 run 2 "$PROG" "$W/tidy" 1 1 >"$W/o3" 2>&1
+ok $? "a save right after a restore that found nothing, rank 0 still tidying"
+is "$(newest_ok "$W/tidy")" 1 "... is a checkpoint that verifies"
+[ "$(newest_ok "$W/tidy")" = 1 ] || diag_file "$W/o3"
+out=$(HVD_CKPT_TEST_DELAY_MS=300 run 2 "$PROG" "$W/tidy" 2 1 2>&1)
+like "$out" "^restored 1 ok \(rank 0 of 2\)" "it restores, and a save right after that"
+is "$(newest_ok "$W/tidy")" 2 "... verifies too"
 done_testing

@@ -1097,6 +1097,7 @@ void lane_close(void)
 			"%lu sends waited for room, %lu reads not woken by their "
 			"low-water mark",
 			n_sent, n_recv, n_unexp, n_stall, n_full, n_late);
+	n_sent = n_recv = n_unexp = n_stall = n_full = n_late = 0;
 	up = 0;
 	everywhere = 0;
 	for (int w = 0; peers_tab && w < nranks; w++) {

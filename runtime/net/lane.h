@@ -104,7 +104,8 @@ int lane_poll_fd(void);
 int lane_block_ms(int ms);
 
 /* Say goodbye to every peer and close (hvd_finalize, and before an
- * elastic re-forming: the lane is off in the worlds after it). */
+ * elastic re-forming: the new world opens its own, transport.h's
+ * transport_agree_world). */
 void lane_close(void);
 
 #pragma GCC visibility pop

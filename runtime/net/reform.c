@@ -15,6 +15,7 @@
 #include "net/notice.h"
 #include "net/peers.h"
 #include "net/reform.h"
+#include "net/transport.h"
 #include "net/ucx.h"
 
 #include <pthread.h>
@@ -50,7 +51,7 @@ hvd_status_t reform_transport(const struct hvd_world *w,
 				 "hvd: elastic: switching worlds without a "
 				 "next worker");
 	pthread_mutex_lock(&map_lock);
-	lane_close(); /* off in the worlds after a re-forming */
+	lane_close(); /* opened again below, among the new ranks */
 	notice_cancel();
 	ucx_worker_switch();
 	memb_release_sends();
@@ -62,7 +63,13 @@ hvd_status_t reform_transport(const struct hvd_world *w,
 	pthread_mutex_unlock(&map_lock);
 	if (st != HVD_OK)
 		return st;
-	return ucx_set_peers(w);
+	st = ucx_set_peers(w);
+	if (st != HVD_OK)
+		return st;
+	/* As at hvd_init: who shares a machine now, and the lane among the
+	 * new world's ranks (a member gone since the decision fails it, with
+	 * HVD_ERR_PEER_FAILED, and the world re-forms again). */
+	return transport_agree_world(w);
 }
 
 hvd_status_t reform_set_pmix_map(const int *map, int n)

@@ -174,7 +174,7 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 	}
 	free(g.world_ranks);
 	if (st != HVD_OK)
-		return hvd_error_prefix(st, "hvd_init: comparing machines");
+		return hvd_error_prefix(st, "hvd: comparing machines");
 	if (v[0] == ~v[1]) {
 		one_machine = 1;
 		host_ranks = w->size;
@@ -212,6 +212,11 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
 	if (yield_s < 0)
 		yield_s = 0;
 	HVD_CHECK(ucx_set_peers(w));
+	return transport_agree_world(w);
+}
+
+hvd_status_t transport_agree_world(const struct hvd_world *w)
+{
 	HVD_CHECK(agree_machine(w));
 	ucx_set_oversubscribed(transport_host_oversubscribed());
 	return HVD_OK;

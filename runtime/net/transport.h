@@ -43,6 +43,11 @@ hvd_status_t transport_init(void **addr, size_t *addr_len);
 /* Take the peers' addresses (and pids, for liveness checks). */
 hvd_status_t transport_set_peers(const struct hvd_world *w,
 				 struct bootstrap_peer *peers);
+/* Every rank of world w at once, over its peers: which ranks share a
+ * machine, and the TCP lane's addresses (net/lane.h).  Part of
+ * transport_set_peers; again for each world an elastic re-forming makes
+ * (net/reform.h). */
+hvd_status_t transport_agree_world(const struct hvd_world *w);
 /* Ranks of the job on this machine (all of them when every rank runs
  * here, whatever node it counts as: the same kernel boot id), and whether
  * they outnumber its cores: then waiters should not spin. */

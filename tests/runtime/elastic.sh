@@ -20,7 +20,7 @@ HVDRUN=$top_builddir/runtime/hvdrun
 TRIALS=${ELASTIC_TRIALS:-3}
 TOL=${ELASTIC_ACC_TOL:-0.02}
 NP=3
-plan $((6 + 5 * TRIALS + 5 + 4 + 4 + 4 + 3 + 3))
+plan $((6 + 5 * TRIALS + 5 + 2 + 4 + 4 + 4 + 3 + 3))
 
 now() { date +%s.%N; }
 
@@ -169,6 +169,26 @@ finish "$T"
 is "$st" 0 "rank 2 killed, rank 0 20 ms later (mid re-forming): hvdrun exits 0"
 is "$(size_of "$T")" 2 "... the two survivors finish at size 2"
 NP=3
+
+# ------------------------------------------------- the lane, re-formed
+# The TCP lane (net/lane.h) comes back among the survivors: on one node
+# with HVD_TCP_LANE_LOCAL=1, HVD_SHM=0 and every message from 1K on it,
+# both survivors' last lane line (at hvd_finalize, after the re-forming)
+# counts messages sent and received in the new world.
+T=$TMP/lane
+HVD_TCP_LANE_LOCAL=1 HVD_SHM=0 HVD_TCP_LANE_MIN=1K HOROVOD_LOG_LEVEL=debug \
+	start "$T" -np 3 --elastic
+p=$(pid_of "$T" 1)
+wait_step "$T" 20
+kill -9 "$p"
+finish "$T"
+is "$st" 0 "on the TCP lane, rank 1 killed: the survivors finish"
+is "$(awk '/elastic: re-formed in/ { after = 1 }
+	after && match($0, /TCP lane: [0-9]+ messages sent, [0-9]+ received/) {
+		split(substr($0, RSTART, RLENGTH), f, " ")
+		if (f[3] > 0 && f[6] > 0) n++ }
+	END { print n + 0 }' "$T.err")" 2 \
+	"... and both used the lane again after the re-forming"
 
 # ------------------------------------------------------------ minimum size
 T=$TMP/min

@@ -46,7 +46,8 @@ static hvd_status_t ring_allreduce(hvd_comm_t *comm, const void *src,
 		len[b] = hvd_reducescatter_count(count, b, n) * esz;
 	}
 	xfer_begin(&x, &comm->net);
-	if (ring_reduce_scatter(&x, src, dst, count, dt, op) == HVD_OK)
+	if (ring_reduce_scatter(&x, src, dst, count, dt, op,
+				RING_RS_LANE_MAX_ALLREDUCE) == HVD_OK)
 		ring_allgather(&x, dst, off, len);
 	free(off);
 	return xfer_end(&x);
@@ -209,7 +210,8 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		break;
 	default:
 		xfer_begin(&x, &comm->net);
-		ring_reduce_scatter(&x, src, full, count, dt, rop);
+		ring_reduce_scatter(&x, src, full, count, dt, rop,
+				    RING_RS_LANE_MAX);
 		st = xfer_end(&x);
 		break;
 	}

@@ -44,9 +44,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reduce-scatter blocks below this go on the TCP lane, where every rank
- * offers it (transport_lane_everywhere). */
-#define RING_RS_LANE_MAX ((size_t)256 << 10)
+/* Which reduce-scatter blocks go on the TCP lane (coll_impl.h): under
+ * RING_RS_LANE_SMALL, and from RING_RS_LANE_FROM up to the caller's
+ * lane_max, those in RING_RS_LANE_SEG segments unless HVD_RING_SEGMENT
+ * says otherwise. */
+#define RING_RS_LANE_SEG ((size_t)128 << 10)
+#define RING_RS_LANE_SMALL ((size_t)256 << 10)
+#define RING_RS_LANE_FROM ((size_t)512 << 10)
 
 static inline int mod(int a, int n)
 {
@@ -258,11 +262,12 @@ static size_t largest(const size_t *len, int n)
 }
 
 hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
-				 size_t count, hvd_dtype_t dt, hvd_op_t op)
+				 size_t count, hvd_dtype_t dt, hvd_op_t op,
+				 size_t lane_max)
 {
 	const struct coll_tuning *t = coll_tuning();
 	int n = x->g->size;
-	size_t esz = hvd_dtype_size(dt), seg, *off;
+	size_t esz = hvd_dtype_size(dt), seg, blk, *off;
 	struct ring_pass p = {
 		.n = n,
 		.r = x->me,
@@ -290,19 +295,25 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 	p.len = off + n;
 	seg = ring_segment(t, largest(p.len, n));
 	p.seg = seg / esz ? seg / esz * esz : esz;
-	/* Blocks of 256K and more: UCX, not the TCP lane (net/lane.h), for
-	 * every rank alike (the block is the same everywhere), so that a
-	 * segment is reduced as UCX copies it out of its receive buffer; a
-	 * receive-reduce cannot land in place, and over the lane through
-	 * scratch it was slower (2 netns nodes, 16 MiB allreduce: 10.4
-	 * against 9.1 ms; 1 MiB, 512K blocks: 0.67-0.86x OpenMPI's time
-	 * against 0.94-1.07x).  Smaller blocks go on the lane into scratch:
-	 * there UCX's per-message cost is what shows (2 x 1 reducescatter,
-	 * OpenMPI's time over ours, 4 alternations: 64 KiB 0.82-0.89 ->
-	 * 1.08-1.11, 256 KiB 0.88-1.20 -> 1.29-2.21). */
-	x->lane_off = largest(p.len, n) >= RING_RS_LANE_MAX ||
-		      !transport_lane_everywhere();
+	/* Blocks of 256K and more, but for those from 512K under lane_max:
+	 * UCX, not the TCP lane (net/lane.h), for every rank alike (the
+	 * block is the same everywhere), so that a segment is reduced as
+	 * UCX copies it out of its receive buffer; a receive-reduce cannot
+	 * land in place, and over the lane through scratch it was slower
+	 * (2 netns nodes, 16 MiB allreduce: 10.4 against 9.1 ms).  Smaller
+	 * blocks go on the lane into scratch: there UCX's per-message cost
+	 * is what shows (2 x 1 reducescatter, OpenMPI's time over ours, 4
+	 * alternations: 64 KiB 0.82-0.89 -> 1.08-1.11, 256 KiB 0.88-1.20 ->
+	 * 1.29-2.21), and so, in 128K segments, does a reducescatter's
+	 * 512K-2M (coll_impl.h). */
+	blk = largest(p.len, n);
+	x->lane_off = !transport_lane_everywhere() ||
+		      !(blk < RING_RS_LANE_SMALL ||
+			(blk >= RING_RS_LANE_FROM && blk < lane_max));
 	p.in_recv = x->lane_off && xfer_recv_reduce_ok();
+	if (!x->lane_off && t->segment_auto && p.seg > RING_RS_LANE_SEG)
+		p.seg = RING_RS_LANE_SEG / esz ? RING_RS_LANE_SEG / esz * esz
+					       : esz;
 	ring_run(x, &p, t->window);
 	x->lane_off = 0;
 	free(off);

@@ -46,8 +46,7 @@ static hvd_status_t ring_allreduce(hvd_comm_t *comm, const void *src,
 		len[b] = hvd_reducescatter_count(count, b, n) * esz;
 	}
 	xfer_begin(&x, &comm->net);
-	if (ring_reduce_scatter(&x, src, dst, count, dt, op,
-				RING_RS_LANE_MAX_ALLREDUCE) == HVD_OK)
+	if (ring_reduce_scatter(&x, src, dst, count, dt, op, 0) == HVD_OK)
 		ring_allgather(&x, dst, off, len);
 	free(off);
 	return xfer_end(&x);
@@ -210,8 +209,7 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		break;
 	default:
 		xfer_begin(&x, &comm->net);
-		ring_reduce_scatter(&x, src, full, count, dt, rop,
-				    RING_RS_LANE_MAX);
+		ring_reduce_scatter(&x, src, full, count, dt, rop, 1);
 		st = xfer_end(&x);
 		break;
 	}

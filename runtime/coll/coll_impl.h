@@ -127,24 +127,12 @@ hvd_status_t coll_allreduce_flat(hvd_comm_t *comm, const void *sendbuf,
 
 /* Ring reduce-scatter (coll_ring.c): the even split of count elements;
  * afterwards block r of dst (comm rank r) holds the reduction.  src may
- * equal dst.  op must not be AVERAGE.  Where every rank offers the TCP
- * lane, blocks under 256K go on it, and so do blocks of 512K up to
- * lane_max (in 128K segments); the others go on UCX.  The allreduce's
- * pass gives RING_RS_LANE_MAX_ALLREDUCE (no second range), the
- * reducescatter RING_RS_LANE_MAX: the same on every rank of a call, as
- * they must be. */
+ * equal dst.  op must not be AVERAGE.  lane_wide: blocks of 512K-2M go on
+ * the TCP lane too, as measured faster for hvd_reducescatter but not for
+ * the allreduce's pass (coll_ring.c); the same on every rank of a call. */
 hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 				 size_t count, hvd_dtype_t dtype, hvd_op_t op,
-				 size_t lane_max);
-/* 2 netns nodes x 1 rank, hvd-bench alternations, UCX -> the lane: a
- * reducescatter of 1 MiB 350-565 -> 198-403 us (17 of 19), 1.5 MiB
- * 673-777 -> 340-549, 2 MiB 875-995 -> 692-721 (3 of 3 each), alike
- * from 2M blocks (4 MiB), slower with 256K blocks (512 KiB: 77-253 ->
- * 365-468 us); 3 x 1 at 1.5 and 3 MiB 6 of 6 faster or alike.  Inside
- * an allreduce the same pass was no faster (1 MiB 635-734 -> 581-721 us)
- * and slower for 2 x 2's 2 MiB slices at 4 MiB (3 of 4). */
-#define RING_RS_LANE_MAX ((size_t)2 << 20)
-#define RING_RS_LANE_MAX_ALLREDUCE ((size_t)256 << 10)
+				 int lane_wide);
 /* Ring allgather of n byte blocks (offset off[b], length len[b]) of buf;
  * block r is present on entry. */
 hvd_status_t ring_allgather(struct xfer *x, void *buf, const size_t *off,

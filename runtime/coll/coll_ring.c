@@ -44,13 +44,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Which reduce-scatter blocks go on the TCP lane (coll_impl.h): under
- * RING_RS_LANE_SMALL, and from RING_RS_LANE_FROM up to the caller's
- * lane_max, those in RING_RS_LANE_SEG segments unless HVD_RING_SEGMENT
- * says otherwise. */
-#define RING_RS_LANE_SEG ((size_t)128 << 10)
+/* Which reduce-scatter blocks go on the TCP lane, where every rank offers
+ * it: those under RING_RS_LANE_SMALL, and with the caller's lane_wide
+ * (hvd_reducescatter, not the allreduce's pass) also those from
+ * RING_RS_LANE_FROM to under RING_RS_LANE_WIDE_MAX, in RING_RS_LANE_SEG
+ * segments unless HVD_RING_SEGMENT says otherwise.  2 netns nodes x 1
+ * rank, hvd-bench alternations, UCX -> the lane: a reducescatter of
+ * 1 MiB 350-565 -> 198-403 us (17 of 19), 1.5 MiB 673-777 -> 340-549,
+ * 2 MiB 875-995 -> 692-721 (3 of 3 each), alike from 2M blocks (4 MiB),
+ * slower with 256K blocks (512 KiB: 77-253 -> 365-468 us); 3 x 1 at 1.5
+ * and 3 MiB 6 of 6 faster or alike.  Inside an allreduce the wide range
+ * was no faster (1 MiB 635-734 -> 581-721 us) and slower for 2 x 2's
+ * 2 MiB slices at 4 MiB (3 of 4). */
 #define RING_RS_LANE_SMALL ((size_t)256 << 10)
 #define RING_RS_LANE_FROM ((size_t)512 << 10)
+#define RING_RS_LANE_WIDE_MAX ((size_t)2 << 20)
+#define RING_RS_LANE_SEG ((size_t)128 << 10)
 
 static inline int mod(int a, int n)
 {
@@ -263,7 +272,7 @@ static size_t largest(const size_t *len, int n)
 
 hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 				 size_t count, hvd_dtype_t dt, hvd_op_t op,
-				 size_t lane_max)
+				 int lane_wide)
 {
 	const struct coll_tuning *t = coll_tuning();
 	int n = x->g->size;
@@ -293,27 +302,25 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 	}
 	p.off = off;
 	p.len = off + n;
-	seg = ring_segment(t, largest(p.len, n));
-	p.seg = seg / esz ? seg / esz * esz : esz;
-	/* Blocks of 256K and more, but for those from 512K under lane_max:
-	 * UCX, not the TCP lane (net/lane.h), for every rank alike (the
-	 * block is the same everywhere), so that a segment is reduced as
-	 * UCX copies it out of its receive buffer; a receive-reduce cannot
-	 * land in place, and over the lane through scratch it was slower
-	 * (2 netns nodes, 16 MiB allreduce: 10.4 against 9.1 ms).  Smaller
-	 * blocks go on the lane into scratch: there UCX's per-message cost
-	 * is what shows (2 x 1 reducescatter, OpenMPI's time over ours, 4
-	 * alternations: 64 KiB 0.82-0.89 -> 1.08-1.11, 256 KiB 0.88-1.20 ->
-	 * 1.29-2.21), and so, in 128K segments, does a reducescatter's
-	 * 512K-2M (coll_impl.h). */
+	/* Blocks of 256K and more, but for the wide range (above): UCX, not
+	 * the TCP lane (net/lane.h), for every rank alike (the block is the
+	 * same everywhere), so that a segment is reduced as UCX copies it
+	 * out of its receive buffer; a receive-reduce cannot land in place,
+	 * and over the lane through scratch it was slower (2 netns nodes,
+	 * 16 MiB allreduce: 10.4 against 9.1 ms).  Smaller blocks go on the
+	 * lane into scratch: there UCX's per-message cost is what shows (2 x
+	 * 1 reducescatter, OpenMPI's time over ours, 4 alternations: 64 KiB
+	 * 0.82-0.89 -> 1.08-1.11, 256 KiB 0.88-1.20 -> 1.29-2.21). */
 	blk = largest(p.len, n);
 	x->lane_off = !transport_lane_everywhere() ||
 		      !(blk < RING_RS_LANE_SMALL ||
-			(blk >= RING_RS_LANE_FROM && blk < lane_max));
+			(lane_wide && blk >= RING_RS_LANE_FROM &&
+			 blk < RING_RS_LANE_WIDE_MAX));
 	p.in_recv = x->lane_off && xfer_recv_reduce_ok();
-	if (!x->lane_off && t->segment_auto && p.seg > RING_RS_LANE_SEG)
-		p.seg = RING_RS_LANE_SEG / esz ? RING_RS_LANE_SEG / esz * esz
-					       : esz;
+	seg = ring_segment(t, blk);
+	if (!x->lane_off && t->segment_auto && seg > RING_RS_LANE_SEG)
+		seg = RING_RS_LANE_SEG;
+	p.seg = seg / esz ? seg / esz * esz : esz;
 	ring_run(x, &p, t->window);
 	x->lane_off = 0;
 	free(off);

@@ -32,8 +32,9 @@ like "$out" "^restored 10 ok \(rank 0 of 2\)" "on 2 ranks it restores"
 # file.
 HVD_CKPT_TEST_DELAY_MS=300 run 2 "$PROG" "$W/tidy" 1 1 >"$W/o3" 2>&1
 ok $? "a save right after a restore that found nothing, rank 0 still tidying"
-is "$(newest_ok "$W/tidy")" 1 "... is a checkpoint that verifies"
-[ "$(newest_ok "$W/tidy")" = 1 ] || diag_file "$W/o3"
+got=$(newest_ok "$W/tidy")
+is "$got" 1 "... is a checkpoint that verifies"
+[ "$got" = 1 ] || diag_file "$W/o3"
 out=$(HVD_CKPT_TEST_DELAY_MS=300 run 2 "$PROG" "$W/tidy" 2 1 2>&1)
 like "$out" "^restored 1 ok \(rank 0 of 2\)" "it restores, and a save right after that"
 is "$(newest_ok "$W/tidy")" 2 "... verifies too"

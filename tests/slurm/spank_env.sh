@@ -14,10 +14,11 @@ show+=' $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $SLURMD_NODENAME"'
 
 # --- block: srun --horovod -N2 -n4 env, each task's lines that matter.
 # Not env's whole output: once a task has exited, slurmstepd forwards what
-# is left of its output in 1024-byte pieces, cut anywhere (SLURM_IO_MAX_MSG_LEN,
-# line buffering ignored at end of file), and srun writes the pieces of 4
-# tasks as they come, so another task's line could land in the middle of one
-# (CI once saw 3 HOROVOD_RANK lines of 4).  A few short lines leave in one piece.
+# is left of its output in 1024-byte pieces cut anywhere
+# (SLURM_IO_MAX_MSG_LEN; line buffering is ignored at end of file), and
+# srun writes the pieces of 4 tasks as they come, so another task's line
+# could land in the middle of one (CI once saw 3 HOROVOD_RANK lines of 4).
+# A few short lines leave in one piece.
 out=$(run_timeout "$HVD_TEST_TIMEOUT" srun -Q --horovod -N2 -n4 \
 	bash -c 'env | grep -E "^(HOROVOD_RANK|MASTER_ADDR|MASTER_PORT)="' 2>&1)
 ok $? "srun --horovod -N2 -n4 env ran" || diag "$out"

@@ -18,14 +18,20 @@
  *      (one rank per node, "cross" communicator), all slices at once;
  *   3. shm_allgather_slices within the node.
  * Inter-node traffic is 1/local_size of the flat ring's per rank, and the
- * node-local steps never copy through the transport.
+ * node-local steps never copy through the transport.  Up to
+ * HVD_HIER_LEADER_MAX bytes (16K) latency rules instead: a shared-memory
+ * allreduce within the node, the allreduce among the node leaders (local
+ * rank 0) alone, and a shared-memory broadcast from each leader.
  */
 #include "config.h"
 
 #include "coll/coll_impl.h"
 #include "kernels/kernels.h"
+#include "net/peers.h"
 #include "net/service.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +117,90 @@ static hvd_status_t hier_allreduce(hvd_comm_t *comm, const void *src,
 	return HVD_OK;
 }
 
+/* Small messages: the whole sum through the node leader (local rank 0).
+ * Splitting 8 bytes into slices buys nothing, and with every local rank
+ * on the network at once (2 x 2 on two cores) four processes take turns
+ * at two cores for one round trip each.  Here the node-mates sleep in the
+ * broadcast while the leaders alone make the exchange.  The leader's
+ * status travels in front of the result, with the rank that failed and
+ * why: a node-mate whose leader failed its inter-node step gets the same
+ * error, never the leader's stale buffer. */
+struct leader_hdr {
+	int32_t status;
+	int32_t failed; /* world rank found dead, or -1 */
+	char why[120];
+};
+
+static hvd_status_t leader_failed(const struct leader_hdr *h)
+{
+	char why[sizeof(h->why)];
+
+	memcpy(why, h->why, sizeof(why));
+	why[sizeof(why) - 1] = '\0';
+	if (h->failed >= 0) {
+		peers_mark_failed(h->failed, why, 0);
+		return hvd_error(h->status, "hvd: rank %d failed: %s",
+				 h->failed, why);
+	}
+	return hvd_error(h->status, "hvd: this node's leader failed its "
+				    "inter-node step: %s",
+			 why);
+}
+
+static hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
+					 void *dst, size_t count,
+					 hvd_dtype_t dt, hvd_op_t op,
+					 double scale)
+{
+	shm_group_t *shm = coll_shm(comm->node);
+	size_t bytes = count * hvd_dtype_size(dt);
+	int leader = comm->node->net.rank == 0;
+	struct leader_hdr *h;
+	hvd_status_t st;
+	char *buf;
+
+	st = shm_allreduce(shm, src, dst, count, dt, op, 1.0);
+	if (st != HVD_OK)
+		return hvd_error_prefix(st, "hierarchical allreduce, "
+					    "intra-node reduction");
+	buf = malloc(sizeof(*h) + bytes);
+	if (!buf)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	h = (struct leader_hdr *)buf;
+	if (leader) {
+		st = coll_allreduce_flat(comm->cross, dst, dst, count, dt, op);
+		if (st == HVD_OK && scale != 1.0)
+			reduce_scale(dst, count, dt, scale);
+		memset(h, 0, sizeof(*h));
+		h->status = (int32_t)st;
+		h->failed = st == HVD_OK ? -1
+					 : transport_check_failed(
+						   &comm->cross->net);
+		if (st != HVD_OK)
+			snprintf(h->why, sizeof(h->why), "%s",
+				 h->failed >= 0
+					 ? transport_fail_reason(h->failed)
+					 : hvd_last_error());
+		memcpy(buf + sizeof(*h), dst, bytes);
+	}
+	/* after a failed inter-node step too: the node-mates wait here */
+	st = shm_broadcast(shm, buf, sizeof(*h) + bytes, 0);
+	if (st != HVD_OK) {
+		free(buf);
+		return hvd_error_prefix(st, "hierarchical allreduce, "
+					    "intra-node broadcast");
+	}
+	st = (hvd_status_t)h->status;
+	if (st != HVD_OK && leader)
+		hvd_error_prefix(st, "hierarchical allreduce, inter-node step");
+	else if (st != HVD_OK)
+		leader_failed(h);
+	else if (!leader)
+		memcpy(dst, buf + sizeof(*h), bytes);
+	free(buf);
+	return st;
+}
+
 hvd_status_t host_allreduce(hvd_comm_t *comm, const void *sendbuf,
 			    void *recvbuf, size_t count, hvd_dtype_t dt,
 			    hvd_op_t op)
@@ -141,7 +231,11 @@ hvd_status_t host_allreduce(hvd_comm_t *comm, const void *sendbuf,
 		scale = 1.0; /* done */
 		break;
 	case ALGO_HIER:
-		st = hier_allreduce(comm, src, recvbuf, count, dt, rop, scale);
+		st = count * esz <= coll_tuning()->hier_leader_max
+			     ? hier_allreduce_small(comm, src, recvbuf, count,
+						    dt, rop, scale)
+			     : hier_allreduce(comm, src, recvbuf, count, dt,
+					      rop, scale);
 		scale = 1.0;
 		break;
 	case ALGO_RING:

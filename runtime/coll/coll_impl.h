@@ -49,6 +49,7 @@ struct coll_tuning {
 	size_t reducescatter_small_max; /* HVD_REDUCESCATTER_SMALL_MAX     */
 	size_t bcast_small_max;        /* HVD_BCAST_SMALL_MAX              */
 	size_t allgather_small_max;    /* HVD_ALLGATHER_SMALL_MAX          */
+	size_t hier_leader_max;        /* HVD_HIER_LEADER_MAX              */
 	size_t segment;                /* HVD_RING_SEGMENT (bytes)         */
 	int segment_auto;              /* HVD_RING_SEGMENT unset           */
 	int window;                    /* HVD_RING_WINDOW (segments)       */

@@ -122,6 +122,10 @@ void coll_tuning_parse(struct coll_tuning *t,
 					     "HVD_BCAST_SMALL_MAX", 64 << 10, 0);
 	t->allgather_small_max = parse_size_knob(
 		lookup, warn, "HVD_ALLGATHER_SMALL_MAX", 64 << 10, 0);
+	/* 2 x 2 ranks across two netns nodes, 16 KiB: 26-34 us through the
+	 * node leaders, 42-72 us split in slices (doc/design.md). */
+	t->hier_leader_max = parse_size_knob(lookup, warn,
+					     "HVD_HIER_LEADER_MAX", 16 << 10, 0);
 	/* Unset or malformed (warned about; 0 then, as no valid value is):
 	 * libhvd's to pick (coll_ring.c's ring_segment), 256K where it
 	 * does not. */

@@ -12,9 +12,10 @@
  * TAP line per group.
  *
  *	coll_check            the full check
- *	coll_check kill K     rank K SIGKILLs itself inside an allreduce; the
- *	                      others must fail with HVD_ERR_PEER_FAILED naming
- *	                      K within HOROVOD_PEER_TIMEOUT (+ slack)
+ *	coll_check kill K [N] rank K SIGKILLs itself inside an allreduce (of
+ *	                      N floats, default 65536); the others must fail
+ *	                      with HVD_ERR_PEER_FAILED naming K within
+ *	                      HOROVOD_PEER_TIMEOUT (+ slack)
  *	coll_check initfail   hvd_init must fail with HVD_ERR_BOOTSTRAP
  *	                      (run with a wrong HOROVOD_RANK)
  *	coll_check after F    the full check, once file F exists (at most
@@ -587,9 +588,8 @@ static void test_errors(void)
 
 /* --------------------------------------------------- failure modes */
 
-static int run_kill(int victim)
+static int run_kill(int victim, size_t n)
 {
-	size_t n = 1 << 16;
 	float *buf = xmalloc(n * 4);
 	struct timespec a, b;
 	hvd_status_t st = HVD_OK;
@@ -708,7 +708,8 @@ int main(int argc, char **argv)
 	rank_ = hvd_rank();
 	size_ = hvd_size();
 	if (argc > 2 && strcmp(argv[1], "kill") == 0)
-		return run_kill(atoi(argv[2]));
+		return run_kill(atoi(argv[2]),
+				argc > 3 ? strtoul(argv[3], NULL, 10) : 1 << 16);
 	if (argc > 2 && strcmp(argv[1], "straddle") == 0)
 		return run_straddle(argv[2]);
 	if (argc > 2 && strcmp(argv[1], "after") == 0) {

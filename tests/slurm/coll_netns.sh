@@ -20,7 +20,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 15
+plan 17
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -169,7 +169,7 @@ kill_run() { # name victim survivors srun-args...
 	local name=$1 victim=$2 n=$3 start took named want late
 	shift 3
 	start=$(date +%s)
-	out=$(step "$@" "$CHECK" kill "$victim" 2>/dev/null)
+	out=$(step "$@" "$CHECK" kill "$victim" $count 2>/dev/null)
 	took=$(($(date +%s) - start))
 	want=$(grep -c '^rank ' <<<"$out")
 	named=$(grep -c "HVD_ERR_PEER_FAILED after [0-9.]* s: .*rank $victim failed" <<<"$out")
@@ -181,4 +181,10 @@ kill_run() { # name victim survivors srun-args...
 		diag "$out"
 }
 kill_run "2 x 2, rank 1 (node 1) killed" 1 3 -N2 --ntasks-per-node=2
+# 8 bytes go through the node leaders (HVD_HIER_LEADER_MAX): a dead
+# leader, and a dead node-mate of the other node's leader
+count=2
+kill_run "2 x 2, 8 B, rank 2 (node 2's leader) killed" 2 3 -N2 --ntasks-per-node=2
+kill_run "2 x 2, 8 B, rank 1 (node 1) killed" 1 3 -N2 --ntasks-per-node=2
+count=
 kill_run "3 x 1, rank 2 (node 3) killed" 2 2 -N3 --ntasks-per-node=1

@@ -50,7 +50,7 @@ int main(void)
 	struct coll_place pair = place(2, 2, 1, 1, 1);
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 
-	plan(41);
+	plan(43);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
@@ -58,6 +58,8 @@ int main(void)
 	is_int(t.window, 4, "default window 4");
 	is_int(t.shm, 1, "shm on by default");
 	is_int(t.hier, -1, "hierarchical: auto by default");
+	is_int(t.hier_leader_max, 16 << 10,
+	       "hierarchical through the leaders up to 16 KiB by default");
 	is_int(nwarn, 0, "no warnings for an empty environment");
 
 	/* allreduce */
@@ -114,6 +116,7 @@ int main(void)
 	setenv_("HVD_SHM", "maybe");           /* not a boolean */
 	setenv_("HOROVOD_HIERARCHICAL_ALLREDUCE", "0");
 	setenv_("HVD_ALLGATHER_SMALL_MAX", "12Q"); /* malformed */
+	setenv_("HVD_HIER_LEADER_MAX", "0");
 	nwarn = 0;
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.algo[CK_ALLREDUCE], ALGO_RING, "HVD_ALLREDUCE_ALGO=ring");
@@ -125,6 +128,7 @@ int main(void)
 	is_int(t.shm, 1, "malformed HVD_SHM keeps the default");
 	is_int(t.allgather_small_max, 64 << 10,
 	       "malformed size keeps the default");
+	is_int(t.hier_leader_max, 0, "HVD_HIER_LEADER_MAX=0: never");
 	is_int(nwarn, 3, "three warnings");
 	is_int(coll_select(&t, CK_ALLREDUCE, 8, 2, &no_shm), ALGO_RING,
 	       "forced ring even for 8 bytes");

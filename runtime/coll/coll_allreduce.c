@@ -147,10 +147,9 @@ static hvd_status_t leader_failed(const struct leader_hdr *h)
 			 why);
 }
 
-static hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
-					 void *dst, size_t count,
-					 hvd_dtype_t dt, hvd_op_t op,
-					 double scale)
+hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
+				  void *dst, size_t count, hvd_dtype_t dt,
+				  hvd_op_t op, double scale)
 {
 	shm_group_t *shm = coll_shm(comm->node);
 	size_t bytes = count * hvd_dtype_size(dt);
@@ -163,9 +162,15 @@ static hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 	if (st != HVD_OK)
 		return hvd_error_prefix(st, "hierarchical allreduce, "
 					    "intra-node reduction");
-	buf = malloc(sizeof(*h) + bytes);
-	if (!buf)
-		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	if (comm->leader_cap < sizeof(*h) + bytes) {
+		buf = realloc(comm->leader_buf, sizeof(*h) + bytes);
+		if (!buf)
+			return hvd_error(HVD_ERR_NO_MEMORY,
+					 "hvd: out of memory");
+		comm->leader_buf = buf;
+		comm->leader_cap = sizeof(*h) + bytes;
+	}
+	buf = comm->leader_buf;
 	h = (struct leader_hdr *)buf;
 	if (leader) {
 		st = coll_allreduce_flat(comm->cross, dst, dst, count, dt, op);
@@ -185,11 +190,9 @@ static hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 	}
 	/* after a failed inter-node step too: the node-mates wait here */
 	st = shm_broadcast(shm, buf, sizeof(*h) + bytes, 0);
-	if (st != HVD_OK) {
-		free(buf);
+	if (st != HVD_OK)
 		return hvd_error_prefix(st, "hierarchical allreduce, "
 					    "intra-node broadcast");
-	}
 	st = (hvd_status_t)h->status;
 	if (st != HVD_OK && leader)
 		hvd_error_prefix(st, "hierarchical allreduce, inter-node step");
@@ -197,7 +200,6 @@ static hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 		leader_failed(h);
 	else if (!leader)
 		memcpy(dst, buf + sizeof(*h), bytes);
-	free(buf);
 	return st;
 }
 
@@ -277,7 +279,8 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 	coll_place_of(comm, &p);
 	a = coll_select(coll_tuning(), CK_REDUCESCATTER, count * esz, count,
 			&p);
-	if (a == ALGO_SHM && !coll_shm(comm))
+	if ((a == ALGO_SHM && !coll_shm(comm)) ||
+	    (a == ALGO_HIER && !coll_hier_ready(comm)))
 		a = count * esz <= coll_tuning()->reducescatter_small_max
 			    ? ALGO_RD
 			    : ALGO_RING;
@@ -300,6 +303,11 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		break;
 	case ALGO_RD:
 		st = svc_allreduce(&comm->net, src, full, count, dt, rop);
+		break;
+	case ALGO_HIER:
+		/* small: the whole sum through the node leaders, then the
+		 * slice */
+		st = hier_allreduce_small(comm, src, full, count, dt, rop, 1.0);
 		break;
 	default:
 		xfer_begin(&x, &comm->net);

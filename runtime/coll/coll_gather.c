@@ -1,10 +1,11 @@
 /*
  * coll_gather.c - allgather(v) and alltoall(v).
  *
- * Allgatherv: "direct" for small totals on few ranks (every rank posts
- * its n-1 receives and sends its block to everyone at once: one round of
- * latency), Bruck's log2(n) rounds for small totals on many, the
- * segmented ring (coll_ring.c) for large ones, where every byte crosses
+ * Allgatherv: across even nodes, small totals go through the node
+ * leaders (hier_allgatherv); otherwise "direct" for small totals on few
+ * ranks (every rank posts its n-1 receives and sends its block to
+ * everyone at once: one round of latency), Bruck's log2(n) rounds for
+ * small totals on many, the segmented ring (coll_ring.c) for large ones, where every byte crosses
  * each link once.
  *
  * Alltoallv: pairwise exchange, step s sends to r+s and receives from r-s,
@@ -95,13 +96,56 @@ out:
 	return x->st;
 }
 
+/*
+ * Small totals across even nodes: every rank puts its block in its place
+ * of a zeroed buffer, the buffer is summed as integers by the allreduce
+ * through the node leaders (x + 0 + ... + 0 is x, whatever its bits),
+ * and the others' blocks are copied out.  The leaders make one exchange
+ * where "direct" has every rank send to every other.  Packed blocks (all
+ * of hvd_allgather) are summed in recvbuf itself; with gaps between the
+ * displs, in a copy, so that the gaps stay as they were.  The widest
+ * type that divides the span: int64 sums 4x faster than uint8.
+ */
+static hvd_status_t hier_allgatherv(hvd_comm_t *comm, char *rb,
+				    const size_t *off, const size_t *len,
+				    size_t span, int packed)
+{
+	int n = comm->net.size, r = comm->net.rank;
+	hvd_dtype_t dt = span % 8 == 0   ? HVD_INT64
+			 : span % 4 == 0 ? HVD_INT32
+					 : HVD_UINT8;
+	size_t esz = hvd_dtype_size(dt);
+	char *buf = packed ? rb : calloc(span ? span : 1, 1);
+	hvd_status_t st;
+
+	if (!buf)
+		return hvd_error(HVD_ERR_NO_MEMORY,
+				 "hvd: out of memory (%zu bytes)", span);
+	if (packed) {
+		memset(rb, 0, off[r]);
+		memset(rb + off[r] + len[r], 0, span - off[r] - len[r]);
+	} else {
+		memcpy(buf + off[r], rb + off[r], len[r]);
+	}
+	st = hier_allreduce_small(comm, buf, buf, span / esz, dt, HVD_SUM,
+				  1.0);
+	if (!packed) {
+		for (int b = 0; st == HVD_OK && b < n; b++)
+			if (b != r)
+				memcpy(rb + off[b], buf + off[b], len[b]);
+		free(buf);
+	}
+	return st;
+}
+
 hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 			     size_t sendcount, void *recvbuf,
 			     const size_t *recvcounts, const size_t *displs,
 			     hvd_dtype_t dt)
 {
 	int n = comm->net.size, r = comm->net.rank;
-	size_t esz = hvd_dtype_size(dt), total = 0, *off, *len;
+	size_t esz = hvd_dtype_size(dt), total = 0, span = 0, *off, *len;
+	int packed = 1;
 	struct coll_place p;
 	struct xfer x;
 	hvd_status_t st = HVD_OK;
@@ -120,7 +164,10 @@ hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 	for (int b = 0; b < n; b++) {
 		off[b] = (displs ? displs[b] : total) * esz;
 		len[b] = recvcounts[b] * esz;
+		packed = packed && off[b] == total * esz;
 		total += recvcounts[b];
+		if (off[b] + len[b] > span)
+			span = off[b] + len[b];
 	}
 	/* Own block first (memmove: sendbuf may overlap recvbuf). */
 	if (sendbuf != HVD_IN_PLACE && (const char *)sendbuf != rb + off[r] &&
@@ -138,8 +185,23 @@ hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 		st = shm_allgather_slices(coll_shm(comm), recvbuf, total, dt);
 		goto out;
 	}
-	xfer_begin(&x, &comm->net);
 	a = coll_select(coll_tuning(), CK_ALLGATHER, total * esz, total, &p);
+	/* The same on every member (the counts and displs are): gaps
+	 * between the blocks would make the summed buffer much larger. */
+	if (a == ALGO_HIER &&
+	    span <= total * esz + coll_tuning()->hier_leader_max &&
+	    coll_hier_ready(comm)) {
+		st = hier_allgatherv(comm, rb, off, len, span, packed);
+		goto out;
+	}
+	if (a == ALGO_HIER) {
+		struct coll_tuning flat = *coll_tuning();
+
+		flat.hier = 0;
+		flat.algo[CK_ALLGATHER] = ALGO_AUTO;
+		a = coll_select(&flat, CK_ALLGATHER, total * esz, total, &p);
+	}
+	xfer_begin(&x, &comm->net);
 	if (a == ALGO_RING) {
 		ring_allgather(&x, recvbuf, off, len);
 	} else if (a == ALGO_BRUCK) {

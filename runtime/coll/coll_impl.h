@@ -91,6 +91,13 @@ shm_group_t *coll_shm(hvd_comm_t *comm);
 /* Hierarchy (node and cross communicators, shared memory on the node)
  * usable on every member; agreed once per communicator. */
 int coll_hier_ready(hvd_comm_t *comm);
+/* The hierarchical allreduce through the node leaders (coll_allreduce.c):
+ * every member of comm calls it with the same count; AVERAGE comes in as
+ * SUM with its scale.  Small reducescatters and allgathers across nodes
+ * are made of it too. */
+hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
+				  void *dst, size_t count, hvd_dtype_t dt,
+				  hvd_op_t op, double scale);
 /* coll_init: the shared-memory backend's hooks (coll_topo.c). */
 void coll_topo_init(void);
 

@@ -268,6 +268,8 @@ static void test_allgather(void)
 
 			for (size_t i = 0; i < mine; i++)
 				in[i] = gval(rank_, i);
+			for (size_t i = 0; i < span; i++)
+				out[i] = -7.0; /* the gaps must keep it */
 			st = hvd_allgatherv(in, mine, out, counts_v,
 					    with_displs ? displs : NULL,
 					    HVD_FLOAT64);
@@ -287,6 +289,14 @@ static void test_allgather(void)
 					}
 				pos += (int)counts_v[r];
 			}
+			for (int r = 0; st == HVD_OK && with_displs &&
+					r < size_;
+			     r++)
+				if (out[displs[r] + counts_v[r]] != -7.0 ||
+				    out[displs[r] + counts_v[r] + 1] != -7.0)
+					bad("allgatherv scale %d: the gap "
+					    "after rank %d's block was written",
+					    scale, r);
 			free(in);
 			free(out);
 		}

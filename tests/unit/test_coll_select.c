@@ -50,7 +50,7 @@ int main(void)
 	struct coll_place pair = place(2, 2, 1, 1, 1);
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 
-	plan(43);
+	plan(50);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
@@ -58,8 +58,8 @@ int main(void)
 	is_int(t.window, 4, "default window 4");
 	is_int(t.shm, 1, "shm on by default");
 	is_int(t.hier, -1, "hierarchical: auto by default");
-	is_int(t.hier_leader_max, 16 << 10,
-	       "hierarchical through the leaders up to 16 KiB by default");
+	is_int(t.hier_leader_max, 32 << 10,
+	       "hierarchical through the leaders up to 32 KiB by default");
 	is_int(nwarn, 0, "no warnings for an empty environment");
 
 	/* allreduce */
@@ -100,7 +100,19 @@ int main(void)
 	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &one_node),
 	       ALGO_SHM, "broadcast within a node: shm");
 	is_int(coll_select(&t, CK_ALLGATHER, 100, 100, &two_nodes),
-	       ALGO_DIRECT, "small allgather: direct");
+	       ALGO_HIER, "small allgather across even nodes: the leaders");
+	is_int(coll_select(&t, CK_ALLGATHER, 64 << 10, 8192, &two_nodes),
+	       ALGO_HIER, "64 KiB allgather across even nodes: the leaders");
+	is_int(coll_select(&t, CK_ALLGATHER, 128 << 10, 8192, &two_nodes),
+	       ALGO_RING, "128 KiB allgather across even nodes: ring");
+	is_int(coll_select(&t, CK_ALLGATHER, 6 << 10, 1536, &huge),
+	       ALGO_HIER, "6 KiB allgather of 1024 nodes x 8: the leaders");
+	is_int(coll_select(&t, CK_ALLGATHER, 100, 100, &one_per_node),
+	       ALGO_DIRECT, "small allgather, one rank per node: direct");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &two_nodes),
+	       ALGO_HIER, "small reducescatter across even nodes: the leaders");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &two_nodes),
+	       ALGO_RING, "large reducescatter across even nodes: ring");
 	is_int(coll_select(&t, CK_ALLGATHER, 1 << 20, 1 << 20, &two_nodes),
 	       ALGO_RING, "large allgather: ring");
 	is_int(coll_select(&t, CK_BARRIER, 0, 0, &two_nodes), ALGO_DISSEM,
@@ -129,6 +141,8 @@ int main(void)
 	is_int(t.allgather_small_max, 64 << 10,
 	       "malformed size keeps the default");
 	is_int(t.hier_leader_max, 0, "HVD_HIER_LEADER_MAX=0: never");
+	is_int(coll_select(&t, CK_ALLGATHER, 100, 100, &two_nodes),
+	       ALGO_DIRECT, "hierarchy off: small allgathers direct");
 	is_int(nwarn, 3, "three warnings");
 	is_int(coll_select(&t, CK_ALLREDUCE, 8, 2, &no_shm), ALGO_RING,
 	       "forced ring even for 8 bytes");

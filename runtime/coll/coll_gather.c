@@ -5,8 +5,8 @@
  * leaders (hier_allgatherv); otherwise "direct" for small totals on few
  * ranks (every rank posts its n-1 receives and sends its block to
  * everyone at once: one round of latency), Bruck's log2(n) rounds for
- * small totals on many, the segmented ring (coll_ring.c) for large ones, where every byte crosses
- * each link once.
+ * small totals on many, the segmented ring (coll_ring.c) for large ones,
+ * where every byte crosses each link once.
  *
  * Alltoallv: pairwise exchange, step s sends to r+s and receives from r-s,
  * at most ALLTOALL_WINDOW steps in flight so that a large exchange does

@@ -162,15 +162,9 @@ hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 	if (st != HVD_OK)
 		return hvd_error_prefix(st, "hierarchical allreduce, "
 					    "intra-node reduction");
-	if (comm->leader_cap < sizeof(*h) + bytes) {
-		buf = realloc(comm->leader_buf, sizeof(*h) + bytes);
-		if (!buf)
-			return hvd_error(HVD_ERR_NO_MEMORY,
-					 "hvd: out of memory");
-		comm->leader_buf = buf;
-		comm->leader_cap = sizeof(*h) + bytes;
-	}
-	buf = comm->leader_buf;
+	buf = coll_scratch(comm, sizeof(*h) + bytes);
+	if (!buf)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 	h = (struct leader_hdr *)buf;
 	if (leader) {
 		st = coll_allreduce_flat(comm->cross, dst, dst, count, dt, op);
@@ -305,9 +299,14 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		st = svc_allreduce(&comm->net, src, full, count, dt, rop);
 		break;
 	case ALGO_HIER:
-		/* small: the whole sum through the node leaders, then the
-		 * slice */
-		st = hier_allreduce_small(comm, src, full, count, dt, rop, 1.0);
+		/* across even nodes: the hierarchical allreduce (small: the
+		 * whole sum through the node leaders), then the slice */
+		st = coll_leaders(coll_tuning(), CK_REDUCESCATTER, count * esz,
+				  &p)
+			     ? hier_allreduce_small(comm, src, full, count, dt,
+						    rop, 1.0)
+			     : hier_allreduce(comm, src, full, count, dt, rop,
+					      1.0);
 		break;
 	default:
 		xfer_begin(&x, &comm->net);

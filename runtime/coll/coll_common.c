@@ -84,3 +84,18 @@ hvd_status_t coll_broken(hvd_comm_t *comm, const char *what)
 			 "communicator failed (%s)",
 			 what, hvd_status_name(comm->net.broken));
 }
+
+void *coll_scratch(hvd_comm_t *comm, size_t bytes)
+{
+	if (bytes == 0)
+		bytes = 1;
+	if (comm->scratch_cap < bytes) {
+		void *p = realloc(comm->scratch, bytes);
+
+		if (!p)
+			return NULL;
+		comm->scratch = p;
+		comm->scratch_cap = bytes;
+	}
+	return comm->scratch;
+}

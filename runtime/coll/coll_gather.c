@@ -2,11 +2,12 @@
  * coll_gather.c - allgather(v) and alltoall(v).
  *
  * Allgatherv: across even nodes, small totals go through the node
- * leaders (hier_allgatherv); otherwise "direct" for small totals on few
- * ranks (every rank posts its n-1 receives and sends its block to
- * everyone at once: one round of latency), Bruck's log2(n) rounds for
- * small totals on many, the segmented ring (coll_ring.c) for large ones,
- * where every byte crosses each link once.
+ * leaders (hier_allgatherv), larger ones by a ring per local index and
+ * shared memory (hier_allgatherv_cross); otherwise "direct" for small
+ * totals on few ranks (every rank posts its n-1 receives and sends its
+ * block to everyone at once: one round of latency), Bruck's log2(n)
+ * rounds for small totals on many, the segmented ring (coll_ring.c) for
+ * large ones, where every byte crosses each link once.
  *
  * Alltoallv: pairwise exchange, step s sends to r+s and receives from r-s,
  * at most ALLTOALL_WINDOW steps in flight so that a large exchange does
@@ -18,6 +19,7 @@
 #include "config.h"
 
 #include "coll/coll_impl.h"
+#include "net/peers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +140,116 @@ static hvd_status_t hier_allgatherv(hvd_comm_t *comm, char *rb,
 	return st;
 }
 
+/*
+ * Larger totals across even nodes: every rank runs the ring allgather
+ * among the ranks with its local index (one per node), with the blocks
+ * landing at their places in recvbuf; then, within the node, each local
+ * index in turn broadcasts the blocks its cross group gathered, packed,
+ * through shared memory.  Each node receives the other nodes' blocks
+ * once, where the flat ring sends (n-1)/n of the total over every link
+ * it has between nodes.  A member's local index is its position among
+ * the members on its node, in comm order (comm_hier's rule); its cross
+ * group is in comm order too.  The cross steps' statuses are agreed
+ * before the broadcasts, so that a failure is an error on every
+ * node-mate, never a broadcast of blocks that did not come.
+ */
+static hvd_status_t hier_allgatherv_cross(hvd_comm_t *comm, char *rb,
+					  const size_t *off,
+					  const size_t *len)
+{
+	const struct hvd_world *w = hvd_world();
+	shm_group_t *shm = coll_shm(comm->node);
+	int n = comm->net.size, me = comm->node->net.rank;
+	int ls = comm->node->net.size, nc = comm->cross->net.size;
+	int *li = malloc((size_t)n * sizeof(int));
+	int *seen = calloc((size_t)w->num_nodes, sizeof(int));
+	size_t *coff = malloc(2 * (size_t)nc * sizeof(size_t)), *clen;
+	size_t most = 0;
+	char *pack = NULL;
+	int32_t mine[2], worst[2] = {0, 0}; /* status, failed rank + 1 */
+	hvd_status_t st = HVD_OK;
+	struct xfer x;
+
+	if (!li || !seen || !coff) {
+		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+		goto out;
+	}
+	clen = coff + nc;
+	for (int c = 0, j = 0; c < n; c++) {
+		li[c] = seen[w->node_of[comm->net.world_ranks[c]]]++;
+		if (li[c] == me && j < nc) {
+			coff[j] = off[c];
+			clen[j++] = len[c];
+		}
+	}
+	for (int i = 0; i < ls; i++) {
+		size_t bytes = 0;
+
+		for (int c = 0; c < n; c++)
+			if (li[c] == i)
+				bytes += len[c];
+		if (bytes > most)
+			most = bytes;
+	}
+	pack = coll_scratch(comm, most);
+	xfer_begin(&x, &comm->cross->net);
+	ring_allgather(&x, rb, coff, clen);
+	mine[0] = (int32_t)xfer_end(&x);
+	/* out of memory: still in the agreement, so that nobody waits */
+	if (mine[0] == HVD_OK && !pack)
+		mine[0] = (int32_t)hvd_error(HVD_ERR_NO_MEMORY,
+					     "hvd: out of memory (%zu bytes)",
+					     most);
+	mine[1] = mine[0] == HVD_OK
+			  ? 0
+			  : transport_check_failed(&comm->cross->net) + 1;
+	st = shm_allreduce(shm, mine, worst, 2, HVD_INT32, HVD_MAX, 1.0);
+	if (st == HVD_OK && worst[0] != HVD_OK) {
+		int f = worst[1] - 1;
+
+		if (mine[0] != HVD_OK) {
+			st = (hvd_status_t)mine[0];
+		} else if (f >= 0) {
+			peers_mark_failed(f, "failed in a node-mate's "
+					     "inter-node step", 0);
+			st = hvd_error((hvd_status_t)worst[0],
+				       "hvd: rank %d failed: %s", f,
+				       transport_fail_reason(f));
+		} else {
+			st = hvd_error((hvd_status_t)worst[0],
+				       "hvd: allgather: a node-mate's "
+				       "inter-node step failed (%s)",
+				       hvd_status_name(
+					       (hvd_status_t)worst[0]));
+		}
+	}
+	for (int i = 0; st == HVD_OK && i < ls; i++) {
+		size_t bytes = 0;
+
+		for (int c = 0; c < n; c++)
+			if (li[c] == i)
+				bytes += len[c];
+		for (size_t c = 0, o = 0; i == me && c < (size_t)n; c++)
+			if (li[c] == i) {
+				memcpy(pack + o, rb + off[c], len[c]);
+				o += len[c];
+			}
+		st = shm_broadcast(shm, pack, bytes, i);
+		for (size_t c = 0, o = 0; st == HVD_OK && i != me &&
+					  c < (size_t)n;
+		     c++)
+			if (li[c] == i) {
+				memcpy(rb + off[c], pack + o, len[c]);
+				o += len[c];
+			}
+	}
+out:
+	free(coff);
+	free(seen);
+	free(li);
+	return st;
+}
+
 hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 			     size_t sendcount, void *recvbuf,
 			     const size_t *recvcounts, const size_t *displs,
@@ -186,12 +298,16 @@ hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 		goto out;
 	}
 	a = coll_select(coll_tuning(), CK_ALLGATHER, total * esz, total, &p);
-	/* The same on every member (the counts and displs are): gaps
-	 * between the blocks would make the summed buffer much larger. */
-	if (a == ALGO_HIER &&
-	    span <= total * esz + coll_tuning()->hier_leader_max &&
-	    coll_hier_ready(comm)) {
-		st = hier_allgatherv(comm, rb, off, len, span, packed);
+	/* The same on every member (the counts and displs are).  Small:
+	 * through the leaders, unless gaps between the blocks would make
+	 * the summed buffer much larger; else the cross rings. */
+	if (a == ALGO_HIER && coll_hier_ready(comm)) {
+		if (coll_leaders(coll_tuning(), CK_ALLGATHER, total * esz,
+				 &p) &&
+		    span <= total * esz + coll_tuning()->hier_leader_max)
+			st = hier_allgatherv(comm, rb, off, len, span, packed);
+		else
+			st = hier_allgatherv_cross(comm, rb, off, len);
 		goto out;
 	}
 	if (a == ALGO_HIER) {

@@ -79,6 +79,12 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 			   size_t bytes, size_t count,
 			   const struct coll_place *p);
 
+/* Pure: a reducescatter or allgather of 'bytes' (allgather: the total)
+ * that the allreduce through the node leaders does (coll_select's rule;
+ * host_allgatherv asks it again for a forced ALGO_HIER). */
+int coll_leaders(const struct coll_tuning *t, enum coll_kind k,
+		 size_t bytes, const struct coll_place *p);
+
 /* The process's tuning (read from the environment at hvd_init). */
 const struct coll_tuning *coll_tuning(void);
 void coll_tuning_load(void);
@@ -153,6 +159,10 @@ hvd_status_t coll_fail(hvd_comm_t *comm, hvd_status_t st, const char *fmt,
 /* The error for a collective on a communicator an earlier failure broke. */
 hvd_status_t coll_broken(hvd_comm_t *comm, const char *what);
 
+/* bytes of scratch kept on comm between calls (grown as needed, freed
+ * with comm); one user at a time: a collective does not nest another on
+ * the same comm while it holds it.  NULL: out of memory. */
+void *coll_scratch(hvd_comm_t *comm, size_t bytes);
 static inline const void *coll_src(const void *sendbuf, void *recvbuf)
 {
 	return sendbuf == HVD_IN_PLACE ? recvbuf : sendbuf;

@@ -328,7 +328,7 @@ void comm_destroy(hvd_comm_t *comm)
 			backends[i]->on_destroy(comm, &comm->slot[i]);
 	comm_destroy(comm->node);
 	comm_destroy(comm->cross);
-	free(comm->leader_buf);
+	free(comm->scratch);
 	free(comm->net.world_ranks);
 	free(comm);
 }

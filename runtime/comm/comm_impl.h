@@ -28,11 +28,11 @@ struct hvd_comm {
 	int hier_state;     /* 0 not yet, 1 built, -1 failed           */
 	hvd_comm_t *node;   /* members on this node                    */
 	hvd_comm_t *cross;  /* members with the same local rank        */
-	/* The node leaders' broadcast buffer (coll_allreduce.c), kept
+	/* Scratch of the hierarchical algorithms (coll_scratch), kept
 	 * between calls: a freed one goes back to the kernel and every
 	 * call would fault its pages in again. */
-	void *leader_buf;
-	size_t leader_cap;
+	void *scratch;
+	size_t scratch_cap;
 	/* What each registered backend keeps for this communicator. */
 	struct comm_slot slot[COMM_MAX_BACKENDS];
 };

@@ -12,9 +12,11 @@
  * TAP line per group.
  *
  *	coll_check            the full check
- *	coll_check kill K [N] rank K SIGKILLs itself inside an allreduce (of
- *	                      N floats, default 65536); the others must fail
- *	                      with HVD_ERR_PEER_FAILED naming K within
+ *	coll_check kill K [N [allgather]]
+ *	                      rank K SIGKILLs itself inside an allreduce (of
+ *	                      N floats, default 65536; or an allgather of N
+ *	                      in all); the others must fail with
+ *	                      HVD_ERR_PEER_FAILED naming K within
  *	                      HOROVOD_PEER_TIMEOUT (+ slack)
  *	coll_check initfail   hvd_init must fail with HVD_ERR_BOOTSTRAP
  *	                      (run with a wrong HOROVOD_RANK)
@@ -598,7 +600,7 @@ static void test_errors(void)
 
 /* --------------------------------------------------- failure modes */
 
-static int run_kill(int victim, size_t n)
+static int run_kill(int victim, size_t n, int gather)
 {
 	float *buf = xmalloc(n * 4);
 	struct timespec a, b;
@@ -624,7 +626,12 @@ static int run_kill(int victim, size_t n)
 			kill(getpid(), SIGKILL);
 		}
 		clock_gettime(CLOCK_MONOTONIC, &a);
-		st = hvd_allreduce(HVD_IN_PLACE, buf, n, HVD_FLOAT32, HVD_SUM);
+		if (gather)
+			st = hvd_allgather(HVD_IN_PLACE, buf,
+					   n / (size_t)size_, HVD_FLOAT32);
+		else
+			st = hvd_allreduce(HVD_IN_PLACE, buf, n, HVD_FLOAT32,
+					   HVD_SUM);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	took = (double)(b.tv_sec - a.tv_sec) +
@@ -719,7 +726,8 @@ int main(int argc, char **argv)
 	size_ = hvd_size();
 	if (argc > 2 && strcmp(argv[1], "kill") == 0)
 		return run_kill(atoi(argv[2]),
-				argc > 3 ? strtoul(argv[3], NULL, 10) : 1 << 16);
+				argc > 3 ? strtoul(argv[3], NULL, 10) : 1 << 16,
+				argc > 4 && !strcmp(argv[4], "allgather"));
 	if (argc > 2 && strcmp(argv[1], "straddle") == 0)
 		return run_straddle(argv[2]);
 	if (argc > 2 && strcmp(argv[1], "after") == 0) {

@@ -20,7 +20,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 17
+plan 18
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -169,7 +169,7 @@ kill_run() { # name victim survivors srun-args...
 	local name=$1 victim=$2 n=$3 start took named want late
 	shift 3
 	start=$(date +%s)
-	out=$(step "$@" "$CHECK" kill "$victim" $count 2>/dev/null)
+	out=$(step "$@" "$CHECK" kill "$victim" $count $what 2>/dev/null)
 	took=$(($(date +%s) - start))
 	want=$(grep -c '^rank ' <<<"$out")
 	named=$(grep -c "HVD_ERR_PEER_FAILED after [0-9.]* s: .*rank $victim failed" <<<"$out")
@@ -186,5 +186,8 @@ kill_run "2 x 2, rank 1 (node 1) killed" 1 3 -N2 --ntasks-per-node=2
 count=2
 kill_run "2 x 2, 8 B, rank 2 (node 2's leader) killed" 2 3 -N2 --ntasks-per-node=2
 kill_run "2 x 2, 8 B, rank 1 (node 1) killed" 1 3 -N2 --ntasks-per-node=2
-count=
+# 256 KiB allgathers: a ring per local index, then shared memory
+count=65536 what=allgather
+kill_run "2 x 2, 256 KiB allgather, rank 3 (node 2) killed" 3 3 -N2 --ntasks-per-node=2
+count= what=
 kill_run "3 x 1, rank 2 (node 3) killed" 2 2 -N3 --ntasks-per-node=1

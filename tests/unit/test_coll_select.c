@@ -50,7 +50,7 @@ int main(void)
 	struct coll_place pair = place(2, 2, 1, 1, 1);
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 
-	plan(50);
+	plan(52);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
@@ -104,7 +104,9 @@ int main(void)
 	is_int(coll_select(&t, CK_ALLGATHER, 64 << 10, 8192, &two_nodes),
 	       ALGO_HIER, "64 KiB allgather across even nodes: the leaders");
 	is_int(coll_select(&t, CK_ALLGATHER, 128 << 10, 8192, &two_nodes),
-	       ALGO_RING, "128 KiB allgather across even nodes: ring");
+	       ALGO_HIER, "128 KiB allgather across even nodes: cross rings");
+	is_int(coll_leaders(&t, CK_ALLGATHER, 128 << 10, &two_nodes), 0,
+	       "... not through the leaders");
 	is_int(coll_select(&t, CK_ALLGATHER, 6 << 10, 1536, &huge),
 	       ALGO_HIER, "6 KiB allgather of 1024 nodes x 8: the leaders");
 	is_int(coll_select(&t, CK_ALLGATHER, 100, 100, &one_per_node),
@@ -114,7 +116,9 @@ int main(void)
 	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &two_nodes),
 	       ALGO_RING, "large reducescatter across even nodes: ring");
 	is_int(coll_select(&t, CK_ALLGATHER, 1 << 20, 1 << 20, &two_nodes),
-	       ALGO_RING, "large allgather: ring");
+	       ALGO_HIER, "large allgather across even nodes: hierarchical");
+	is_int(coll_select(&t, CK_ALLGATHER, 1 << 20, 1 << 20, &uneven),
+	       ALGO_RING, "large allgather, uneven nodes: ring");
 	is_int(coll_select(&t, CK_BARRIER, 0, 0, &two_nodes), ALGO_DISSEM,
 	       "barrier across nodes: dissemination");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &no_shm),

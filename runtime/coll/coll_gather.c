@@ -100,23 +100,20 @@ out:
 
 /*
  * Small totals across even nodes: every rank puts its block in its place
- * of a zeroed buffer, the buffer is summed as integers by the allreduce
- * through the node leaders (x + 0 + ... + 0 is x, whatever its bits),
- * and the others' blocks are copied out.  The leaders make one exchange
+ * of a zeroed buffer, the buffer is summed by the allreduce through the
+ * node leaders (x + 0 + ... + 0 is x, whatever its bits), and the
+ * others' blocks are copied out.  The leaders make one exchange
  * where "direct" has every rank send to every other.  Packed blocks (all
  * of hvd_allgather) are summed in recvbuf itself; with gaps between the
- * displs, in a copy, so that the gaps stay as they were.  The widest
- * type that divides the span: int64 sums 4x faster than uint8.
+ * displs, in a copy, so that the gaps stay as they were.  Summed as
+ * uint8: any span, and in shared memory as fast as int32 or int64 up to
+ * 64 KiB (1 node x 2: 4.6-4.9 us at 64 KiB, each).
  */
 static hvd_status_t hier_allgatherv(hvd_comm_t *comm, char *rb,
 				    const size_t *off, const size_t *len,
 				    size_t span, int packed)
 {
 	int n = comm->net.size, r = comm->net.rank;
-	hvd_dtype_t dt = span % 8 == 0   ? HVD_INT64
-			 : span % 4 == 0 ? HVD_INT32
-					 : HVD_UINT8;
-	size_t esz = hvd_dtype_size(dt);
 	char *buf = packed ? rb : calloc(span ? span : 1, 1);
 	hvd_status_t st;
 
@@ -129,7 +126,7 @@ static hvd_status_t hier_allgatherv(hvd_comm_t *comm, char *rb,
 	} else {
 		memcpy(buf + off[r], rb + off[r], len[r]);
 	}
-	st = hier_allreduce_small(comm, buf, buf, span / esz, dt, HVD_SUM,
+	st = hier_allreduce_small(comm, buf, buf, span, HVD_UINT8, HVD_SUM,
 				  1.0);
 	if (!packed) {
 		for (int b = 0; st == HVD_OK && b < n; b++)

@@ -19,7 +19,7 @@
  *   3. shm_allgather_slices within the node.
  * Inter-node traffic is 1/local_size of the flat ring's per rank, and the
  * node-local steps never copy through the transport.  Up to
- * HVD_HIER_LEADER_MAX bytes (16K) latency rules instead: a shared-memory
+ * HVD_HIER_LEADER_MAX bytes (32K) latency rules instead: a shared-memory
  * allreduce within the node, the allreduce among the node leaders (local
  * rank 0) alone, and a shared-memory broadcast from each leader.
  */
@@ -27,7 +27,6 @@
 
 #include "coll/coll_impl.h"
 #include "kernels/kernels.h"
-#include "net/peers.h"
 #include "net/service.h"
 
 #include <stdint.h>
@@ -131,22 +130,6 @@ struct leader_hdr {
 	char why[120];
 };
 
-static hvd_status_t leader_failed(const struct leader_hdr *h)
-{
-	char why[sizeof(h->why)];
-
-	memcpy(why, h->why, sizeof(why));
-	why[sizeof(why) - 1] = '\0';
-	if (h->failed >= 0) {
-		peers_mark_failed(h->failed, why, 0);
-		return hvd_error(h->status, "hvd: rank %d failed: %s",
-				 h->failed, why);
-	}
-	return hvd_error(h->status, "hvd: this node's leader failed its "
-				    "inter-node step: %s",
-			 why);
-}
-
 hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 				  void *dst, size_t count, hvd_dtype_t dt,
 				  hvd_op_t op, double scale)
@@ -188,12 +171,17 @@ hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 		return hvd_error_prefix(st, "hierarchical allreduce, "
 					    "intra-node broadcast");
 	st = (hvd_status_t)h->status;
-	if (st != HVD_OK && leader)
+	if (st == HVD_OK) {
+		if (!leader)
+			memcpy(dst, buf + sizeof(*h), bytes);
+	} else if (leader) {
 		hvd_error_prefix(st, "hierarchical allreduce, inter-node step");
-	else if (st != HVD_OK)
-		leader_failed(h);
-	else if (!leader)
-		memcpy(dst, buf + sizeof(*h), bytes);
+	} else {
+		h->why[sizeof(h->why) - 1] = '\0';
+		coll_mate_failed(st, h->failed, h->why,
+				 "this node's leader failed its inter-node "
+				 "step");
+	}
 	return st;
 }
 

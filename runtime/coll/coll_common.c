@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "coll/coll_impl.h"
+#include "net/peers.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -98,4 +99,15 @@ void *coll_scratch(hvd_comm_t *comm, size_t bytes)
 		comm->scratch_cap = bytes;
 	}
 	return comm->scratch;
+}
+
+hvd_status_t coll_mate_failed(hvd_status_t st, int failed, const char *why,
+			      const char *what)
+{
+	if (failed >= 0) {
+		peers_mark_failed(failed, why, 0);
+		return hvd_error(st, "hvd: rank %d failed: %s", failed,
+				 transport_fail_reason(failed));
+	}
+	return hvd_error(st, "hvd: %s: %s", what, why);
 }

@@ -19,7 +19,6 @@
 #include "config.h"
 
 #include "coll/coll_impl.h"
-#include "net/peers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -154,40 +153,38 @@ static hvd_status_t hier_allgatherv_cross(hvd_comm_t *comm, char *rb,
 					  const size_t *off,
 					  const size_t *len)
 {
-	const struct hvd_world *w = hvd_world();
 	shm_group_t *shm = coll_shm(comm->node);
 	int n = comm->net.size, me = comm->node->net.rank;
 	int ls = comm->node->net.size, nc = comm->cross->net.size;
 	int *li = malloc((size_t)n * sizeof(int));
-	int *seen = calloc((size_t)w->num_nodes, sizeof(int));
-	size_t *coff = malloc(2 * (size_t)nc * sizeof(size_t)), *clen;
-	size_t most = 0;
+	size_t *coff = malloc((2 * (size_t)nc + (size_t)ls) * sizeof(size_t));
+	size_t *clen, *group, most = 0;
 	char *pack = NULL;
 	int32_t mine[2], worst[2] = {0, 0}; /* status, failed rank + 1 */
 	hvd_status_t st = HVD_OK;
 	struct xfer x;
 
-	if (!li || !seen || !coff) {
+	if (!li || !coff) {
 		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 		goto out;
 	}
+	st = comm_local_index(comm, li);
+	if (st != HVD_OK)
+		goto out;
+	/* this rank's cross group, and the bytes of every group */
 	clen = coff + nc;
+	group = clen + nc;
+	memset(group, 0, (size_t)ls * sizeof(size_t));
 	for (int c = 0, j = 0; c < n; c++) {
-		li[c] = seen[w->node_of[comm->net.world_ranks[c]]]++;
 		if (li[c] == me && j < nc) {
 			coff[j] = off[c];
 			clen[j++] = len[c];
 		}
+		group[li[c]] += len[c];
 	}
-	for (int i = 0; i < ls; i++) {
-		size_t bytes = 0;
-
-		for (int c = 0; c < n; c++)
-			if (li[c] == i)
-				bytes += len[c];
-		if (bytes > most)
-			most = bytes;
-	}
+	for (int i = 0; i < ls; i++)
+		if (group[i] > most)
+			most = group[i];
 	pack = coll_scratch(comm, most);
 	xfer_begin(&x, &comm->cross->net);
 	ring_allgather(&x, rb, coff, clen);
@@ -201,37 +198,21 @@ static hvd_status_t hier_allgatherv_cross(hvd_comm_t *comm, char *rb,
 			  ? 0
 			  : transport_check_failed(&comm->cross->net) + 1;
 	st = shm_allreduce(shm, mine, worst, 2, HVD_INT32, HVD_MAX, 1.0);
-	if (st == HVD_OK && worst[0] != HVD_OK) {
-		int f = worst[1] - 1;
-
-		if (mine[0] != HVD_OK) {
-			st = (hvd_status_t)mine[0];
-		} else if (f >= 0) {
-			peers_mark_failed(f, "failed in a node-mate's "
-					     "inter-node step", 0);
-			st = hvd_error((hvd_status_t)worst[0],
-				       "hvd: rank %d failed: %s", f,
-				       transport_fail_reason(f));
-		} else {
-			st = hvd_error((hvd_status_t)worst[0],
-				       "hvd: allgather: a node-mate's "
-				       "inter-node step failed (%s)",
-				       hvd_status_name(
-					       (hvd_status_t)worst[0]));
-		}
-	}
+	if (st == HVD_OK && worst[0] != HVD_OK)
+		st = mine[0] != HVD_OK
+			     ? (hvd_status_t)mine[0]
+			     : coll_mate_failed(
+				       (hvd_status_t)worst[0], worst[1] - 1,
+				       "failed in a node-mate's inter-node "
+				       "step",
+				       "allgather");
 	for (int i = 0; st == HVD_OK && i < ls; i++) {
-		size_t bytes = 0;
-
-		for (int c = 0; c < n; c++)
-			if (li[c] == i)
-				bytes += len[c];
 		for (size_t c = 0, o = 0; i == me && c < (size_t)n; c++)
 			if (li[c] == i) {
 				memcpy(pack + o, rb + off[c], len[c]);
 				o += len[c];
 			}
-		st = shm_broadcast(shm, pack, bytes, i);
+		st = shm_broadcast(shm, pack, group[i], i);
 		for (size_t c = 0, o = 0; st == HVD_OK && i != me &&
 					  c < (size_t)n;
 		     c++)
@@ -242,7 +223,6 @@ static hvd_status_t hier_allgatherv_cross(hvd_comm_t *comm, char *rb,
 	}
 out:
 	free(coff);
-	free(seen);
 	free(li);
 	return st;
 }

@@ -159,6 +159,12 @@ hvd_status_t coll_fail(hvd_comm_t *comm, hvd_status_t st, const char *fmt,
 /* The error for a collective on a communicator an earlier failure broke. */
 hvd_status_t coll_broken(hvd_comm_t *comm, const char *what);
 
+/* The error of a step a node-mate made and passed on through shared
+ * memory: world rank 'failed' (< 0: none found) is marked failed here too
+ * (for the reason why, unless this rank knows one) and named; without a
+ * rank, "what: why". */
+hvd_status_t coll_mate_failed(hvd_status_t st, int failed, const char *why,
+			      const char *what);
 /* bytes of scratch kept on comm between calls (grown as needed, freed
  * with comm); one user at a time: a collective does not nest another on
  * the same comm while it holds it.  NULL: out of memory. */

@@ -335,6 +335,19 @@ void comm_destroy(hvd_comm_t *comm)
 
 /* ------------------------------------------------------ hierarchy */
 
+hvd_status_t comm_local_index(const hvd_comm_t *comm, int *li)
+{
+	const struct hvd_world *w = hvd_world();
+	int *seen = calloc((size_t)w->num_nodes, sizeof(int));
+
+	if (!seen)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	for (int i = 0; i < comm->net.size; i++)
+		li[i] = seen[w->node_of[comm->net.world_ranks[i]]]++;
+	free(seen);
+	return HVD_OK;
+}
+
 hvd_status_t comm_hier(hvd_comm_t *comm, int *ok)
 {
 	const struct hvd_world *w = hvd_world();
@@ -351,21 +364,22 @@ hvd_status_t comm_hier(hvd_comm_t *comm, int *ok)
 		return HVD_OK;
 	node_ranks = malloc((size_t)comm->net.size * sizeof(int));
 	cross_ranks = malloc((size_t)comm->net.size * sizeof(int));
-	idx = calloc((size_t)w->num_nodes, sizeof(int));
+	idx = malloc((size_t)comm->net.size * sizeof(int));
 	if (!node_ranks || !cross_ranks || !idx) {
 		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 		goto out;
 	}
-	/* Members in comm order; a member's local index is its position
-	 * among the members on its node.  The cross group of local index i
-	 * holds slice i of every node's reduce-scatter. */
+	st = comm_local_index(comm, idx);
+	if (st != HVD_OK)
+		goto out;
+	/* Members in comm order.  The cross group of local index i holds
+	 * slice i of every node's reduce-scatter. */
 	for (int i = 0; i < comm->net.size; i++) {
-		int wr = comm->net.world_ranks[i], node = w->node_of[wr];
-		int li = idx[node]++;
+		int wr = comm->net.world_ranks[i];
 
-		if (node == w->node_id)
+		if (w->node_of[wr] == w->node_id)
 			node_ranks[nn++] = wr;
-		if (li == comm->local_rank)
+		if (idx[i] == comm->local_rank)
 			cross_ranks[nc++] = wr;
 	}
 	st = agree_ctx(comm, 2, &ctx);

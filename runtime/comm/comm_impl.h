@@ -41,6 +41,10 @@ struct hvd_comm {
  * with *ok=0 when the comm is not hierarchical (one node, one rank per
  * node, or uneven nodes). */
 hvd_status_t comm_hier(hvd_comm_t *comm, int *ok);
+/* li[i] (comm->net.size ints): member i's local index, its position among
+ * the members on its node in comm order; the cross group of local index
+ * j is the members with li == j, in comm order. */
+hvd_status_t comm_local_index(const hvd_comm_t *comm, int *li);
 
 #pragma GCC visibility pop
 

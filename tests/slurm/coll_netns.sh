@@ -165,11 +165,12 @@ fi
 
 # A rank dies inside an allreduce: every survivor, on every node, fails
 # naming it, long before HOROVOD_PEER_TIMEOUT (default 60 s) would.
-kill_run() { # name victim survivors srun-args...
-	local name=$1 victim=$2 n=$3 start took named want late
-	shift 3
+kill_run() { # name victim survivors "[COUNT [allgather]]" srun-args...
+	local name=$1 victim=$2 n=$3 call=$4 start took named want late
+	shift 4
 	start=$(date +%s)
-	out=$(step "$@" "$CHECK" kill "$victim" $count $what 2>/dev/null)
+	# shellcheck disable=SC2086 # call: coll_check's words after K
+	out=$(step "$@" "$CHECK" kill "$victim" $call 2>/dev/null)
 	took=$(($(date +%s) - start))
 	want=$(grep -c '^rank ' <<<"$out")
 	named=$(grep -c "HVD_ERR_PEER_FAILED after [0-9.]* s: .*rank $victim failed" <<<"$out")
@@ -180,14 +181,11 @@ kill_run() { # name victim survivors srun-args...
 		"$name: $named of $n survivors name rank $victim, none after 60 s; step ended in ${took}s" ||
 		diag "$out"
 }
-kill_run "2 x 2, rank 1 (node 1) killed" 1 3 -N2 --ntasks-per-node=2
+kill_run "2 x 2, rank 1 (node 1) killed" 1 3 "" -N2 --ntasks-per-node=2
 # 8 bytes go through the node leaders (HVD_HIER_LEADER_MAX): a dead
 # leader, and a dead node-mate of the other node's leader
-count=2
-kill_run "2 x 2, 8 B, rank 2 (node 2's leader) killed" 2 3 -N2 --ntasks-per-node=2
-kill_run "2 x 2, 8 B, rank 1 (node 1) killed" 1 3 -N2 --ntasks-per-node=2
+kill_run "2 x 2, 8 B, rank 2 (node 2's leader) killed" 2 3 2 -N2 --ntasks-per-node=2
+kill_run "2 x 2, 8 B, rank 1 (node 1) killed" 1 3 2 -N2 --ntasks-per-node=2
 # 256 KiB allgathers: a ring per local index, then shared memory
-count=65536 what=allgather
-kill_run "2 x 2, 256 KiB allgather, rank 3 (node 2) killed" 3 3 -N2 --ntasks-per-node=2
-count= what=
-kill_run "3 x 1, rank 2 (node 3) killed" 2 2 -N3 --ntasks-per-node=1
+kill_run "2 x 2, 256 KiB allgather, rank 3 (node 2) killed" 3 3 "65536 allgather" -N2 --ntasks-per-node=2
+kill_run "3 x 1, rank 2 (node 3) killed" 2 2 "" -N3 --ntasks-per-node=1

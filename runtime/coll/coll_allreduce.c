@@ -240,6 +240,78 @@ hvd_status_t host_allreduce(hvd_comm_t *comm, const void *sendbuf,
 	return HVD_OK;
 }
 
+/*
+ * Larger reducescatters across even nodes: every byte crosses between
+ * nodes once, where the allreduce-then-slice sends it twice and the flat
+ * ring over all members pays a hop per member.  Each member copies its
+ * input into scratch with the blocks reordered by (local index, cross
+ * rank) and padded to the largest block size q, so that the node's
+ * reduce-scatter hands local index i exactly the blocks of its own cross
+ * group: slots i*nc .. i*nc+nc-1.  The ring reduce-scatter among the
+ * cross group then leaves cross rank c its own slot, fully reduced.  No
+ * step follows within the node, so a failed inter-node step is an error
+ * on its own cross group; node-mates of other groups whose ring completed
+ * have their whole result, and learn of the dead rank from the failure
+ * notice at the latest in their next collective.
+ */
+static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
+				       void *slice, size_t count,
+				       hvd_dtype_t dt, hvd_op_t op)
+{
+	shm_group_t *shm = coll_shm(comm->node);
+	int n = comm->net.size, me = comm->node->net.rank;
+	int ls = comm->node->net.size, nc = comm->cross->net.size;
+	size_t esz = hvd_dtype_size(dt);
+	size_t q = hvd_reducescatter_count(count, 0, n) * esz;
+	int *li = malloc((size_t)(n + ls) * sizeof(int)), *pos;
+	hvd_status_t st = HVD_OK;
+	char *pack, *region;
+	struct xfer x;
+
+	pack = coll_scratch(comm, (size_t)n * q);
+	if (!li || !pack) {
+		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+		goto out;
+	}
+	st = comm_local_index(comm, li);
+	if (st != HVD_OK)
+		goto out;
+	pos = li + n;
+	memset(pos, 0, (size_t)ls * sizeof(int));
+	for (int w = 0; w < n; w++) {
+		char *to = pack + ((size_t)li[w] * nc + pos[li[w]]++) * q;
+		size_t len = hvd_reducescatter_count(count, w, n) * esz;
+
+		memcpy(to,
+		       (const char *)src +
+			       hvd_reducescatter_offset(count, w, n) * esz,
+		       len);
+		memset(to + len, 0, q - len);
+	}
+	st = shm_reduce_scatter(shm, pack, pack, (size_t)n * (q / esz), dt,
+				op);
+	if (st != HVD_OK) {
+		st = hvd_error_prefix(st, "hierarchical reducescatter, "
+					  "intra-node reduce-scatter");
+		goto out;
+	}
+	region = pack + (size_t)me * nc * q;
+	xfer_begin(&x, &comm->cross->net);
+	ring_reduce_scatter(&x, region, region, (size_t)nc * (q / esz), dt,
+			    op, 1);
+	st = xfer_end(&x);
+	if (st != HVD_OK) {
+		st = hvd_error_prefix(st, "hierarchical reducescatter, "
+					  "inter-node step");
+		goto out;
+	}
+	memcpy(slice, region + (size_t)comm->cross->net.rank * q,
+	       hvd_reducescatter_count(count, comm->net.rank, n) * esz);
+out:
+	free(li);
+	return st;
+}
+
 hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 				void *recvbuf, size_t count, hvd_dtype_t dt,
 				hvd_op_t op)
@@ -266,18 +338,26 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		a = count * esz <= coll_tuning()->reducescatter_small_max
 			    ? ALGO_RD
 			    : ALGO_RING;
+	if (hvd_log_enabled(HVD_LOG_TRACE))
+		hvd_log(HVD_LOG_TRACE, "reducescatter ctx %u: %zu x %s: %s",
+			comm->net.ctx, count, hvd_dtype_name(dt),
+			coll_algo_name(a));
 	/* In place, recvbuf holds the whole input and is scratch too.  Out
 	 * of place on one node there is no scratch: ranks reduce their slice
-	 * straight from the segment into recvbuf. */
-	slice_only = a == ALGO_SHM && !in_place;
-	full = in_place ? recvbuf : slice_only ? NULL : malloc(count * esz);
+	 * straight from the segment into recvbuf.  By local index, the
+	 * reordered copy is the scratch (kept on comm). */
+	slice_only = (a == ALGO_SHM && !in_place) ||
+		     (a == ALGO_HIER &&
+		      !coll_leaders(coll_tuning(), CK_REDUCESCATTER,
+				    count * esz, &p));
+	full = slice_only ? NULL : in_place ? recvbuf : malloc(count * esz);
 	if (!full && !slice_only)
 		return hvd_error(HVD_ERR_NO_MEMORY,
 				 "hvd: out of memory (%zu bytes)",
 				 count * esz);
 	switch (a) {
 	case ALGO_SHM:
-		st = slice_only ? shm_reduce_scatter_slice(coll_shm(comm),
+		st = !in_place ? shm_reduce_scatter_slice(coll_shm(comm),
 							    sendbuf, recvbuf,
 							    count, dt, rop)
 				: shm_reduce_scatter(coll_shm(comm), src, full,
@@ -287,14 +367,12 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		st = svc_allreduce(&comm->net, src, full, count, dt, rop);
 		break;
 	case ALGO_HIER:
-		/* across even nodes: the hierarchical allreduce (small: the
-		 * whole sum through the node leaders), then the slice */
-		st = coll_leaders(coll_tuning(), CK_REDUCESCATTER, count * esz,
-				  &p)
-			     ? hier_allreduce_small(comm, src, full, count, dt,
-						    rop, 1.0)
-			     : hier_allreduce(comm, src, full, count, dt, rop,
-					      1.0);
+		/* across even nodes: small, the whole sum through the node
+		 * leaders, then the slice; larger, by local index */
+		st = slice_only ? hier_reducescatter(comm, src, recvbuf, count,
+						     dt, rop)
+				: hier_allreduce_small(comm, src, full, count,
+						       dt, rop, 1.0);
 		break;
 	default:
 		xfer_begin(&x, &comm->net);

@@ -12,11 +12,11 @@
  * TAP line per group.
  *
  *	coll_check            the full check
- *	coll_check kill K [N [allgather]]
+ *	coll_check kill K [N [allgather|reducescatter]]
  *	                      rank K SIGKILLs itself inside an allreduce (of
- *	                      N floats, default 65536; or an allgather of N
- *	                      in all); the others must fail with
- *	                      HVD_ERR_PEER_FAILED naming K within
+ *	                      N floats, default 65536; or an allgather or
+ *	                      a reducescatter of N in all); the others must
+ *	                      fail with HVD_ERR_PEER_FAILED naming K within
  *	                      HOROVOD_PEER_TIMEOUT (+ slack)
  *	coll_check initfail   hvd_init must fail with HVD_ERR_BOOTSTRAP
  *	                      (run with a wrong HOROVOD_RANK)
@@ -600,7 +600,7 @@ static void test_errors(void)
 
 /* --------------------------------------------------- failure modes */
 
-static int run_kill(int victim, size_t n, int gather)
+static int run_kill(int victim, size_t n, const char *call)
 {
 	float *buf = xmalloc(n * 4);
 	struct timespec a, b;
@@ -626,9 +626,12 @@ static int run_kill(int victim, size_t n, int gather)
 			kill(getpid(), SIGKILL);
 		}
 		clock_gettime(CLOCK_MONOTONIC, &a);
-		if (gather)
+		if (!strcmp(call, "allgather"))
 			st = hvd_allgather(HVD_IN_PLACE, buf,
 					   n / (size_t)size_, HVD_FLOAT32);
+		else if (!strcmp(call, "reducescatter"))
+			st = hvd_reducescatter(HVD_IN_PLACE, buf, n,
+					       HVD_FLOAT32, HVD_SUM);
 		else
 			st = hvd_allreduce(HVD_IN_PLACE, buf, n, HVD_FLOAT32,
 					   HVD_SUM);
@@ -724,10 +727,17 @@ int main(int argc, char **argv)
 	}
 	rank_ = hvd_rank();
 	size_ = hvd_size();
+	if (argc > 4 && strcmp(argv[1], "kill") == 0 &&
+	    strcmp(argv[4], "allgather") && strcmp(argv[4], "reducescatter")) {
+		printf("Bail out! kill: '%s' is not allgather or "
+		       "reducescatter\n",
+		       argv[4]);
+		return 1;
+	}
 	if (argc > 2 && strcmp(argv[1], "kill") == 0)
 		return run_kill(atoi(argv[2]),
 				argc > 3 ? strtoul(argv[3], NULL, 10) : 1 << 16,
-				argc > 4 && !strcmp(argv[4], "allgather"));
+				argc > 4 ? argv[4] : "allreduce");
 	if (argc > 2 && strcmp(argv[1], "straddle") == 0)
 		return run_straddle(argv[2]);
 	if (argc > 2 && strcmp(argv[1], "after") == 0) {

@@ -20,7 +20,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 18
+plan 20
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -140,6 +140,9 @@ out=$(HOROVOD_LOG_LEVEL=trace step -N2 --ntasks-per-node=2 "$CHECK" 2>"$err")
 check_run "2 nodes x 2 ranks (hierarchical)" "$out"
 hier=$(grep -c 'allreduce ctx 1: .*: hier$' "$err")
 ok $(( hier > 0 ? 0 : 1 )) "2 x 2: the allreduce ran hierarchical ($hier calls)"
+# 65537 and 1M+3 elements: above the leaders' limit, by local index
+rs=$(grep -c -E 'reducescatter ctx 1: (65537|1048579) x .*: hier$' "$err")
+ok $(( rs > 0 ? 0 : 1 )) "2 x 2: large reducescatters ran by local index ($rs calls)"
 out=$(step -N3 --ntasks-per-node=1 "$CHECK" 2>&1)
 check_run "3 nodes x 1 rank" "$out"
 out=$(step -N3 --ntasks-per-node=2 "$CHECK" 2>&1)
@@ -188,4 +191,6 @@ kill_run "2 x 2, 8 B, rank 2 (node 2's leader) killed" 2 3 2 -N2 --ntasks-per-no
 kill_run "2 x 2, 8 B, rank 1 (node 1) killed" 1 3 2 -N2 --ntasks-per-node=2
 # 256 KiB allgathers: a ring per local index, then shared memory
 kill_run "2 x 2, 256 KiB allgather, rank 3 (node 2) killed" 3 3 "65536 allgather" -N2 --ntasks-per-node=2
+# 1 MiB reducescatters: shared memory, then a ring per local index
+kill_run "2 x 2, 1 MiB reducescatter, rank 3 (node 2) killed" 3 3 "262144 reducescatter" -N2 --ntasks-per-node=2
 kill_run "3 x 1, rank 2 (node 3) killed" 2 2 "" -N3 --ntasks-per-node=1

@@ -50,7 +50,7 @@ int main(void)
 	struct coll_place pair = place(2, 2, 1, 1, 1);
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 
-	plan(52);
+	plan(55);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
@@ -114,7 +114,12 @@ int main(void)
 	is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &two_nodes),
 	       ALGO_HIER, "small reducescatter across even nodes: the leaders");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &two_nodes),
-	       ALGO_RING, "large reducescatter across even nodes: ring");
+	       ALGO_HIER, "large reducescatter across even nodes: by local "
+			  "index");
+	is_int(coll_leaders(&t, CK_REDUCESCATTER, 1 << 20, &two_nodes), 0,
+	       "... not through the leaders");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &uneven),
+	       ALGO_RING, "large reducescatter, uneven nodes: ring");
 	is_int(coll_select(&t, CK_ALLGATHER, 1 << 20, 1 << 20, &two_nodes),
 	       ALGO_HIER, "large allgather across even nodes: hierarchical");
 	is_int(coll_select(&t, CK_ALLGATHER, 1 << 20, 1 << 20, &uneven),
@@ -147,6 +152,8 @@ int main(void)
 	is_int(t.hier_leader_max, 0, "HVD_HIER_LEADER_MAX=0: never");
 	is_int(coll_select(&t, CK_ALLGATHER, 100, 100, &two_nodes),
 	       ALGO_DIRECT, "hierarchy off: small allgathers direct");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &two_nodes),
+	       ALGO_RING, "hierarchy off: large reducescatters by the ring");
 	is_int(nwarn, 3, "three warnings");
 	is_int(coll_select(&t, CK_ALLREDUCE, 8, 2, &no_shm), ALGO_RING,
 	       "forced ring even for 8 bytes");

@@ -153,7 +153,8 @@ hvd_status_t hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
 hvd_status_t hvd_allgather(const void *sendbuf, void *recvbuf, size_t count,
 			   hvd_dtype_t dtype);
 /* Rank r contributes recvcounts[r] elements, placed at displs[r]
- * (displs may be NULL: packed in rank order). */
+ * (displs may be NULL: packed in rank order).  recvcounts must be the
+ * same on every rank; displs are this rank's own layout. */
 hvd_status_t hvd_allgatherv(const void *sendbuf, size_t sendcount,
 			    void *recvbuf, const size_t *recvcounts,
 			    const size_t *displs, hvd_dtype_t dtype);

@@ -182,14 +182,11 @@ hvd_status_t hvd_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 			  hvd_dtype_t dtype)
 {
 	size_t *counts = NULL;
-	hvd_status_t st;
 
 	HVD_CHECK(even_args("hvd_alltoall", sendbuf, recvbuf, count, dtype,
 			    &counts));
-	st = coll_alltoallv(comm_world(), sendbuf, counts, NULL, recvbuf,
-			    counts, NULL, dtype);
 	free(counts);
-	return st;
+	return coll_alltoall(comm_world(), sendbuf, recvbuf, count, dtype);
 }
 
 hvd_status_t hvd_alltoallv(const void *sendbuf, const size_t *sendcounts,

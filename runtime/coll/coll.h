@@ -40,6 +40,13 @@ hvd_status_t coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 			    const size_t *sendcounts, const size_t *sdispls,
 			    void *recvbuf, const size_t *recvcounts,
 			    const size_t *rdispls, hvd_dtype_t dtype);
+/* count elements from every member to every member, packed in rank
+ * order, count the same on every member (the algorithms for equal blocks
+ * count on it; a member that passes another count gets
+ * HVD_ERR_MISMATCH).  An alltoallv whose blocks happen to be equal on
+ * this member is not one: the others may not be. */
+hvd_status_t coll_alltoall(hvd_comm_t *comm, const void *sendbuf,
+			   void *recvbuf, size_t count, hvd_dtype_t dtype);
 /* Horovod's even split (hvd_reducescatter_count/offset). */
 hvd_status_t coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 				void *recvbuf, size_t count,

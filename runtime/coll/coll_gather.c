@@ -11,10 +11,11 @@
  *
  * Alltoallv: pairwise exchange, step s sends to r+s and receives from r-s,
  * at most ALLTOALL_WINDOW steps in flight so that a large exchange does
- * not flood one receiver; equal blocks within one node go through shared
- * memory (shm_alltoall: one exchange for small blocks, the pipeline
- * buffers for larger ones).  Where the TCP lane runs at every rank, each
- * block goes in pieces of ALLTOALL_LANE_PIECE (post_pieces).
+ * not flood one receiver; coll_alltoall's equal blocks within one node
+ * go through shared memory (shm_alltoall: one exchange for small blocks,
+ * the pipeline buffers for larger ones).  Where the TCP lane runs at
+ * every rank, each block goes in pieces of ALLTOALL_LANE_PIECE
+ * (post_pieces).
  */
 #include "config.h"
 
@@ -26,29 +27,12 @@
 #define ALLTOALL_WINDOW 8
 #define ALLTOALL_LANE_PIECE ((size_t)512 << 10)
 
-/* Every block count c, packed in rank order, to and from every rank. */
-static int equal_blocks(const size_t *sc, const size_t *sd,
-			const size_t *rc, const size_t *rd, int n)
+/* Counts of Horovod's even split (hvd_reducescatter_count's sizes). */
+static int even_split(const size_t *counts, size_t total, int n)
 {
-	for (int b = 0; b < n; b++)
-		if (sc[b] != sc[0] || rc[b] != sc[0] ||
-		    (sd && sd[b] != (size_t)b * sc[0]) ||
-		    (rd && rd[b] != (size_t)b * sc[0]))
-			return 0;
-	return 1;
-}
-
-/* Blocks packed in rank order with hvd_reducescatter_count's sizes. */
-static int even_split(const size_t *counts, const size_t *displs,
-		      size_t total, int n)
-{
-	for (int r = 0; r < n; r++) {
+	for (int r = 0; r < n; r++)
 		if (counts[r] != hvd_reducescatter_count(total, r, n))
 			return 0;
-		if (displs &&
-		    displs[r] != hvd_reducescatter_offset(total, r, n))
-			return 0;
-	}
 	return 1;
 }
 
@@ -98,39 +82,61 @@ out:
 }
 
 /*
+ * A packed copy of blocks laid out elsewhere: gather(..., 1) copies the
+ * own block in, gather(..., 0) the others' blocks out.  The algorithms
+ * that need the blocks packed run on the copy when this rank's displs
+ * have gaps or another order: displs are each rank's own business (only
+ * the counts must agree), so the choice of algorithm never depends on
+ * them.
+ */
+static void repack(char *rb, const size_t *off, const size_t *len,
+		   char *packed, int n, int me, int in)
+{
+	size_t at = 0;
+
+	for (int b = 0; b < n; at += len[b], b++)
+		if (in && b == me)
+			memcpy(packed + at, rb + off[b], len[b]);
+		else if (!in && b != me)
+			memcpy(rb + off[b], packed + at, len[b]);
+}
+
+/*
  * Small totals across even nodes: every rank puts its block in its place
  * of a zeroed buffer, the buffer is summed by the allreduce through the
  * node leaders (x + 0 + ... + 0 is x, whatever its bits), and the
  * others' blocks are copied out.  The leaders make one exchange
  * where "direct" has every rank send to every other.  Packed blocks (all
- * of hvd_allgather) are summed in recvbuf itself; with gaps between the
- * displs, in a copy, so that the gaps stay as they were.  Summed as
- * uint8: any span, and in shared memory as fast as int32 or int64 up to
+ * of hvd_allgather) are summed in recvbuf itself; otherwise in a packed
+ * copy, so that gaps between the displs stay as they were.  Summed as
+ * uint8: any length, and in shared memory as fast as int32 or int64 up to
  * 64 KiB (1 node x 2: 4.6-4.9 us at 64 KiB, each).
  */
 static hvd_status_t hier_allgatherv(hvd_comm_t *comm, char *rb,
 				    const size_t *off, const size_t *len,
-				    size_t span, int packed)
+				    size_t total, int packed)
 {
 	int n = comm->net.size, r = comm->net.rank;
-	char *buf = packed ? rb : calloc(span ? span : 1, 1);
+	char *buf = packed ? rb : calloc(total ? total : 1, 1);
+	size_t at = 0;
 	hvd_status_t st;
 
 	if (!buf)
 		return hvd_error(HVD_ERR_NO_MEMORY,
-				 "hvd: out of memory (%zu bytes)", span);
+				 "hvd: out of memory (%zu bytes)", total);
+	for (int b = 0; b < r; b++)
+		at += len[b];
 	if (packed) {
-		memset(rb, 0, off[r]);
-		memset(rb + off[r] + len[r], 0, span - off[r] - len[r]);
+		memset(rb, 0, at);
+		memset(rb + at + len[r], 0, total - at - len[r]);
 	} else {
-		memcpy(buf + off[r], rb + off[r], len[r]);
+		repack(rb, off, len, buf, n, r, 1);
 	}
-	st = hier_allreduce_small(comm, buf, buf, span, HVD_UINT8, HVD_SUM,
+	st = hier_allreduce_small(comm, buf, buf, total, HVD_UINT8, HVD_SUM,
 				  1.0);
 	if (!packed) {
-		for (int b = 0; st == HVD_OK && b < n; b++)
-			if (b != r)
-				memcpy(rb + off[b], buf + off[b], len[b]);
+		if (st == HVD_OK)
+			repack(rb, off, len, buf, n, r, 0);
 		free(buf);
 	}
 	return st;
@@ -233,7 +239,7 @@ hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 			     hvd_dtype_t dt)
 {
 	int n = comm->net.size, r = comm->net.rank;
-	size_t esz = hvd_dtype_size(dt), total = 0, span = 0, *off, *len;
+	size_t esz = hvd_dtype_size(dt), total = 0, *off, *len;
 	int packed = 1;
 	struct coll_place p;
 	struct xfer x;
@@ -255,8 +261,6 @@ hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 		len[b] = recvcounts[b] * esz;
 		packed = packed && off[b] == total * esz;
 		total += recvcounts[b];
-		if (off[b] + len[b] > span)
-			span = off[b] + len[b];
 	}
 	/* Own block first (memmove: sendbuf may overlap recvbuf). */
 	if (sendbuf != HVD_IN_PLACE && (const char *)sendbuf != rb + off[r] &&
@@ -265,24 +269,39 @@ hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 	if (n == 1 || total == 0)
 		goto out;
 	coll_place_of(comm, &p);
-	/* On one node, when the blocks are Horovod's even split of the
-	 * total packed in rank order (always so for hvd_allgather), the
-	 * shared-memory allgather of slices does it without transport
-	 * copies. */
+	/* On one node, when the counts are Horovod's even split of the
+	 * total (always so for hvd_allgather), the shared-memory allgather
+	 * of slices does it without transport copies: in recvbuf when this
+	 * rank's blocks are packed, else in a packed copy. */
 	if (p.shm && p.nodes == 1 &&
-	    even_split(recvcounts, displs, total, n) && coll_shm(comm)) {
-		st = shm_allgather_slices(coll_shm(comm), recvbuf, total, dt);
+	    even_split(recvcounts, total, n) && coll_shm(comm)) {
+		char *buf = packed ? rb : malloc(total * esz);
+
+		if (!buf) {
+			st = hvd_error(HVD_ERR_NO_MEMORY,
+				       "hvd: out of memory (%zu bytes)",
+				       total * esz);
+			goto out;
+		}
+		if (!packed)
+			repack(rb, off, len, buf, n, r, 1);
+		st = shm_allgather_slices(coll_shm(comm), buf, total, dt);
+		if (!packed) {
+			if (st == HVD_OK)
+				repack(rb, off, len, buf, n, r, 0);
+			free(buf);
+		}
 		goto out;
 	}
 	a = coll_select(coll_tuning(), CK_ALLGATHER, total * esz, total, &p);
-	/* The same on every member (the counts and displs are).  Small:
-	 * through the leaders, unless gaps between the blocks would make
-	 * the summed buffer much larger; else the cross rings. */
+	/* The same on every member (the counts are; the displs need not
+	 * be, and do not count).  Small: through the leaders; else the
+	 * cross rings. */
 	if (a == ALGO_HIER && coll_hier_ready(comm)) {
 		if (coll_leaders(coll_tuning(), CK_ALLGATHER, total * esz,
-				 &p) &&
-		    span <= total * esz + coll_tuning()->hier_leader_max)
-			st = hier_allgatherv(comm, rb, off, len, span, packed);
+				 &p))
+			st = hier_allgatherv(comm, rb, off, len, total * esz,
+					     packed);
 		else
 			st = hier_allgatherv_cross(comm, rb, off, len);
 		goto out;
@@ -346,7 +365,7 @@ static void post_pieces(struct xfer *x, int peer, char *buf, size_t len,
 hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 			    const size_t *sendcounts, const size_t *sdispls,
 			    void *recvbuf, const size_t *recvcounts,
-			    const size_t *rdispls, hvd_dtype_t dt)
+			    const size_t *rdispls, hvd_dtype_t dt, int even)
 {
 	int n = comm->net.size, r = comm->net.rank;
 	size_t esz = hvd_dtype_size(dt), *so, *ro, stot = 0, rtot = 0;
@@ -373,12 +392,13 @@ hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 			       sendcounts[r], recvcounts[r]);
 		goto out;
 	}
-	/* Alltoall of equal blocks on one node (hvd_alltoall's case):
+	/* Alltoall of equal blocks on one node (coll_alltoall's calls):
 	 * through shared memory instead of n-1 transport messages each way.
-	 * Members that agree on the blocks all take this path; ones that
-	 * disagree on their size get HVD_ERR_MISMATCH from it. */
-	if (n > 1 &&
-	    equal_blocks(sendcounts, sdispls, recvcounts, rdispls, n)) {
+	 * Every member takes this path; ones that disagree on the block size
+	 * get HVD_ERR_MISMATCH from it.  Not for an alltoallv whose blocks
+	 * are equal here: its other members' may not be, and they would
+	 * take the pairwise exchange. */
+	if (n > 1 && even) {
 		struct coll_place p;
 		size_t block = recvcounts[0] * esz;
 

@@ -122,10 +122,12 @@ hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 			     size_t sendcount, void *recvbuf,
 			     const size_t *recvcounts, const size_t *displs,
 			     hvd_dtype_t dtype);
+/* even: coll_alltoall's call, the same count from and to every member
+ * on every member. */
 hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 			    const size_t *sendcounts, const size_t *sdispls,
 			    void *recvbuf, const size_t *recvcounts,
-			    const size_t *rdispls, hvd_dtype_t dtype);
+			    const size_t *rdispls, hvd_dtype_t dtype, int even);
 
 /* Adasum (coll_adasum.c): comm's size a power of two, dt one of
  * adasum_type_ok's; src may equal dst. */

@@ -169,7 +169,30 @@ hvd_status_t coll_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 		return device->alltoallv(comm, sendbuf, sendcounts, sdispls,
 					 recvbuf, recvcounts, rdispls, dt);
 	return host_alltoallv(comm, sendbuf, sendcounts, sdispls, recvbuf,
-			      recvcounts, rdispls, dt);
+			      recvcounts, rdispls, dt, 0);
+}
+
+hvd_status_t coll_alltoall(hvd_comm_t *comm, const void *sendbuf,
+			   void *recvbuf, size_t count, hvd_dtype_t dt)
+{
+	size_t *counts;
+	hvd_status_t st;
+
+	if (comm->net.broken)
+		return coll_broken(comm, "alltoall");
+	counts = malloc((size_t)comm->net.size * sizeof(*counts));
+	if (!counts)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	for (int i = 0; i < comm->net.size; i++)
+		counts[i] = count;
+	if (coll_is_device(recvbuf))
+		st = device->alltoallv(comm, sendbuf, counts, NULL, recvbuf,
+				       counts, NULL, dt);
+	else
+		st = host_alltoallv(comm, sendbuf, counts, NULL, recvbuf,
+				    counts, NULL, dt, 1);
+	free(counts);
+	return st;
 }
 
 hvd_status_t coll_barrier(hvd_comm_t *comm)

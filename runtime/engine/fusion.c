@@ -226,7 +226,7 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 				 "hvd: %s '%s' has device buffers but libhvd "
 				 "was built without the GPU path",
 				 eng_kind_name(p->kind), r->name);
-	if (p->kind == EK_ALLGATHER || p->kind == EK_ALLTOALL) {
+	if (p->kind == EK_ALLGATHER) {
 		counts = calloc((size_t)ps->n, sizeof(*counts));
 		displs = calloc((size_t)ps->n, sizeof(*displs));
 		if (!counts || !displs) {
@@ -274,14 +274,10 @@ static hvd_status_t exec_other(struct engine *e, const struct eng_resp *r,
 		break;
 	}
 	case EK_ALLTOALL:
-		for (int i = 0; i < ps->n; i++) {
-			counts[i] = h->p.count;
-			displs[i] = (size_t)i * h->p.count;
-		}
 		act = dev ? "NCCL_ALLTOALL" : "UCX_ALLTOALL";
 		timeline_begin(&e->tl, r->name, act);
-		st = coll_alltoallv(ps->comm, h->sendbuf, counts, displs,
-				    h->recvbuf, counts, displs, dtype);
+		st = coll_alltoall(ps->comm, h->sendbuf, h->recvbuf,
+				   h->p.count, dtype);
 		h->result_count = h->p.count * (size_t)ps->n;
 		break;
 	case EK_REDUCESCATTER: {

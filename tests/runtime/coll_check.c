@@ -340,6 +340,58 @@ static void test_allgather(void)
 	report("allgatherv float64: uneven counts (some 0) x 1 100 10000, "
 	       "packed and reversed displacements; uint8 even split in "
 	       "place");
+
+	/* The displs are each rank's own: the even ranks pack the blocks,
+	 * the odd ones reverse them with 40000-byte gaps (the counts, an
+	 * even split, and the totals, 1 KiB to 1 MiB a rank, the same
+	 * everywhere).  The algorithm must not follow the displs. */
+	for (size_t total = 1024 * (size_t)size_ + 3;
+	     total < (2u << 20) * (size_t)size_; total *= 32) {
+		size_t *cv = xmalloc((size_t)size_ * sizeof(size_t));
+		size_t *dv = xmalloc((size_t)size_ * sizeof(size_t));
+		size_t span = 0, gap = rank_ % 2 ? 40000 : 0;
+		uint8_t *in, *out;
+		hvd_status_t st;
+
+		for (int r = size_ - 1; r >= 0; r--) {
+			cv[r] = hvd_reducescatter_count(total, r, size_);
+			dv[r] = rank_ % 2 ? span
+					  : hvd_reducescatter_offset(total, r,
+								     size_);
+			span += cv[r] + gap;
+		}
+		in = xmalloc(cv[rank_] ? cv[rank_] : 1);
+		out = xmalloc(span);
+		for (size_t i = 0; i < cv[rank_]; i++)
+			in[i] = (uint8_t)gval(rank_, i);
+		memset(out, 0xa5, span);
+		st = hvd_allgatherv(in, cv[rank_], out, cv,
+				    rank_ % 2 ? dv : NULL, HVD_UINT8);
+		check_status(st, "allgatherv, displs apart");
+		for (int r = 0; st == HVD_OK && r < size_; r++) {
+			for (size_t i = 0; i < cv[r]; i++)
+				if (out[dv[r] + i] != (uint8_t)gval(r, i)) {
+					bad("allgatherv total %zu, displs "
+					    "apart: rank %d's [%zu] wrong",
+					    total, r, i);
+					break;
+				}
+			for (size_t i = 0; i < gap; i++)
+				if (out[dv[r] + cv[r] + i] != 0xa5) {
+					bad("allgatherv total %zu: the gap "
+					    "after rank %d's block was "
+					    "written",
+					    total, r);
+					break;
+				}
+		}
+		free(in);
+		free(out);
+		free(cv);
+		free(dv);
+	}
+	report("allgatherv uint8: even ranks packed, odd ones reversed with "
+	       "gaps, totals 1 KiB to 1 MiB a rank");
 }
 
 static void test_alltoall(void)
@@ -430,6 +482,44 @@ static void test_alltoall(void)
 		free(rc);
 	}
 	report("alltoallv uint8: uneven counts (some 0), up to 600002 bytes");
+
+	/* Equal blocks on rank 0 only: unit elements to and from everyone;
+	 * the others send 2 units to themselves and 3 to one another.  A
+	 * valid call, whatever algorithm equal blocks would get. */
+	for (size_t unit = 5; unit <= 100000; unit *= 20000) {
+		size_t *c = xmalloc((size_t)size_ * 8), tot = 0;
+		uint8_t *in, *out;
+		hvd_status_t st;
+
+		for (int d = 0; d < size_; d++) {
+			c[d] = rank_ == 0 || d == 0 ? unit
+			       : d == rank_         ? 2 * unit
+						    : 3 * unit;
+			tot += c[d];
+		}
+		in = xmalloc(tot);
+		out = xmalloc(tot);
+		for (int d = 0, pos = 0; d < size_; d++)
+			for (size_t i = 0; i < c[d]; i++)
+				in[pos++] = (uint8_t)(rank_ * 16 + d + (int)i);
+		st = hvd_alltoallv(in, c, NULL, out, c, NULL, HVD_UINT8);
+		check_status(st, "alltoallv, equal on rank 0 only");
+		for (int s = 0, pos = 0; st == HVD_OK && s < size_; s++)
+			for (size_t i = 0; i < c[s]; i++, pos++)
+				if (out[pos] !=
+				    (uint8_t)(s * 16 + rank_ + (int)i)) {
+					bad("alltoallv unit %zu, equal on "
+					    "rank 0 only: from %d [%zu] wrong",
+					    unit, s, i);
+					s = size_;
+					break;
+				}
+		free(in);
+		free(out);
+		free(c);
+	}
+	report("alltoallv uint8: blocks equal on rank 0 only, units 5 and "
+	       "100000");
 }
 
 static void test_broadcast(void)

@@ -121,15 +121,7 @@ static hvd_status_t hier_allreduce(hvd_comm_t *comm, const void *src,
  * on the network at once (2 x 2 on two cores) four processes take turns
  * at two cores for one round trip each.  Here the node-mates sleep in the
  * broadcast while the leaders alone make the exchange.  The leader's
- * status travels in front of the result, with the rank that failed and
- * why: a node-mate whose leader failed its inter-node step gets the same
- * error, never the leader's stale buffer. */
-struct leader_hdr {
-	int32_t status;
-	int32_t failed; /* world rank found dead, or -1 */
-	char why[120];
-};
-
+ * status travels in front of the result (struct leader_hdr). */
 hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 				  void *dst, size_t count, hvd_dtype_t dt,
 				  hvd_op_t op, double scale)
@@ -153,16 +145,7 @@ hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 		st = coll_allreduce_flat(comm->cross, dst, dst, count, dt, op);
 		if (st == HVD_OK && scale != 1.0)
 			reduce_scale(dst, count, dt, scale);
-		memset(h, 0, sizeof(*h));
-		h->status = (int32_t)st;
-		h->failed = st == HVD_OK ? -1
-					 : transport_check_failed(
-						   &comm->cross->net);
-		if (st != HVD_OK)
-			snprintf(h->why, sizeof(h->why), "%s",
-				 h->failed >= 0
-					 ? transport_fail_reason(h->failed)
-					 : hvd_last_error());
+		leader_hdr_set(h, st, comm->cross);
 		memcpy(buf + sizeof(*h), dst, bytes);
 	}
 	/* after a failed inter-node step too: the node-mates wait here */
@@ -170,18 +153,9 @@ hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 	if (st != HVD_OK)
 		return hvd_error_prefix(st, "hierarchical allreduce, "
 					    "intra-node broadcast");
-	st = (hvd_status_t)h->status;
-	if (st == HVD_OK) {
-		if (!leader)
-			memcpy(dst, buf + sizeof(*h), bytes);
-	} else if (leader) {
-		hvd_error_prefix(st, "hierarchical allreduce, inter-node step");
-	} else {
-		h->why[sizeof(h->why) - 1] = '\0';
-		coll_mate_failed(st, h->failed, h->why,
-				 "this node's leader failed its inter-node "
-				 "step");
-	}
+	st = leader_hdr_status(h, leader, "hierarchical allreduce");
+	if (st == HVD_OK && !leader)
+		memcpy(dst, buf + sizeof(*h), bytes);
 	return st;
 }
 

@@ -101,6 +101,34 @@ void *coll_scratch(hvd_comm_t *comm, size_t bytes)
 	return comm->scratch;
 }
 
+void leader_hdr_set(struct leader_hdr *h, hvd_status_t st,
+		    hvd_comm_t *cross)
+{
+	memset(h, 0, sizeof(*h));
+	h->status = (int32_t)st;
+	h->failed = st == HVD_OK ? -1 : transport_check_failed(&cross->net);
+	if (st != HVD_OK)
+		snprintf(h->why, sizeof(h->why), "%s",
+			 h->failed >= 0 ? transport_fail_reason(h->failed)
+					: hvd_last_error());
+}
+
+hvd_status_t leader_hdr_status(struct leader_hdr *h, int leader,
+			       const char *what)
+{
+	hvd_status_t st = (hvd_status_t)h->status;
+	char mate[96];
+
+	if (st == HVD_OK)
+		return st;
+	if (leader)
+		return hvd_error_prefix(st, "%s, inter-node step", what);
+	h->why[sizeof(h->why) - 1] = '\0';
+	snprintf(mate, sizeof(mate),
+		 "%s: this node's leader failed its inter-node step", what);
+	return coll_mate_failed(st, h->failed, h->why, mate);
+}
+
 hvd_status_t coll_mate_failed(hvd_status_t st, int failed, const char *why,
 			      const char *what)
 {

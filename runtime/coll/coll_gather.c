@@ -336,6 +336,140 @@ out:
 }
 
 /*
+ * Small alltoalls of equal blocks across even nodes (coll_alltoall's):
+ * through the node leaders.  The node's ranks agree on the block size
+ * and share their send buffers through shared memory (so the blocks
+ * between node-mates never touch the network); each leader sends every
+ * other node's leader, in one message, the blocks its node has for that
+ * node's ranks, and broadcasts what it received, its status in front
+ * (struct leader_hdr).  Pairwise, every rank sends a message to every
+ * other: with 2 x 2 ranks on two cores, four processes take turns at the
+ * cores for three round trips each.
+ *
+ * Ranks that disagree on the block size: within a node the agreement
+ * tells every node-mate, and the leader still sends its peers a message
+ * one byte longer than any block size could make it, so that theirs fail
+ * too (HVD_ERR_MISMATCH); between nodes the leaders' messages differ in
+ * length, which the transport reports as the same error.
+ */
+static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
+				  char *recv, size_t b)
+{
+	shm_group_t *shm = coll_shm(comm->node);
+	hvd_comm_t *cross = comm->cross;
+	int n = comm->net.size, L = comm->node->net.size;
+	int N = cross->net.size, me = comm->node->net.rank, leader = me == 0;
+	size_t row = (size_t)n * b, msg = (size_t)L * L * b, hoff;
+	int *li = malloc(2 * (size_t)n * sizeof(int)), *ni, *at, mine;
+	int64_t v[2] = {(int64_t)b, -(int64_t)b};
+	struct leader_hdr *h;
+	char *all, *in, *out;
+	hvd_status_t st;
+	struct xfer x;
+
+	st = shm_allreduce(shm, v, v, 2, HVD_INT64, HVD_MAX, 1.0);
+	if (st != HVD_OK) {
+		free(li);
+		return hvd_error_prefix(st, "hierarchical alltoall, block "
+					    "sizes");
+	}
+	if (v[0] != -v[1]) {
+		/* node-mates disagree: only the header is broadcast */
+		msg = (size_t)v[0] * L * L;
+		row = 0;
+	}
+	/* scratch: every node-mate's send buffer, the header and what
+	 * the leader receives, what it sends (one byte more: a marker) */
+	hoff = ((size_t)L * row + 7) & ~(size_t)7;
+	all = coll_scratch(comm,
+			   hoff + sizeof(*h) + 2 * (size_t)(N - 1) * msg + 1);
+	if (!li || !all) {
+		free(li);
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	}
+	ni = li + n;
+	h = (struct leader_hdr *)(all + hoff);
+	in = (char *)(h + 1);
+	out = in + (size_t)(N - 1) * msg;
+	st = comm_local_index(comm, li);
+	if (st == HVD_OK)
+		st = comm_node_index(comm, ni);
+	at = malloc((size_t)n * sizeof(int));
+	if (st == HVD_OK && !at)
+		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	if (st != HVD_OK)
+		goto out;
+	/* at[node * L + local index]: the member there; mine: my node */
+	for (int w = 0; w < n; w++)
+		at[ni[w] * L + li[w]] = w;
+	mine = ni[comm->net.rank];
+	if (row) {
+		memcpy(all + (size_t)me * row, send, row);
+		st = shm_allgather_slices(shm, all, (size_t)L * row,
+					  HVD_UINT8);
+		if (st != HVD_OK) {
+			st = hvd_error_prefix(st, "hierarchical alltoall, "
+						  "intra-node allgather");
+			goto out;
+		}
+	}
+	if (leader) {
+		hvd_status_t xs;
+
+		xfer_begin(&x, &cross->net);
+		for (int c = 0, k = 0; c < N; c++) {
+			char *o = out + (size_t)k * msg;
+
+			if (c == mine)
+				continue;
+			for (int i = 0; row && i < L; i++)
+				for (int j = 0; j < L; j++)
+					memcpy(o + ((size_t)i * L + j) * b,
+					       all + (size_t)i * row +
+						       (size_t)at[c * L + j] * b,
+					       b);
+			xfer_recv(&x, c, in + (size_t)k * msg, msg);
+			xfer_send(&x, c, o, row ? msg : msg + 1);
+			k++;
+		}
+		xs = xfer_end(&x);
+		if (xs == HVD_OK && !row)
+			xs = hvd_error(HVD_ERR_MISMATCH,
+				       "hvd: alltoall: this node's ranks "
+				       "passed blocks of %lld to %lld bytes: "
+				       "ranks called the collective with "
+				       "different counts or types",
+				       (long long)-v[1], (long long)v[0]);
+		leader_hdr_set(h, xs, cross);
+	}
+	/* after a failed inter-node step too: the node-mates wait here */
+	st = shm_broadcast(shm, h, sizeof(*h) + (size_t)(N - 1) * msg * !!row,
+			   0);
+	if (st != HVD_OK) {
+		st = hvd_error_prefix(st, "hierarchical alltoall, intra-node "
+					  "broadcast");
+		goto out;
+	}
+	st = leader_hdr_status(h, leader, "hierarchical alltoall");
+	if (st != HVD_OK)
+		goto out;
+	for (int c = 0, k = 0; c < N; c++) {
+		for (int i = 0; i < L; i++)
+			memcpy(recv + (size_t)at[c * L + i] * b,
+			       c == mine ? all + (size_t)i * row +
+						   (size_t)comm->net.rank * b
+					 : in + (size_t)k * msg +
+						   ((size_t)i * L + me) * b,
+			       b);
+		k += c != mine;
+	}
+out:
+	free(at);
+	free(li);
+	return st;
+}
+
+/*
  * One block of the exchange, in pieces of seg bytes (0: whole).  Where
  * the lane runs (net/lane.h) a piece of 512K is read once all of it is
  * in, as the ring's segments are; one message of several MiB is read as
@@ -392,9 +526,10 @@ hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 			       sendcounts[r], recvcounts[r]);
 		goto out;
 	}
-	/* Alltoall of equal blocks on one node (coll_alltoall's calls):
-	 * through shared memory instead of n-1 transport messages each way.
-	 * Every member takes this path; ones that disagree on the block size
+	/* Alltoall of equal blocks (coll_alltoall's calls) on one node:
+	 * through shared memory instead of n-1 transport messages each way;
+	 * small ones across even nodes: through the node leaders.  Every
+	 * member takes the same path; ones that disagree on the block size
 	 * get HVD_ERR_MISMATCH from it.  Not for an alltoallv whose blocks
 	 * are equal here: its other members' may not be, and they would
 	 * take the pairwise exchange. */
@@ -406,6 +541,18 @@ hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 		if (p.shm && p.nodes == 1 && coll_shm(comm)) {
 			st = shm_alltoall(coll_shm(comm), sendbuf, recvbuf,
 					  block);
+			goto out;
+		}
+		if (block &&
+		    coll_select(coll_tuning(), CK_ALLTOALL, block * (size_t)n,
+				recvcounts[0] * (size_t)n, &p) == ALGO_HIER &&
+		    coll_hier_ready(comm)) {
+			if (hvd_log_enabled(HVD_LOG_TRACE))
+				hvd_log(HVD_LOG_TRACE,
+					"alltoall ctx %u: %zu x %zu B: hier",
+					comm->net.ctx, (size_t)n, block);
+			st = hier_alltoall(comm, coll_src(sendbuf, recvbuf),
+					   recvbuf, block);
 			goto out;
 		}
 	}

@@ -12,6 +12,7 @@
 #include "net/transport.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #pragma GCC visibility push(hidden)
 
@@ -49,6 +50,7 @@ struct coll_tuning {
 	size_t reducescatter_small_max; /* HVD_REDUCESCATTER_SMALL_MAX     */
 	size_t bcast_small_max;        /* HVD_BCAST_SMALL_MAX              */
 	size_t allgather_small_max;    /* HVD_ALLGATHER_SMALL_MAX          */
+	size_t alltoall_small_max;     /* HVD_ALLTOALL_SMALL_MAX           */
 	size_t hier_leader_max;        /* HVD_HIER_LEADER_MAX              */
 	size_t segment;                /* HVD_RING_SEGMENT (bytes)         */
 	int segment_auto;              /* HVD_RING_SEGMENT unset           */
@@ -80,8 +82,9 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 			   const struct coll_place *p);
 
 /* Pure: a reducescatter or allgather of 'bytes' (allgather: the total)
- * that the allreduce through the node leaders does (coll_select's rule;
- * host_allgatherv asks it again for a forced ALGO_HIER). */
+ * that the allreduce through the node leaders does, or an alltoall of
+ * 'bytes' a rank that goes through them (coll_select's rule; the hosts
+ * ask it again for a forced ALGO_HIER). */
 int coll_leaders(const struct coll_tuning *t, enum coll_kind k,
 		 size_t bytes, const struct coll_place *p);
 
@@ -167,6 +170,22 @@ hvd_status_t coll_broken(hvd_comm_t *comm, const char *what);
  * rank, "what: why". */
 hvd_status_t coll_mate_failed(hvd_status_t st, int failed, const char *why,
 			      const char *what);
+/* What a node leader broadcasts in front of the result of its inter-node
+ * step (the allreduce and the alltoall through the leaders): its status,
+ * the world rank it found dead and why, so that a node-mate whose leader
+ * failed gets the same error, never the leader's stale buffer. */
+struct leader_hdr {
+	int32_t status;
+	int32_t failed; /* world rank found dead, or -1 */
+	char why[120];
+};
+/* The leader: h from its step's status st over cross. */
+void leader_hdr_set(struct leader_hdr *h, hvd_status_t st,
+		    hvd_comm_t *cross);
+/* Everyone, after the broadcast: the status in h, as an error named for
+ * what ("hierarchical allreduce") on the leader and its node-mates. */
+hvd_status_t leader_hdr_status(struct leader_hdr *h, int leader,
+			       const char *what);
 /* bytes of scratch kept on comm between calls (grown as needed, freed
  * with comm); one user at a time: a collective does not nest another on
  * the same comm while it holds it.  NULL: out of memory. */

@@ -41,7 +41,7 @@ static const unsigned allowed[CK_COUNT] = {
 			 1u << ALGO_BRUCK | 1u << ALGO_HIER,
 	[CK_BROADCAST] = 1u << ALGO_BINOMIAL | 1u << ALGO_CHAIN |
 			 1u << ALGO_SHM,
-	[CK_ALLTOALL] = 1u << ALGO_PAIRWISE,
+	[CK_ALLTOALL] = 1u << ALGO_PAIRWISE | 1u << ALGO_HIER,
 	[CK_REDUCESCATTER] = 1u << ALGO_RD | 1u << ALGO_RING | 1u << ALGO_SHM |
 			     1u << ALGO_HIER,
 	[CK_BARRIER] = 1u << ALGO_DISSEM | 1u << ALGO_SHM,
@@ -123,6 +123,8 @@ void coll_tuning_parse(struct coll_tuning *t,
 					     "HVD_BCAST_SMALL_MAX", 64 << 10, 0);
 	t->allgather_small_max = parse_size_knob(
 		lookup, warn, "HVD_ALLGATHER_SMALL_MAX", 64 << 10, 0);
+	t->alltoall_small_max = parse_size_knob(
+		lookup, warn, "HVD_ALLTOALL_SMALL_MAX", 128 << 10, 0);
 	/* 2 x 2 ranks across two netns nodes, 32 KiB: 32-49 us through the
 	 * node leaders, 40-62 us split in slices; 64 KiB: 80-164 against
 	 * 46-69 (doc/design.md). */
@@ -188,12 +190,17 @@ static int usable(enum coll_kind k, enum coll_algo a,
 int coll_leaders(const struct coll_tuning *t, enum coll_kind k,
 		 size_t bytes, const struct coll_place *p)
 {
-	size_t max = k == CK_ALLGATHER ? t->allgather_small_max
-				       : t->reducescatter_small_max;
+	size_t max = k == CK_ALLGATHER	  ? t->allgather_small_max
+		     : k == CK_ALLTOALL ? t->alltoall_small_max
+					: t->reducescatter_small_max;
 	int lg = 0;
 
-	while ((1 << lg) < p->nodes)
+	/* The alltoall's leaders send each block once, whatever the
+	 * number of nodes. */
+	while (k != CK_ALLTOALL && (1 << lg) < p->nodes)
 		lg++;
+	if (lg == 0)
+		lg = 1;
 	return t->hier != 0 && usable(k, ALGO_HIER, p) &&
 	       bytes * (size_t)lg <= max;
 }
@@ -278,6 +285,11 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 			return ALGO_HIER;
 		return ALGO_RING;
 	case CK_ALLTOALL:
+		/* Small equal blocks across even nodes (hvd_alltoall; host_
+		 * alltoallv runs it only for those): through the node
+		 * leaders, one message per pair of nodes. */
+		if (coll_leaders(t, k, bytes, p))
+			return ALGO_HIER;
 		return ALGO_PAIRWISE;
 	case CK_BARRIER:
 		return usable(k, ALGO_SHM, p) ? ALGO_SHM : ALGO_DISSEM;

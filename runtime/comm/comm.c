@@ -348,6 +348,26 @@ hvd_status_t comm_local_index(const hvd_comm_t *comm, int *li)
 	return HVD_OK;
 }
 
+hvd_status_t comm_node_index(const hvd_comm_t *comm, int *ni)
+{
+	const struct hvd_world *w = hvd_world();
+	int *at = malloc((size_t)w->num_nodes * sizeof(int)), next = 0;
+
+	if (!at)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	for (int j = 0; j < w->num_nodes; j++)
+		at[j] = -1;
+	for (int i = 0; i < comm->net.size; i++) {
+		int node = w->node_of[comm->net.world_ranks[i]];
+
+		if (at[node] < 0)
+			at[node] = next++;
+		ni[i] = at[node];
+	}
+	free(at);
+	return HVD_OK;
+}
+
 hvd_status_t comm_hier(hvd_comm_t *comm, int *ok)
 {
 	const struct hvd_world *w = hvd_world();

@@ -45,6 +45,10 @@ hvd_status_t comm_hier(hvd_comm_t *comm, int *ok);
  * the members on its node in comm order; the cross group of local index
  * j is the members with li == j, in comm order. */
 hvd_status_t comm_local_index(const hvd_comm_t *comm, int *li);
+/* ni[i] (comm->net.size ints): member i's node, numbered in the order of
+ * the nodes' first members in comm, which is the order of the cross
+ * group of local index 0 (node j's first member is its cross rank j). */
+hvd_status_t comm_node_index(const hvd_comm_t *comm, int *ni);
 
 #pragma GCC visibility pop
 

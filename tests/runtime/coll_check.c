@@ -12,12 +12,17 @@
  * TAP line per group.
  *
  *	coll_check            the full check
- *	coll_check kill K [N [allgather|reducescatter]]
+ *	coll_check kill K [N [allgather|reducescatter|alltoall]]
  *	                      rank K SIGKILLs itself inside an allreduce (of
- *	                      N floats, default 65536; or an allgather or
- *	                      a reducescatter of N in all); the others must
- *	                      fail with HVD_ERR_PEER_FAILED naming K within
+ *	                      N floats, default 65536; or an allgather, a
+ *	                      reducescatter or an alltoall of N in all); the
+ *	                      others must fail with HVD_ERR_PEER_FAILED
+ *	                      naming K within
  *	                      HOROVOD_PEER_TIMEOUT (+ slack)
+ *	coll_check a2a_mismatch rank|node
+ *	                      hvd_alltoall with the last rank's (or last
+ *	                      node's) count apart: HVD_ERR_MISMATCH on every
+ *	                      rank, in seconds
  *	coll_check initfail   hvd_init must fail with HVD_ERR_BOOTSTRAP
  *	                      (run with a wrong HOROVOD_RANK)
  *	coll_check after F    the full check, once file F exists (at most
@@ -719,6 +724,9 @@ static int run_kill(int victim, size_t n, const char *call)
 		if (!strcmp(call, "allgather"))
 			st = hvd_allgather(HVD_IN_PLACE, buf,
 					   n / (size_t)size_, HVD_FLOAT32);
+		else if (!strcmp(call, "alltoall"))
+			st = hvd_alltoall(HVD_IN_PLACE, buf, n / (size_t)size_,
+					  HVD_FLOAT32);
 		else if (!strcmp(call, "reducescatter"))
 			st = hvd_reducescatter(HVD_IN_PLACE, buf, n,
 					       HVD_FLOAT32, HVD_SUM);
@@ -788,6 +796,40 @@ static int run_straddle(const char *how)
 	_exit(0);
 }
 
+/*
+ * Ranks disagree on an hvd_alltoall's count, small enough for the node
+ * leaders across nodes ("rank": the last rank passes 2 elements where
+ * the others pass 1, so its node-mates disagree; "node": every rank of
+ * the last node passes 2, so the nodes disagree): every rank must fail
+ * with HVD_ERR_MISMATCH, in seconds.
+ */
+static int run_a2a_mismatch(const char *how)
+{
+	int odd = !strcmp(how, "rank") ? rank_ == size_ - 1
+				       : hvd_cross_rank() == hvd_cross_size() - 1;
+	size_t mine = odd ? 2 : 1;
+	int64_t *in = xmalloc(2 * (size_t)size_ * 8);
+	int64_t *out = xmalloc(2 * (size_t)size_ * 8);
+	struct timespec a, b;
+	hvd_status_t st;
+
+	memset(in, 0, 2 * (size_t)size_ * 8);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	st = hvd_alltoall(in, out, mine, HVD_INT64);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	printf("rank %d: alltoall mismatch %s, %zu elements: %s after %.2f "
+	       "s: %s\n",
+	       rank_, how, mine, hvd_status_name(st),
+	       (double)(b.tv_sec - a.tv_sec) +
+		       (double)(b.tv_nsec - a.tv_nsec) * 1e-9,
+	       st == HVD_OK ? "" : hvd_last_error());
+	fflush(stdout);
+	free(in);
+	free(out);
+	sleep(3); /* the others' verdicts first */
+	_exit(0);
+}
+
 int main(int argc, char **argv)
 {
 	hvd_status_t st;
@@ -818,9 +860,10 @@ int main(int argc, char **argv)
 	rank_ = hvd_rank();
 	size_ = hvd_size();
 	if (argc > 4 && strcmp(argv[1], "kill") == 0 &&
-	    strcmp(argv[4], "allgather") && strcmp(argv[4], "reducescatter")) {
-		printf("Bail out! kill: '%s' is not allgather or "
-		       "reducescatter\n",
+	    strcmp(argv[4], "allgather") && strcmp(argv[4], "reducescatter") &&
+	    strcmp(argv[4], "alltoall")) {
+		printf("Bail out! kill: '%s' is not allgather, reducescatter "
+		       "or alltoall\n",
 		       argv[4]);
 		return 1;
 	}
@@ -830,6 +873,8 @@ int main(int argc, char **argv)
 				argc > 4 ? argv[4] : "allreduce");
 	if (argc > 2 && strcmp(argv[1], "straddle") == 0)
 		return run_straddle(argv[2]);
+	if (argc > 2 && strcmp(argv[1], "a2a_mismatch") == 0)
+		return run_a2a_mismatch(argv[2]);
 	if (argc > 2 && strcmp(argv[1], "after") == 0) {
 		int i;
 

@@ -20,7 +20,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 20
+plan 25
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -143,6 +143,19 @@ ok $(( hier > 0 ? 0 : 1 )) "2 x 2: the allreduce ran hierarchical ($hier calls)"
 # 65537 and 1M+3 elements: above the leaders' limit, by local index
 rs=$(grep -c -E 'reducescatter ctx 1: (65537|1048579) x .*: hier$' "$err")
 ok $(( rs > 0 ? 0 : 1 )) "2 x 2: large reducescatters ran by local index ($rs calls)"
+a2a=$(grep -c 'alltoall ctx 1: 4 x [0-9]* B: hier$' "$err")
+ok $(( a2a > 0 ? 0 : 1 )) "2 x 2: small alltoalls went through the node leaders ($a2a calls)"
+# An alltoall whose counts disagree within a node, and between the
+# nodes: HVD_ERR_MISMATCH on all four ranks, in seconds.
+for how in rank node; do
+	out=$(step -N2 --ntasks-per-node=2 "$CHECK" a2a_mismatch "$how" 2>&1)
+	fast=$(awk '/alltoall mismatch .*HVD_ERR_MISMATCH after/ {
+		for (i = 1; i <= NF; i++) if ($i == "after" && $(i + 1) + 0 < 10) n++ }
+		END {print n + 0}' <<<"$out")
+	ok $(( fast == 4 ? 0 : 1 )) \
+		"alltoall counts apart ($how): $fast of 4 ranks fail with HVD_ERR_MISMATCH within 10 s" ||
+		diag "$out"
+done
 out=$(step -N3 --ntasks-per-node=1 "$CHECK" 2>&1)
 check_run "3 nodes x 1 rank" "$out"
 out=$(step -N3 --ntasks-per-node=2 "$CHECK" 2>&1)
@@ -191,6 +204,10 @@ kill_run "2 x 2, 8 B, rank 2 (node 2's leader) killed" 2 3 2 -N2 --ntasks-per-no
 kill_run "2 x 2, 8 B, rank 1 (node 1) killed" 1 3 2 -N2 --ntasks-per-node=2
 # 256 KiB allgathers: a ring per local index, then shared memory
 kill_run "2 x 2, 256 KiB allgather, rank 3 (node 2) killed" 3 3 "65536 allgather" -N2 --ntasks-per-node=2
+# 4 KiB alltoalls through the leaders: a dead leader, and a dead
+# node-mate of the other node's leader
+kill_run "2 x 2, 4 KiB alltoall, rank 2 (node 2's leader) killed" 2 3 "1024 alltoall" -N2 --ntasks-per-node=2
+kill_run "2 x 2, 4 KiB alltoall, rank 1 (node 1) killed" 1 3 "1024 alltoall" -N2 --ntasks-per-node=2
 # 1 MiB reducescatters: shared memory, then a ring per local index
 kill_run "2 x 2, 1 MiB reducescatter, rank 3 (node 2) killed" 3 3 "262144 reducescatter" -N2 --ntasks-per-node=2
 kill_run "3 x 1, rank 2 (node 3) killed" 2 2 "" -N3 --ntasks-per-node=1

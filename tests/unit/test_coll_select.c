@@ -50,7 +50,7 @@ int main(void)
 	struct coll_place pair = place(2, 2, 1, 1, 1);
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 
-	plan(55);
+	plan(60);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
@@ -124,6 +124,14 @@ int main(void)
 	       ALGO_HIER, "large allgather across even nodes: hierarchical");
 	is_int(coll_select(&t, CK_ALLGATHER, 1 << 20, 1 << 20, &uneven),
 	       ALGO_RING, "large allgather, uneven nodes: ring");
+	is_int(coll_select(&t, CK_ALLTOALL, 4096, 1024, &two_nodes),
+	       ALGO_HIER, "small alltoall across even nodes: the leaders");
+	is_int(coll_select(&t, CK_ALLTOALL, 128 << 10, 32768, &huge),
+	       ALGO_HIER, "128 KiB alltoall of 1024 nodes x 8: the leaders");
+	is_int(coll_select(&t, CK_ALLTOALL, 256 << 10, 65536, &two_nodes),
+	       ALGO_PAIRWISE, "256 KiB alltoall across even nodes: pairwise");
+	is_int(coll_select(&t, CK_ALLTOALL, 4096, 1024, &uneven),
+	       ALGO_PAIRWISE, "small alltoall, uneven nodes: pairwise");
 	is_int(coll_select(&t, CK_BARRIER, 0, 0, &two_nodes), ALGO_DISSEM,
 	       "barrier across nodes: dissemination");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &no_shm),
@@ -154,6 +162,8 @@ int main(void)
 	       ALGO_DIRECT, "hierarchy off: small allgathers direct");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &two_nodes),
 	       ALGO_RING, "hierarchy off: large reducescatters by the ring");
+	is_int(coll_select(&t, CK_ALLTOALL, 4096, 1024, &two_nodes),
+	       ALGO_PAIRWISE, "hierarchy off: small alltoalls pairwise");
 	is_int(nwarn, 3, "three warnings");
 	is_int(coll_select(&t, CK_ALLREDUCE, 8, 2, &no_shm), ALGO_RING,
 	       "forced ring even for 8 bytes");

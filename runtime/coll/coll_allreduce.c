@@ -279,8 +279,10 @@ static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
 					  "inter-node step");
 		goto out;
 	}
-	memcpy(slice, region + (size_t)comm->cross->net.rank * q,
-	       hvd_reducescatter_count(count, comm->net.rank, n) * esz);
+	if (hvd_reducescatter_count(count, comm->net.rank, n))
+		memcpy(slice, region + (size_t)comm->cross->net.rank * q,
+		       hvd_reducescatter_count(count, comm->net.rank, n) *
+			       esz);
 out:
 	free(li);
 	return st;

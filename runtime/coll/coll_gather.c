@@ -359,50 +359,49 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 	hvd_comm_t *cross = comm->cross;
 	int n = comm->net.size, L = comm->node->net.size;
 	int N = cross->net.size, me = comm->node->net.rank, leader = me == 0;
-	size_t row = (size_t)n * b, msg = (size_t)L * L * b, hoff;
-	int *li = malloc(2 * (size_t)n * sizeof(int)), *ni, *at, mine;
-	int64_t v[2] = {(int64_t)b, -(int64_t)b};
-	struct leader_hdr *h;
-	char *all, *in, *out;
+	size_t row = (size_t)n * b, msg = (size_t)L * L * b;
+	size_t hoff = ((size_t)L * row + 7) & ~(size_t)7;
+	int *li = malloc(3 * (size_t)n * sizeof(int));
+	int *ni = li ? li + n : NULL, *at = li ? li + 2 * n : NULL, mine = -1;
+	char *all = li ? coll_scratch(comm, hoff + sizeof(struct leader_hdr) +
+						   2 * (size_t)(N - 1) * msg + 1)
+		       : NULL;
+	struct leader_hdr alone, *h = &alone;
+	char *in = NULL, *out = NULL;
+	int64_t v[3];
 	hvd_status_t st;
 	struct xfer x;
 
-	st = shm_allreduce(shm, v, v, 2, HVD_INT64, HVD_MAX, 1.0);
+	if (all && (comm_local_index(comm, li) != HVD_OK ||
+		    comm_node_index(comm, ni) != HVD_OK))
+		all = NULL;
+	/* block size, its negative, out of memory: MAX over the node */
+	v[0] = (int64_t)b;
+	v[1] = -(int64_t)b;
+	v[2] = !all;
+
+	st = shm_allreduce(shm, v, v, 3, HVD_INT64, HVD_MAX, 1.0);
 	if (st != HVD_OK) {
 		free(li);
 		return hvd_error_prefix(st, "hierarchical alltoall, block "
 					    "sizes");
 	}
-	if (v[0] != -v[1]) {
-		/* node-mates disagree: only the header is broadcast */
-		msg = (size_t)v[0] * L * L;
+	/* Trouble in the node (sizes apart, or no memory somewhere): no
+	 * data moves and only the header is broadcast, but the leader
+	 * still meets its peers, with a message one byte longer than they
+	 * expect, so that nobody waits. */
+	if (v[2] || v[0] != -v[1])
 		row = 0;
+	if (all) {
+		in = all + hoff + sizeof(*h);
+		out = in + (size_t)(N - 1) * msg;
+		if (row)
+			h = (struct leader_hdr *)(all + hoff);
+		/* at[node * L + local index]: the member there */
+		for (int w = 0; w < n; w++)
+			at[ni[w] * L + li[w]] = w;
+		mine = ni[comm->net.rank];
 	}
-	/* scratch: every node-mate's send buffer, the header and what
-	 * the leader receives, what it sends (one byte more: a marker) */
-	hoff = ((size_t)L * row + 7) & ~(size_t)7;
-	all = coll_scratch(comm,
-			   hoff + sizeof(*h) + 2 * (size_t)(N - 1) * msg + 1);
-	if (!li || !all) {
-		free(li);
-		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-	}
-	ni = li + n;
-	h = (struct leader_hdr *)(all + hoff);
-	in = (char *)(h + 1);
-	out = in + (size_t)(N - 1) * msg;
-	st = comm_local_index(comm, li);
-	if (st == HVD_OK)
-		st = comm_node_index(comm, ni);
-	at = malloc((size_t)n * sizeof(int));
-	if (st == HVD_OK && !at)
-		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-	if (st != HVD_OK)
-		goto out;
-	/* at[node * L + local index]: the member there; mine: my node */
-	for (int w = 0; w < n; w++)
-		at[ni[w] * L + li[w]] = w;
-	mine = ni[comm->net.rank];
 	if (row) {
 		memcpy(all + (size_t)me * row, send, row);
 		st = shm_allgather_slices(shm, all, (size_t)L * row,
@@ -418,9 +417,9 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 
 		xfer_begin(&x, &cross->net);
 		for (int c = 0, k = 0; c < N; c++) {
-			char *o = out + (size_t)k * msg;
+			char *o = out ? out + (size_t)k * msg : (char *)h;
 
-			if (c == mine)
+			if (c == cross->net.rank) /* == mine, on a leader */
 				continue;
 			for (int i = 0; row && i < L; i++)
 				for (int j = 0; j < L; j++)
@@ -428,12 +427,18 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 					       all + (size_t)i * row +
 						       (size_t)at[c * L + j] * b,
 					       b);
-			xfer_recv(&x, c, in + (size_t)k * msg, msg);
-			xfer_send(&x, c, o, row ? msg : msg + 1);
+			if (in)
+				xfer_recv(&x, c, in + (size_t)k * msg, msg);
+			xfer_send(&x, c, o, row ? msg : out ? msg + 1 : 1);
 			k++;
 		}
 		xs = xfer_end(&x);
-		if (xs == HVD_OK && !row)
+		if (xs != HVD_ERR_PEER_FAILED && v[2])
+			xs = hvd_error(HVD_ERR_NO_MEMORY,
+				       "hvd: alltoall: out of memory on this "
+				       "node (%zu bytes of scratch)",
+				       hoff + 2 * (size_t)(N - 1) * msg);
+		else if (xs == HVD_OK && !row)
 			xs = hvd_error(HVD_ERR_MISMATCH,
 				       "hvd: alltoall: this node's ranks "
 				       "passed blocks of %lld to %lld bytes: "
@@ -451,9 +456,7 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 		goto out;
 	}
 	st = leader_hdr_status(h, leader, "hierarchical alltoall");
-	if (st != HVD_OK)
-		goto out;
-	for (int c = 0, k = 0; c < N; c++) {
+	for (int c = 0, k = 0; st == HVD_OK && c < N; c++) {
 		for (int i = 0; i < L; i++)
 			memcpy(recv + (size_t)at[c * L + i] * b,
 			       c == mine ? all + (size_t)i * row +
@@ -464,7 +467,6 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 		k += c != mine;
 	}
 out:
-	free(at);
 	free(li);
 	return st;
 }

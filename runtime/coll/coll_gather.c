@@ -82,8 +82,8 @@ out:
 }
 
 /*
- * A packed copy of blocks laid out elsewhere: gather(..., 1) copies the
- * own block in, gather(..., 0) the others' blocks out.  The algorithms
+ * A packed copy of blocks laid out elsewhere: in = 1 copies the own
+ * block into it, in = 0 the others' blocks out of it.  The algorithms
  * that need the blocks packed run on the copy when this rank's displs
  * have gaps or another order: displs are each rank's own business (only
  * the counts must agree), so the choice of algorithm never depends on

@@ -234,26 +234,20 @@ static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
 {
 	shm_group_t *shm = coll_shm(comm->node);
 	int n = comm->net.size, me = comm->node->net.rank;
-	int ls = comm->node->net.size, nc = comm->cross->net.size;
+	int nc = comm->cross->net.size;
 	size_t esz = hvd_dtype_size(dt);
 	size_t q = hvd_reducescatter_count(count, 0, n) * esz;
-	int *li = malloc((size_t)(n + ls) * sizeof(int)), *pos;
-	hvd_status_t st = HVD_OK;
-	char *pack, *region;
+	size_t mine = hvd_reducescatter_count(count, comm->net.rank, n) * esz;
+	char *pack = coll_scratch(comm, (size_t)n * q), *region;
+	hvd_status_t st;
 	struct xfer x;
 
-	pack = coll_scratch(comm, (size_t)n * q);
-	if (!li || !pack) {
-		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-		goto out;
-	}
-	st = comm_local_index(comm, li);
-	if (st != HVD_OK)
-		goto out;
-	pos = li + n;
-	memset(pos, 0, (size_t)ls * sizeof(int));
+	if (!pack)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 	for (int w = 0; w < n; w++) {
-		char *to = pack + ((size_t)li[w] * nc + pos[li[w]]++) * q;
+		char *to = pack + ((size_t)comm->local_index[w] * nc +
+				   (size_t)comm->cross_index[w]) *
+					  q;
 		size_t len = hvd_reducescatter_count(count, w, n) * esz;
 
 		memcpy(to,
@@ -264,28 +258,20 @@ static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
 	}
 	st = shm_reduce_scatter(shm, pack, pack, (size_t)n * (q / esz), dt,
 				op);
-	if (st != HVD_OK) {
-		st = hvd_error_prefix(st, "hierarchical reducescatter, "
-					  "intra-node reduce-scatter");
-		goto out;
-	}
+	if (st != HVD_OK)
+		return hvd_error_prefix(st, "hierarchical reducescatter, "
+					    "intra-node reduce-scatter");
 	region = pack + (size_t)me * nc * q;
 	xfer_begin(&x, &comm->cross->net);
 	ring_reduce_scatter(&x, region, region, (size_t)nc * (q / esz), dt,
 			    op, 1);
 	st = xfer_end(&x);
-	if (st != HVD_OK) {
-		st = hvd_error_prefix(st, "hierarchical reducescatter, "
-					  "inter-node step");
-		goto out;
-	}
-	if (hvd_reducescatter_count(count, comm->net.rank, n))
-		memcpy(slice, region + (size_t)comm->cross->net.rank * q,
-		       hvd_reducescatter_count(count, comm->net.rank, n) *
-			       esz);
-out:
-	free(li);
-	return st;
+	if (st != HVD_OK)
+		return hvd_error_prefix(st, "hierarchical reducescatter, "
+					    "inter-node step");
+	if (mine)
+		memcpy(slice, region + (size_t)comm->cross->net.rank * q, mine);
+	return HVD_OK;
 }
 
 hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,

@@ -162,7 +162,7 @@ static hvd_status_t hier_allgatherv_cross(hvd_comm_t *comm, char *rb,
 	shm_group_t *shm = coll_shm(comm->node);
 	int n = comm->net.size, me = comm->node->net.rank;
 	int ls = comm->node->net.size, nc = comm->cross->net.size;
-	int *li = malloc((size_t)n * sizeof(int));
+	const int *li = comm->local_index;
 	size_t *coff = malloc((2 * (size_t)nc + (size_t)ls) * sizeof(size_t));
 	size_t *clen, *group, most = 0;
 	char *pack = NULL;
@@ -170,13 +170,8 @@ static hvd_status_t hier_allgatherv_cross(hvd_comm_t *comm, char *rb,
 	hvd_status_t st = HVD_OK;
 	struct xfer x;
 
-	if (!li || !coff) {
-		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-		goto out;
-	}
-	st = comm_local_index(comm, li);
-	if (st != HVD_OK)
-		goto out;
+	if (!coff)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 	/* this rank's cross group, and the bytes of every group */
 	clen = coff + nc;
 	group = clen + nc;
@@ -227,9 +222,7 @@ static hvd_status_t hier_allgatherv_cross(hvd_comm_t *comm, char *rb,
 				o += len[c];
 			}
 	}
-out:
 	free(coff);
-	free(li);
 	return st;
 }
 
@@ -361,31 +354,21 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 	int N = cross->net.size, me = comm->node->net.rank, leader = me == 0;
 	size_t row = (size_t)n * b, msg = (size_t)L * L * b;
 	size_t hoff = ((size_t)L * row + 7) & ~(size_t)7;
-	int *li = malloc(3 * (size_t)n * sizeof(int));
-	int *ni = li ? li + n : NULL, *at = li ? li + 2 * n : NULL, mine = -1;
-	char *all = li ? coll_scratch(comm, hoff + sizeof(struct leader_hdr) +
-						   2 * (size_t)(N - 1) * msg + 1)
-		       : NULL;
+	/* member_at[node * L + local index]; mine: this rank's node */
+	const int *at = comm->member_at, mine = comm->node_index[comm->net.rank];
+	char *all = coll_scratch(comm, hoff + sizeof(struct leader_hdr) +
+					       2 * (size_t)(N - 1) * msg + 1);
+	/* block size, its negative, out of memory: MAX over the node */
+	int64_t v[3] = {(int64_t)b, -(int64_t)b, !all};
 	struct leader_hdr alone, *h = &alone;
 	char *in = NULL, *out = NULL;
-	int64_t v[3];
 	hvd_status_t st;
 	struct xfer x;
 
-	if (all && (comm_local_index(comm, li) != HVD_OK ||
-		    comm_node_index(comm, ni) != HVD_OK))
-		all = NULL;
-	/* block size, its negative, out of memory: MAX over the node */
-	v[0] = (int64_t)b;
-	v[1] = -(int64_t)b;
-	v[2] = !all;
-
 	st = shm_allreduce(shm, v, v, 3, HVD_INT64, HVD_MAX, 1.0);
-	if (st != HVD_OK) {
-		free(li);
+	if (st != HVD_OK)
 		return hvd_error_prefix(st, "hierarchical alltoall, block "
 					    "sizes");
-	}
 	/* Trouble in the node (sizes apart, or no memory somewhere): no
 	 * data moves and only the header is broadcast, but the leader
 	 * still meets its peers, with a message one byte longer than they
@@ -397,20 +380,14 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 		out = in + (size_t)(N - 1) * msg;
 		if (row)
 			h = (struct leader_hdr *)(all + hoff);
-		/* at[node * L + local index]: the member there */
-		for (int w = 0; w < n; w++)
-			at[ni[w] * L + li[w]] = w;
-		mine = ni[comm->net.rank];
 	}
 	if (row) {
 		memcpy(all + (size_t)me * row, send, row);
 		st = shm_allgather_slices(shm, all, (size_t)L * row,
 					  HVD_UINT8);
-		if (st != HVD_OK) {
-			st = hvd_error_prefix(st, "hierarchical alltoall, "
-						  "intra-node allgather");
-			goto out;
-		}
+		if (st != HVD_OK)
+			return hvd_error_prefix(st, "hierarchical alltoall, "
+						    "intra-node allgather");
 	}
 	if (leader) {
 		hvd_status_t xs;
@@ -419,7 +396,7 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 		for (int c = 0, k = 0; c < N; c++) {
 			char *o = out ? out + (size_t)k * msg : (char *)h;
 
-			if (c == cross->net.rank) /* == mine, on a leader */
+			if (c == mine)
 				continue;
 			for (int i = 0; row && i < L; i++)
 				for (int j = 0; j < L; j++)
@@ -450,11 +427,9 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 	/* after a failed inter-node step too: the node-mates wait here */
 	st = shm_broadcast(shm, h, sizeof(*h) + (size_t)(N - 1) * msg * !!row,
 			   0);
-	if (st != HVD_OK) {
-		st = hvd_error_prefix(st, "hierarchical alltoall, intra-node "
-					  "broadcast");
-		goto out;
-	}
+	if (st != HVD_OK)
+		return hvd_error_prefix(st, "hierarchical alltoall, intra-node "
+					    "broadcast");
 	st = leader_hdr_status(h, leader, "hierarchical alltoall");
 	for (int c = 0, k = 0; st == HVD_OK && c < N; c++) {
 		for (int i = 0; i < L; i++)
@@ -466,8 +441,6 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 			       b);
 		k += c != mine;
 	}
-out:
-	free(li);
 	return st;
 }
 

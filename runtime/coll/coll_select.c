@@ -193,14 +193,12 @@ int coll_leaders(const struct coll_tuning *t, enum coll_kind k,
 	size_t max = k == CK_ALLGATHER	  ? t->allgather_small_max
 		     : k == CK_ALLTOALL ? t->alltoall_small_max
 					: t->reducescatter_small_max;
-	int lg = 0;
+	int lg = 1;
 
 	/* The alltoall's leaders send each block once, whatever the
 	 * number of nodes. */
 	while (k != CK_ALLTOALL && (1 << lg) < p->nodes)
 		lg++;
-	if (lg == 0)
-		lg = 1;
 	return t->hier != 0 && usable(k, ALGO_HIER, p) &&
 	       bytes * (size_t)lg <= max;
 }

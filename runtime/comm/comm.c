@@ -328,6 +328,7 @@ void comm_destroy(hvd_comm_t *comm)
 			backends[i]->on_destroy(comm, &comm->slot[i]);
 	comm_destroy(comm->node);
 	comm_destroy(comm->cross);
+	free(comm->local_index);
 	free(comm->scratch);
 	free(comm->net.world_ranks);
 	free(comm);
@@ -335,43 +336,50 @@ void comm_destroy(hvd_comm_t *comm)
 
 /* ------------------------------------------------------ hierarchy */
 
-hvd_status_t comm_local_index(const hvd_comm_t *comm, int *li)
+/* comm's local_index, cross_index, node_index and member_at (comm_impl.h)
+ * for an even placement of local_size members a node. */
+static hvd_status_t hier_index(hvd_comm_t *comm)
 {
 	const struct hvd_world *w = hvd_world();
-	int *seen = calloc((size_t)w->num_nodes, sizeof(int));
+	int n = comm->net.size, next = 0;
+	int *t = malloc(4 * (size_t)n * sizeof(int));
+	/* per node id: members seen, then its number (or -1) */
+	int *seen = calloc(2 * (size_t)w->num_nodes, sizeof(int));
+	int *number = seen ? seen + w->num_nodes : NULL;
+	int *crossed = calloc((size_t)comm->local_size, sizeof(int));
 
-	if (!seen)
+	if (!t || !seen || !crossed) {
+		free(t);
+		free(seen);
+		free(crossed);
 		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-	for (int i = 0; i < comm->net.size; i++)
-		li[i] = seen[w->node_of[comm->net.world_ranks[i]]]++;
-	free(seen);
-	return HVD_OK;
-}
-
-hvd_status_t comm_node_index(const hvd_comm_t *comm, int *ni)
-{
-	const struct hvd_world *w = hvd_world();
-	int *at = malloc((size_t)w->num_nodes * sizeof(int)), next = 0;
-
-	if (!at)
-		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
-	for (int j = 0; j < w->num_nodes; j++)
-		at[j] = -1;
-	for (int i = 0; i < comm->net.size; i++) {
-		int node = w->node_of[comm->net.world_ranks[i]];
-
-		if (at[node] < 0)
-			at[node] = next++;
-		ni[i] = at[node];
 	}
-	free(at);
+	for (int j = 0; j < w->num_nodes; j++)
+		number[j] = -1;
+	comm->local_index = t;
+	comm->cross_index = t + n;
+	comm->node_index = t + 2 * n;
+	comm->member_at = t + 3 * n;
+	for (int i = 0; i < n; i++) {
+		int node = w->node_of[comm->net.world_ranks[i]];
+		int li = seen[node]++;
+
+		if (number[node] < 0)
+			number[node] = next++;
+		comm->local_index[i] = li;
+		comm->cross_index[i] = crossed[li]++;
+		comm->node_index[i] = number[node];
+		comm->member_at[number[node] * comm->local_size + li] = i;
+	}
+	free(seen);
+	free(crossed);
 	return HVD_OK;
 }
 
 hvd_status_t comm_hier(hvd_comm_t *comm, int *ok)
 {
 	const struct hvd_world *w = hvd_world();
-	int *node_ranks = NULL, *cross_ranks = NULL, *idx = NULL;
+	int *node_ranks = NULL, *cross_ranks = NULL;
 	int nn = 0, nc = 0;
 	uint32_t ctx;
 	hvd_status_t st;
@@ -384,12 +392,11 @@ hvd_status_t comm_hier(hvd_comm_t *comm, int *ok)
 		return HVD_OK;
 	node_ranks = malloc((size_t)comm->net.size * sizeof(int));
 	cross_ranks = malloc((size_t)comm->net.size * sizeof(int));
-	idx = malloc((size_t)comm->net.size * sizeof(int));
-	if (!node_ranks || !cross_ranks || !idx) {
+	if (!node_ranks || !cross_ranks) {
 		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 		goto out;
 	}
-	st = comm_local_index(comm, idx);
+	st = hier_index(comm);
 	if (st != HVD_OK)
 		goto out;
 	/* Members in comm order.  The cross group of local index i holds
@@ -399,7 +406,7 @@ hvd_status_t comm_hier(hvd_comm_t *comm, int *ok)
 
 		if (w->node_of[wr] == w->node_id)
 			node_ranks[nn++] = wr;
-		if (idx[i] == comm->local_rank)
+		if (comm->local_index[i] == comm->local_rank)
 			cross_ranks[nc++] = wr;
 	}
 	st = agree_ctx(comm, 2, &ctx);
@@ -415,6 +422,5 @@ hvd_status_t comm_hier(hvd_comm_t *comm, int *ok)
 out:
 	free(node_ranks);
 	free(cross_ranks);
-	free(idx);
 	return st;
 }

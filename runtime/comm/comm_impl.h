@@ -28,6 +28,15 @@ struct hvd_comm {
 	int hier_state;     /* 0 not yet, 1 built, -1 failed           */
 	hvd_comm_t *node;   /* members on this node                    */
 	hvd_comm_t *cross;  /* members with the same local rank        */
+	/* Built with them, per member i (comm order), in one allocation:
+	 * local_index[i], its position among the members on its node (the
+	 * cross group of local index j is the members with j, in comm
+	 * order); cross_index[i], its rank in that cross group;
+	 * node_index[i], its node, numbered in the order of the nodes'
+	 * first members (local index 0's cross group: node j's first member
+	 * is its cross rank j); member_at[node * local_size + local index],
+	 * the member there. */
+	int *local_index, *cross_index, *node_index, *member_at;
 	/* Scratch of the hierarchical algorithms (coll_scratch), kept
 	 * between calls: a freed one goes back to the kernel and every
 	 * call would fault its pages in again. */
@@ -41,14 +50,6 @@ struct hvd_comm {
  * with *ok=0 when the comm is not hierarchical (one node, one rank per
  * node, or uneven nodes). */
 hvd_status_t comm_hier(hvd_comm_t *comm, int *ok);
-/* li[i] (comm->net.size ints): member i's local index, its position among
- * the members on its node in comm order; the cross group of local index
- * j is the members with li == j, in comm order. */
-hvd_status_t comm_local_index(const hvd_comm_t *comm, int *li);
-/* ni[i] (comm->net.size ints): member i's node, numbered in the order of
- * the nodes' first members in comm, which is the order of the cross
- * group of local index 0 (node j's first member is its cross rank j). */
-hvd_status_t comm_node_index(const hvd_comm_t *comm, int *ni);
 
 #pragma GCC visibility pop
 

@@ -114,6 +114,111 @@ static atomic_int n_raised; /* peers whose SO_RCVLOWAT is raised */
 static int completed;
 static unsigned long n_sent, n_recv, n_unexp, n_stall, n_full, n_late;
 
+/*
+ * The lane's congestion control (HVD_TCP_LANE_CC; "" keeps the system's).
+ * BBR paces a connection's segments at its estimate of the path's
+ * bandwidth, from a timer, instead of sending them from the sendmsg that
+ * queued them.  A collective's traffic is bursts with idle gaps, and on
+ * 2 netns nodes whose system default is bbr the pacing doubled a burst's
+ * time: a 512 KiB alltoall (256 KiB each way) took 190-205 us, 71-99 us
+ * with reno or cubic, whose windows let the whole burst go at once
+ * (OpenMPI, on bbr, 80-100).  So "auto" (the default) takes reno,
+ * which every kernel lets any user choose, where the system's choice is
+ * bbr, and keeps any other: cubic and reno do not pace, and DCTCP is an
+ * admin's choice for a network that marks congestion.
+ */
+#define LANE_CC_MAX 16 /* TCP_CA_NAME_MAX */
+static char cc[LANE_CC_MAX];
+
+/* The congestion control of socket fd now ("?" when unknown). */
+static void cc_of(int fd, char out[LANE_CC_MAX])
+{
+	socklen_t l = LANE_CC_MAX - 1;
+
+	memset(out, 0, LANE_CC_MAX);
+	if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, out, &l) != 0 ||
+	    !out[0])
+		strcpy(out, "?");
+}
+
+/* The kernel's list of congestion controls of one kind ("?": none). */
+static void cc_list(const char *kind, char *out, size_t n)
+{
+	char path[96];
+	FILE *f;
+
+	snprintf(path, sizeof(path),
+		 "/proc/sys/net/ipv4/tcp_%s_congestion_control", kind);
+	strcpy(out, "?");
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (!fgets(out, (int)n, f))
+		strcpy(out, "?");
+	out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
+/* Pick cc for the listener lfd (accepted connections inherit it). */
+static void cc_choose(int fd)
+{
+	const char *v = getenv("HVD_TCP_LANE_CC");
+	char sys[LANE_CC_MAX];
+
+	cc[0] = '\0';
+	cc_of(fd, sys);
+	if (v && *v && strcmp(v, "auto") != 0) {
+		char avail[256], allowed[256];
+
+		if (!strcmp(v, "system"))
+			return;
+		if (strlen(v) < LANE_CC_MAX &&
+		    setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, v,
+			       (socklen_t)strlen(v)) == 0) {
+			strcpy(cc, v);
+			return;
+		}
+		cc_list("available", avail, sizeof(avail));
+		cc_list("allowed", allowed, sizeof(allowed));
+		hvd_log(HVD_LOG_WARNING,
+			"HVD_TCP_LANE_CC=%s: the kernel refuses it (%s); the "
+			"TCP lane keeps the system's %s.  This kernel has: %s; "
+			"without privileges: %s; or say auto or system",
+			v, strlen(v) < LANE_CC_MAX ? strerror(errno)
+						   : "name too long",
+			sys, avail, allowed);
+		return;
+	}
+	if (!strncmp(sys, "bbr", 3) &&
+	    setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4) == 0)
+		strcpy(cc, "reno");
+}
+
+/* A connection's options: no Nagle (the last short segment of a message
+ * would wait for the ACK of the ones before), and cc. */
+static void conn_tune(int fd)
+{
+	int one = 1;
+
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (cc[0])
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc,
+				 (socklen_t)strlen(cc));
+}
+
+/* Debug: who connected, and the congestion control the kernel uses. */
+static void conn_log(int fd, int peer, const char *how)
+{
+	char now[LANE_CC_MAX];
+
+	if (!hvd_log_enabled(HVD_LOG_DEBUG))
+		return;
+	cc_of(fd, now);
+	hvd_log(HVD_LOG_DEBUG,
+		"TCP lane: %s rank %d (congestion control %s)", how, peer,
+		now);
+}
+
 static void append(struct lane_op **h, struct lane_op **t,
 		   struct lane_op *op)
 {
@@ -224,6 +329,8 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	if (lfd >= 0)
+		cc_choose(lfd);
 	if (!scratch || !peers_tab || epfd < 0 || lfd < 0 ||
 	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
 	    listen(lfd, 256) != 0 ||
@@ -252,13 +359,16 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	self = me;
 	mine = *out;
 	if (hvd_log_enabled(HVD_LOG_DEBUG)) {
-		char a[INET_ADDRSTRLEN] = "?";
+		char a[INET_ADDRSTRLEN] = "?", now[LANE_CC_MAX];
 
 		inet_ntop(AF_INET, &out->ip[0], a, sizeof(a));
+		cc_of(lfd, now);
 		hvd_log(HVD_LOG_DEBUG,
-			"TCP lane: rank %d listens on %s:%u (%d address%s)",
+			"TCP lane: rank %d listens on %s:%u (%d address%s), "
+			"congestion control %s%s",
 			me, a, (unsigned)ntohs(out->port), nip,
-			nip > 1 ? "es" : "");
+			nip > 1 ? "es" : "", now,
+			cc[0] ? "" : " (the system's)");
 	}
 	return HVD_OK;
 }
@@ -343,7 +453,6 @@ static int dial(int w)
 {
 	const struct lane_addr *a = &tab[w];
 	uint8_t hello[LANE_HELLO_BYTES];
-	int one = 1;
 
 	if (hello_make(hello, self, w) != 0)
 		return -1;
@@ -357,6 +466,7 @@ static int dial(int w)
 			    0);
 		if (fd < 0)
 			return -1;
+		conn_tune(fd);
 		memset(&sa, 0, sizeof(sa));
 		sa.sin_family = AF_INET;
 		sa.sin_addr.s_addr = a->ip[i];
@@ -375,14 +485,13 @@ static int dial(int w)
 				continue;
 			}
 		}
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
-				 sizeof(one));
 		/* 32 bytes into an empty socket buffer */
 		if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) !=
 		    (ssize_t)sizeof(hello)) {
 			close(fd);
 			continue;
 		}
+		conn_log(fd, w, "connected to");
 		return fd;
 	}
 	return -1;
@@ -444,7 +553,7 @@ static void hello_read(int slot)
 	struct hello *h = &hellos[slot];
 	uint8_t want[LANE_HELLO_BYTES];
 	ssize_t r;
-	int src, ours, one = 1;
+	int src, ours;
 
 	if (h->fd < 0)
 		return;
@@ -472,10 +581,9 @@ static void hello_read(int slot)
 	}
 	peers_tab[src].fd = h->fd;
 	h->fd = -1;
-	/* This end sends too: no Nagle (its last short segment of a
-	 * message would wait for the ACK of the ones before). */
-	(void)setsockopt(peers_tab[src].fd, IPPROTO_TCP, TCP_NODELAY, &one,
-			 sizeof(one));
+	/* This end sends too. */
+	conn_tune(peers_tab[src].fd);
+	conn_log(peers_tab[src].fd, src, "accepted");
 	ep_set(peers_tab[src].fd, K_CONN, src, EPOLLIN, EPOLL_CTL_MOD);
 	if (peers_tab[src].txh)
 		tx_write(src);

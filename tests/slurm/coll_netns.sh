@@ -20,7 +20,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 25
+plan 27
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -81,6 +81,31 @@ sent=$(lane_counts "$err.lane")
 ok $(( $(wc -l <<<"$sent") == 2 && $(awk '$1 > 0 && $2 > 0' <<<"$sent" | wc -l) == 2 ? 0 : 1 )) \
 	"the large messages went by the TCP lane on both ranks: $(tr '\n' ';' <<<"$sent")" ||
 	diag "$(grep -i lane "$err.lane" | head -n 5)"
+
+# The lane's congestion control (HVD_TCP_LANE_CC, net/lane.c): by
+# default the node's own, but reno where that is bbr (whose pacing
+# doubled a 512 KiB exchange here), as the kernel reports it for the
+# connection at both of its ends; a name the kernel refuses is a warning
+# naming it, and the lane keeps the node's own.
+sys_cc=$(step -N1 --ntasks=1 cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null)
+want_cc=$sys_cc
+[[ $sys_cc != bbr* ]] || want_cc=reno
+# cc_ends FILE: the congestion control of each end of each lane connection
+cc_ends() {
+	sed -n 's/.*TCP lane: \(connected to\|accepted\) rank [0-9]* (congestion control \([a-z0-9_]*\))$/\2/p' "$1" | sort | uniq -c | tr -s ' \n' ' '
+}
+got=$(cc_ends "$err.lane")
+ends=$(grep -c "TCP lane: \(connected to\|accepted\) rank [0-9]* (congestion control ${want_cc:-?})$" "$err.lane")
+ok $(( ends == 2 ? 0 : 1 )) \
+	"the lane's connection uses $want_cc at both ends (the node's: ${sys_cc:-?}; logged:$got)"
+bogus_out=$(HVD_TCP_LANE_CC=no-such-cc HOROVOD_LOG_LEVEL=debug step -N2 --ntasks-per-node=1 \
+	"$BENCH" -o allgather -b 1M -e 1M -n 5 -w 1 -c 1 2>"$err.cc")
+brc=$?
+warned=$(grep -c "warning: HVD_TCP_LANE_CC=no-such-cc: the kernel refuses it (.*); the TCP lane keeps the system's $sys_cc\." "$err.cc")
+kept=$(grep -c "TCP lane: \(connected to\|accepted\) rank [0-9]* (congestion control $sys_cc)$" "$err.cc")
+ok $(( brc == 0 && warned == 2 && kept == 2 && $(grep -c '^ *1048576 .* 0 *$' <<<"$bogus_out") == 1 ? 0 : 1 )) \
+	"HVD_TCP_LANE_CC=no-such-cc: a warning on both ranks ($warned), the lane on $sys_cc ($kept ends), the allgather right (srun $brc)" ||
+	diag "$(grep -i 'congestion\|LANE_CC' "$err.cc" | head -n 6)$bogus_out"
 
 # Anyone who can reach a rank's lane port can connect to it
 # (tests/slurm/lane_forge.py): rank 1, waiting before its first

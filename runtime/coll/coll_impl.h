@@ -145,13 +145,12 @@ hvd_status_t coll_allreduce_flat(hvd_comm_t *comm, const void *sendbuf,
 				 hvd_dtype_t dtype, hvd_op_t op);
 
 /* Ring reduce-scatter (coll_ring.c): the even split of count elements;
- * afterwards block r of dst (comm rank r) holds the reduction.  src may
- * equal dst.  op must not be AVERAGE.  lane_wide: blocks of 512K-2M go on
- * the TCP lane too, as measured faster for hvd_reducescatter but not for
- * the allreduce's pass (coll_ring.c); the same on every rank of a call. */
+ * afterwards block r (comm rank r) holds the reduction, in dst or, where
+ * mine is not NULL, in mine (block r's size; dst's block r is left
+ * alone).  src may equal dst.  op must not be AVERAGE. */
 hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
-				 size_t count, hvd_dtype_t dtype, hvd_op_t op,
-				 int lane_wide);
+				 void *mine, size_t count, hvd_dtype_t dtype,
+				 hvd_op_t op);
 /* Ring allgather of n byte blocks (offset off[b], length len[b]) of buf;
  * block r is present on entry. */
 hvd_status_t ring_allgather(struct xfer *x, void *buf, const size_t *off,

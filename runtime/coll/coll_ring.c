@@ -41,25 +41,52 @@
 #include "coll/coll_impl.h"
 #include "kernels/kernels.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Which reduce-scatter blocks go on the TCP lane, where every rank offers
- * it: those under RING_RS_LANE_SMALL, and with the caller's lane_wide
- * (hvd_reducescatter, not the allreduce's pass) also those from
- * RING_RS_LANE_FROM to under RING_RS_LANE_WIDE_MAX, in RING_RS_LANE_SEG
- * segments unless HVD_RING_SEGMENT says otherwise.  2 netns nodes x 1
- * rank, hvd-bench alternations, UCX -> the lane: a reducescatter of
- * 1 MiB 350-565 -> 198-403 us (17 of 19), 1.5 MiB 673-777 -> 340-549,
- * 2 MiB 875-995 -> 692-721 (3 of 3 each), alike from 2M blocks (4 MiB),
- * slower with 256K blocks (512 KiB: 77-253 -> 365-468 us); 3 x 1 at 1.5
- * and 3 MiB 6 of 6 faster or alike.  Inside an allreduce the wide range
- * was no faster (1 MiB 635-734 -> 581-721 us) and slower for 2 x 2's
- * 2 MiB slices at 4 MiB (3 of 4). */
-#define RING_RS_LANE_SMALL ((size_t)256 << 10)
-#define RING_RS_LANE_FROM ((size_t)512 << 10)
-#define RING_RS_LANE_WIDE_MAX ((size_t)2 << 20)
-#define RING_RS_LANE_SEG ((size_t)128 << 10)
+/*
+ * The reduce-scatter's scratch ring, kept by each thread between calls
+ * up to RING_TMP_KEEP bytes.  A fresh one per call is a malloc of window
+ * x segment bytes, which glibc maps anew and whose every page then faults
+ * in: 2 netns nodes x 1 rank, a 2 MiB reducescatter in 512K segments on
+ * the TCP lane spent 1.4 ms of kernel time a call, most of it in page
+ * faults and unmapping.  Freed when the thread ends.
+ */
+#define RING_TMP_KEEP ((size_t)16 << 20)
+static pthread_key_t tmp_key;
+static pthread_once_t tmp_once = PTHREAD_ONCE_INIT;
+static __thread void *tmp_buf;
+static __thread size_t tmp_cap;
+
+static void tmp_key_make(void)
+{
+	(void)pthread_key_create(&tmp_key, free);
+}
+
+/* Scratch of n bytes for this thread's ring; ring_tmp_put gives it back. */
+static char *ring_tmp_get(size_t n)
+{
+	void *b;
+
+	if (n <= tmp_cap)
+		return tmp_buf;
+	if (n > RING_TMP_KEEP)
+		return malloc(n);
+	if (pthread_once(&tmp_once, tmp_key_make) != 0 || !(b = malloc(n)))
+		return NULL;
+	free(tmp_buf);
+	tmp_buf = b;
+	tmp_cap = n;
+	(void)pthread_setspecific(tmp_key, b);
+	return b;
+}
+
+static void ring_tmp_put(char *b)
+{
+	if (b != tmp_buf)
+		free(b);
+}
 
 static inline int mod(int a, int n)
 {
@@ -75,9 +102,16 @@ struct ring_pass {
 	size_t seg;           /* bytes per segment                         */
 	const char *src;      /* reduce-scatter: the input                 */
 	char *dst;            /* where blocks are reduced / land           */
+	char *mine;           /* reduce-scatter: block r's place, not dst  */
 	hvd_dtype_t dt;
 	hvd_op_t op;
 };
+
+/* Where the reduction of block b's bytes at offset o goes. */
+static char *red_at(const struct ring_pass *p, int b, size_t o)
+{
+	return p->mine && b == p->r ? p->mine + (o - p->off[b]) : p->dst + o;
+}
 
 /* A position in a pass's sequence of messages: step, segment. */
 struct cursor {
@@ -131,10 +165,10 @@ static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 
 	rop = malloc(2 * (size_t)win * sizeof(int));
 	if (p->reduce && !p->in_recv)
-		tmp = malloc((size_t)win * p->seg);
+		tmp = ring_tmp_get((size_t)win * p->seg);
 	if (!rop || (p->reduce && !p->in_recv && !tmp)) {
 		free(rop);
-		free(tmp);
+		ring_tmp_put(tmp);
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
 					 "hvd: out of memory (ring scratch "
 					 "of %zu bytes)",
@@ -182,7 +216,7 @@ static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 
 			if (p->in_recv)
 				rop[k_post % win] = xfer_recv_reduce(
-					x, left, p->dst + o, p->src + o,
+					x, left, red_at(p, b, o), p->src + o,
 					l / hvd_dtype_size(p->dt), p->dt, p->op);
 			else if (p->reduce)
 				rop[k_post % win] = xfer_recv(
@@ -222,7 +256,7 @@ static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 			size_t o = p->off[b] + done.j * p->seg;
 			size_t esz = hvd_dtype_size(p->dt);
 
-			reduce_apply3(p->dst + o, p->src + o,
+			reduce_apply3(red_at(p, b, o), p->src + o,
 				      tmp + (size_t)(k_done % win) * p->seg,
 				      seg_len(p, b, done.j) / esz, p->dt, p->op);
 		}
@@ -234,7 +268,7 @@ static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 	xfer_waitall(x);
 out:
 	free(rop);
-	free(tmp);
+	ring_tmp_put(tmp);
 	return x->st;
 }
 
@@ -271,8 +305,8 @@ static size_t largest(const size_t *len, int n)
 }
 
 hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
-				 size_t count, hvd_dtype_t dt, hvd_op_t op,
-				 int lane_wide)
+				 void *mine, size_t count, hvd_dtype_t dt,
+				 hvd_op_t op)
 {
 	const struct coll_tuning *t = coll_tuning();
 	int n = x->g->size;
@@ -283,11 +317,14 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 		.reduce = 1,
 		.src = src,
 		.dst = dst,
+		.mine = mine,
 		.dt = dt,
 		.op = op,
 	};
 
 	if (n == 1) {
+		if (mine)
+			dst = mine;
 		if (src != dst)
 			memcpy(dst, src, count * esz);
 		return HVD_OK;
@@ -302,24 +339,22 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 	}
 	p.off = off;
 	p.len = off + n;
-	/* Blocks of 256K and more, but for the wide range (above): UCX, not
-	 * the TCP lane (net/lane.h), for every rank alike (the block is the
-	 * same everywhere), so that a segment is reduced as UCX copies it
-	 * out of its receive buffer; a receive-reduce cannot land in place,
-	 * and over the lane through scratch it was slower (2 netns nodes,
-	 * 16 MiB allreduce: 10.4 against 9.1 ms).  Smaller blocks go on the
-	 * lane into scratch: there UCX's per-message cost is what shows (2 x
-	 * 1 reducescatter, OpenMPI's time over ours, 4 alternations: 64 KiB
-	 * 0.82-0.89 -> 1.08-1.11, 256 KiB 0.88-1.20 -> 1.29-2.21). */
+	/* Where the TCP lane (net/lane.h) runs at every rank, every segment
+	 * goes on it into the scratch ring and is reduced from there;
+	 * elsewhere UCX reduces each as it copies it out of its receive
+	 * buffer.  UCX carried the blocks of 256K and more until the lane's
+	 * connections left BBR's pacing and the scratch ring was kept between
+	 * calls: 2 netns nodes x 1 rank, 3 alternations, UCX -> the lane,
+	 * reducescatter 512 KiB 188-220 -> 86-93 us, 4 MiB 1.76-2.07 ->
+	 * 0.87-1.10 ms, 16 MiB 8.3-8.9 -> 4.4-4.6 ms, 64 MiB 29-33 -> 19-20
+	 * ms; allreduce 1 MiB 436-622 -> 280-351 us, 4 MiB 2.18-2.33 ->
+	 * 1.48-1.74 ms, 64 MiB 40-51 -> 33-35 ms (with BBR kept, alike or
+	 * faster too).  The same on every rank: transport_lane_everywhere
+	 * is. */
 	blk = largest(p.len, n);
-	x->lane_off = !transport_lane_everywhere() ||
-		      !(blk < RING_RS_LANE_SMALL ||
-			(lane_wide && blk >= RING_RS_LANE_FROM &&
-			 blk < RING_RS_LANE_WIDE_MAX));
+	x->lane_off = !transport_lane_everywhere();
 	p.in_recv = x->lane_off && xfer_recv_reduce_ok();
 	seg = ring_segment(t, blk);
-	if (!x->lane_off && t->segment_auto && seg > RING_RS_LANE_SEG)
-		seg = RING_RS_LANE_SEG;
 	p.seg = seg / esz ? seg / esz * esz : esz;
 	ring_run(x, &p, t->window);
 	x->lane_off = 0;

@@ -169,14 +169,17 @@ static void cc_choose(int fd)
 	cc_of(fd, sys);
 	if (v && *v && strcmp(v, "auto") != 0) {
 		char avail[256], allowed[256];
+		int e = ENAMETOOLONG;
 
 		if (!strcmp(v, "system"))
 			return;
-		if (strlen(v) < LANE_CC_MAX &&
-		    setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, v,
-			       (socklen_t)strlen(v)) == 0) {
-			strcpy(cc, v);
-			return;
+		if (strlen(v) < LANE_CC_MAX) {
+			if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, v,
+				       (socklen_t)strlen(v)) == 0) {
+				strcpy(cc, v);
+				return;
+			}
+			e = errno;
 		}
 		cc_list("available", avail, sizeof(avail));
 		cc_list("allowed", allowed, sizeof(allowed));
@@ -184,9 +187,7 @@ static void cc_choose(int fd)
 			"HVD_TCP_LANE_CC=%s: the kernel refuses it (%s); the "
 			"TCP lane keeps the system's %s.  This kernel has: %s; "
 			"without privileges: %s; or say auto or system",
-			v, strlen(v) < LANE_CC_MAX ? strerror(errno)
-						   : "name too long",
-			sys, avail, allowed);
+			v, strerror(e), sys, avail, allowed);
 		return;
 	}
 	if (!strncmp(sys, "bbr", 3) &&

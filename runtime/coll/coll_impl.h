@@ -55,6 +55,7 @@ struct coll_tuning {
 	size_t segment;                /* HVD_RING_SEGMENT (bytes)         */
 	int segment_auto;              /* HVD_RING_SEGMENT unset           */
 	int window;                    /* HVD_RING_WINDOW (segments)       */
+	int steps;                     /* HVD_ALLTOALL_WINDOW (0: auto)    */
 	int shm;                       /* HVD_SHM (1)                      */
 	int hier;                      /* HOROVOD_HIERARCHICAL_ALLREDUCE:
 					  -1 unset (auto), 0 off, 1 on    */

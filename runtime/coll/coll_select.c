@@ -141,6 +141,11 @@ void coll_tuning_parse(struct coll_tuning *t,
 					 1);
 	if (t->window > 64)
 		t->window = 64;
+	/* Unset: coll_gather.c's step_window decides. */
+	t->steps = (int)parse_size_knob(lookup, warn, "HVD_ALLTOALL_WINDOW",
+					0, 1);
+	if (t->steps > 1024)
+		t->steps = 1024;
 	t->shm = 1;
 	v = lookup("HVD_SHM");
 	if (v && *v) {

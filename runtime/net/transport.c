@@ -71,6 +71,7 @@ hvd_status_t transport_init(void **addr, size_t *addr_len)
 
 static int one_machine;     /* every rank of the job on this machine */
 static int host_ranks = 1;  /* ranks of the job on this machine      */
+static long host_cpus;      /* its online CPUs (0: unknown), read once */
 
 static uint64_t boot_hash(void)
 {
@@ -139,6 +140,7 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 
 	one_machine = 0;
 	host_ranks = w->local_size > 0 ? w->local_size : 1;
+	host_cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (w->size < 2)
 		return HVD_OK;
 	memset(&g, 0, sizeof(g));
@@ -194,9 +196,7 @@ int transport_lane_everywhere(void)
 
 int transport_host_oversubscribed(void)
 {
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return ncpu > 0 && host_ranks > ncpu;
+	return host_cpus > 0 && host_ranks > host_cpus;
 }
 
 

@@ -40,7 +40,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 12))"
+echo "1..$(($# + 14))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -73,6 +73,13 @@ done
 run_check "4 ranks, UCX only (HVD_SHM=0)" 4 HVD_SHM=0
 run_check "5 ranks, UCX only, Bruck allgather, binomial broadcast" 5 \
 	HVD_SHM=0 HVD_ALLGATHER_ALGO=bruck HVD_BCAST_ALGO=binomial
+# The pairwise alltoall and the direct allgather with their steps in
+# flight together (as where the cores outnumber the ranks: on this
+# machine they go step by step) and two at a time.
+for w in 8 2; do
+	run_check "5 ranks, UCX only, $w alltoall steps in flight" 5 \
+		HVD_SHM=0 HVD_ALLTOALL_WINDOW=$w
+done
 run_check "3 ranks, UCX ring everywhere with 4 KiB segments" 3 HVD_SHM=0 \
 	HVD_ALLREDUCE_ALGO=ring HVD_REDUCESCATTER_ALGO=ring \
 	HVD_ALLGATHER_ALGO=ring HVD_BCAST_ALGO=chain HVD_RING_SEGMENT=4K \

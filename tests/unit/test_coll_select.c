@@ -50,12 +50,13 @@ int main(void)
 	struct coll_place pair = place(2, 2, 1, 1, 1);
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 
-	plan(60);
+	plan(63);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
 	is_int(t.segment_auto, 1, "the segment is libhvd's to pick by default");
 	is_int(t.window, 4, "default window 4");
+	is_int(t.steps, 0, "the alltoall's steps in flight: libhvd's by default");
 	is_int(t.shm, 1, "shm on by default");
 	is_int(t.hier, -1, "hierarchical: auto by default");
 	is_int(t.hier_leader_max, 32 << 10,
@@ -146,8 +147,10 @@ int main(void)
 	setenv_("HOROVOD_HIERARCHICAL_ALLREDUCE", "0");
 	setenv_("HVD_ALLGATHER_SMALL_MAX", "12Q"); /* malformed */
 	setenv_("HVD_HIER_LEADER_MAX", "0");
+	setenv_("HVD_ALLTOALL_WINDOW", "2");
 	nwarn = 0;
 	coll_tuning_parse(&t, lookup, warn);
+	is_int(t.steps, 2, "HVD_ALLTOALL_WINDOW=2");
 	is_int(t.algo[CK_ALLREDUCE], ALGO_RING, "HVD_ALLREDUCE_ALGO=ring");
 	is_int(t.allreduce_small_max, 1024, "HVD_ALLREDUCE_SMALL_MAX=1K");
 	is_int(t.segment, 64 << 10, "HVD_RING_SEGMENT=64K");
@@ -174,13 +177,16 @@ int main(void)
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &two_nodes),
 	       ALGO_HIER, "forced shm across nodes falls back to auto");
-	/* A malformed segment is warned about and left to libhvd, as if
-	 * unset: "using the default" means the choice an unset one gets. */
+	/* A malformed segment or step window is warned about and left to
+	 * libhvd, as if unset: "using the default" means the choice an
+	 * unset one gets. */
 	nenv = 0;
 	setenv_("HVD_RING_SEGMENT", "12Q");
+	setenv_("HVD_ALLTOALL_WINDOW", "0");
 	nwarn = 0;
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.segment_auto, 1, "malformed HVD_RING_SEGMENT: libhvd picks");
-	is_int(nwarn, 1, "... with a warning");
+	is_int(t.steps, 0, "HVD_ALLTOALL_WINDOW=0 (under 1): libhvd picks");
+	is_int(nwarn, 2, "... each with a warning");
 	return done_testing();
 }

@@ -50,6 +50,13 @@ static int step_window(void)
 	return transport_host_oversubscribed() ? 1 : ALLTOALL_WINDOW;
 }
 
+/* Before step s of an exchange with w steps in flight: at the start of
+ * each new window, wait for the steps before it.  1: stop (failed). */
+static int step_gate(struct xfer *x, int s, int w)
+{
+	return s > 1 && (s - 1) % w == 0 && xfer_waitall(x) != HVD_OK;
+}
+
 /* Counts of Horovod's even split (hvd_reducescatter_count's sizes). */
 static int even_split(const size_t *counts, size_t total, int n)
 {
@@ -340,10 +347,8 @@ hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 		for (int s = 1; s < n; s++) {
 			int from = (r - s + n) % n, to = (r + s) % n;
 
-			if (s > 1 && (s - 1) % w == 0 &&
-			    xfer_waitall(&x) != HVD_OK)
-				break;
-			if (xfer_recv(&x, from, rb + off[from], len[from]) < 0 ||
+			if (step_gate(&x, s, w) ||
+			    xfer_recv(&x, from, rb + off[from], len[from]) < 0 ||
 			    xfer_send(&x, to, rb + off[r], len[r]) < 0)
 				break;
 		}
@@ -586,8 +591,7 @@ hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 	for (int s = 1; s < n && x.st == HVD_OK; s++) {
 		int to = (r + s) % n, from = (r - s + n) % n;
 
-		if (s > 1 && (s - 1) % win == 0 &&
-		    xfer_waitall(&x) != HVD_OK)
+		if (step_gate(&x, s, win))
 			break;
 		/* Nothing to move, nothing sent (as OpenMPI's alltoallv):
 		 * the engine's gather of requests to rank 0 is an alltoallv

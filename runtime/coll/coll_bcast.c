@@ -93,6 +93,9 @@ hvd_status_t host_broadcast(hvd_comm_t *comm, void *buf, size_t bytes,
 	if (a == ALGO_SHM && !coll_shm(comm))
 		a = bytes <= coll_tuning()->bcast_small_max ? ALGO_BINOMIAL
 							    : ALGO_CHAIN;
+	if (hvd_log_enabled(HVD_LOG_TRACE))
+		hvd_log(HVD_LOG_TRACE, "broadcast ctx %u: %zu B from %d: %s",
+			comm->net.ctx, bytes, root, coll_algo_name(a));
 	if (a == ALGO_SHM) {
 		st = shm_broadcast(coll_shm(comm), buf, bytes, root);
 	} else if (a == ALGO_CHAIN) {

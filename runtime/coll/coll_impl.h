@@ -68,6 +68,8 @@ struct coll_place {
 	int uniform;     /* same number of members on every node          */
 	int local_size;  /* members on this node                          */
 	int shm;         /* shared-memory collectives built in and on     */
+	int crowded;     /* a machine of the job has more ranks than cores
+			  * (transport_job_crowded: agreed)              */
 };
 
 /* Pure: fill t from an environment lookup (getenv, or a table in unit

@@ -254,8 +254,15 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 
 		if (usable(k, ALGO_SHM, p))
 			return ALGO_SHM;
+		/* On a crowded machine the chain: every rank sends at most
+		 * once, where the tree's root sends log2(p) times back to
+		 * back, and on one kernel each send also runs its receiver's
+		 * TCP input on the sender's core (3 netns nodes x 1 on 2
+		 * cores, 4 B-64 KiB: 1.0-2.3x OpenMPI by the chain, 0.5-1.0x
+		 * by the tree; OpenMPI's own choice below 32 B at < 4 ranks
+		 * is its pipeline, a chain). */
 		if (bytes <= t->bcast_small_max)
-			return ALGO_BINOMIAL;
+			return p->crowded ? ALGO_CHAIN : ALGO_BINOMIAL;
 		/* The chain takes about one buffer time plus p-2 segment
 		 * times, the binomial tree log2(p) buffer times: the chain
 		 * wins once (log2(p) - 1) x bytes exceeds p-2 segments (at

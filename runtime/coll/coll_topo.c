@@ -52,6 +52,7 @@ void coll_place_of(hvd_comm_t *comm, struct coll_place *p)
 	p->local_size = comm->local_size;
 	p->shm = coll_tuning()->shm && shm_usable(comm) &&
 		 comm->hier_state >= 0;
+	p->crowded = transport_job_crowded();
 }
 
 static hvd_status_t shm_setup_barrier(void *arg)

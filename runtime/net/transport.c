@@ -64,7 +64,9 @@ hvd_status_t transport_init(void **addr, size_t *addr_len)
  * smallest and the largest hash: equal means every rank runs on this
  * machine.  A dissemination exchange (min and max are idempotent) of
  * log2(size) rounds on a context of its own, before any communicator
- * exists.  Mixed jobs (some nodes sharing machines, some not) count as
+ * exists.  The same rounds agree whether the job is crowded: some node
+ * has more ranks than cores, or the one machine has more of the job's
+ * ranks than the fewest cores any rank counted.  Mixed jobs (some nodes sharing machines, some not) count as
  * separate machines.
  */
 #define TP_SETUP_CTX 0xfffeu /* NOTICE_CTX - 1; only during hvd_init */
@@ -72,6 +74,7 @@ hvd_status_t transport_init(void **addr, size_t *addr_len)
 static int one_machine;     /* every rank of the job on this machine */
 static int host_ranks = 1;  /* ranks of the job on this machine      */
 static long host_cpus;      /* its online CPUs (0: unknown), read once */
+static int job_crowded;     /* agreed: some machine's job ranks > cores */
 
 static uint64_t boot_hash(void)
 {
@@ -134,13 +137,14 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 {
 	struct net_group g;
 	struct xfer x;
-	uint64_t v[2], in[2];
+	uint64_t v[4], in[4];
 	struct lane_addr mine;
 	hvd_status_t st;
 
 	one_machine = 0;
 	host_ranks = w->local_size > 0 ? w->local_size : 1;
 	host_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	job_crowded = transport_host_oversubscribed();
 	if (w->size < 2)
 		return HVD_OK;
 	memset(&g, 0, sizeof(g));
@@ -154,6 +158,8 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 		g.world_ranks[r] = r;
 	v[0] = boot_hash();
 	v[1] = ~v[0]; /* the minimum of ~h is ~(the maximum of h) */
+	v[2] = job_crowded ? 0 : 1; /* the minimum: some node is crowded */
+	v[3] = host_cpus > 0 ? (uint64_t)host_cpus : UINT64_MAX;
 	st = lane_open(&mine, w->size, w->rank, w->local_size == w->size);
 	if (st != HVD_OK) {
 		free(g.world_ranks);
@@ -165,8 +171,8 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 				  (w->rank - k + w->size) % w->size, in,
 				  sizeof(in)) != HVD_OK)
 			break;
-		v[0] = in[0] < v[0] ? in[0] : v[0];
-		v[1] = in[1] < v[1] ? in[1] : v[1];
+		for (int i = 0; i < 4; i++)
+			v[i] = in[i] < v[i] ? in[i] : v[i];
 	}
 	st = xfer_end(&x);
 	if (st == HVD_OK) {
@@ -181,6 +187,10 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 		one_machine = 1;
 		host_ranks = w->size;
 	}
+	/* The same answer on every rank: from the agreed values only (one
+	 * machine: one kernel, the fewest CPUs any rank saw). */
+	job_crowded = v[2] == 0 ||
+		      (one_machine && (uint64_t)w->size > v[3]);
 	return HVD_OK;
 }
 
@@ -197,6 +207,11 @@ int transport_lane_everywhere(void)
 int transport_host_oversubscribed(void)
 {
 	return host_cpus > 0 && host_ranks > host_cpus;
+}
+
+int transport_job_crowded(void)
+{
+	return job_crowded;
 }
 
 

@@ -53,6 +53,10 @@ hvd_status_t transport_agree_world(const struct hvd_world *w);
  * they outnumber its cores: then waiters should not spin. */
 int transport_host_ranks(void);
 int transport_host_oversubscribed(void);
+/* 1 when some machine of the job runs more of its ranks than it has
+ * cores (the mini-cluster's netns nodes on one host): agreed with the
+ * machines, so the same on every rank, and algorithms may choose by it. */
+int transport_job_crowded(void);
 /* 1 when the TCP lane (net/lane.h) is on at every rank of this world: the
  * same answer on every rank, so algorithms may size their messages by it. */
 int transport_lane_everywhere(void);

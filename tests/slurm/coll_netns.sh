@@ -20,7 +20,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 27
+plan 28
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -181,8 +181,19 @@ for how in rank node; do
 		"alltoall counts apart ($how): $fast of 4 ranks fail with HVD_ERR_MISMATCH within 10 s" ||
 		diag "$out"
 done
-out=$(step -N3 --ntasks-per-node=1 "$CHECK" 2>&1)
+out=$(HOROVOD_LOG_LEVEL=trace step -N3 --ntasks-per-node=1 "$CHECK" 2>"$err")
 check_run "3 nodes x 1 rank" "$out"
+# The small broadcast's algorithm depends on whether the machine is
+# crowded (its 3 ranks over its cores), agreed: the same on every rank.
+cpus=$(getconf _NPROCESSORS_ONLN)
+want=binomial
+((cpus < 3)) && want=chain
+ranks=$(sed -n "s/^hvd: \[\([0-9]*\)\] trace: broadcast ctx 1: [0-9]* B from [0-9]*: $want\$/\1/p" "$err" | sort -u | tr "\n" " " | sed "s/ $//")
+other=$(grep -c -E "trace: broadcast ctx 1: ([0-9]|[1-9][0-9]{1,3}) B from [0-9]*: " "$err")
+mine=$(grep -c -E "trace: broadcast ctx 1: ([0-9]|[1-9][0-9]{1,3}) B from [0-9]*: $want\$" "$err")
+ok $([[ $ranks == "0 1 2" && $other == "$mine" ]] && echo 0 || echo 1) \
+	"3 x 1 on $cpus CPUs: every small broadcast is a $want on ranks ${ranks:-none} ($mine of $other)" ||
+	diag "$(grep 'trace: broadcast' "$err" | sort | uniq -c | head -n 20)"
 out=$(step -N3 --ntasks-per-node=2 "$CHECK" 2>&1)
 check_run "3 nodes x 2 ranks" "$out"
 

@@ -34,7 +34,7 @@ static void setenv_(const char *k, const char *v)
 static struct coll_place place(int size, int nodes, int uniform, int ls,
 			       int shm)
 {
-	struct coll_place p = {size, nodes, uniform, ls, shm};
+	struct coll_place p = {size, nodes, uniform, ls, shm, 0};
 
 	return p;
 }
@@ -49,8 +49,9 @@ int main(void)
 	struct coll_place one_per_node = place(4, 4, 1, 1, 1);
 	struct coll_place pair = place(2, 2, 1, 1, 1);
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
+	struct coll_place crowded;
 
-	plan(63);
+	plan(66);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
@@ -98,6 +99,15 @@ int main(void)
 	       ALGO_BINOMIAL, "small broadcast: binomial");
 	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &two_nodes),
 	       ALGO_CHAIN, "large broadcast: chain");
+	crowded = one_per_node;
+	crowded.size = crowded.nodes = 3;
+	is_int(coll_select(&t, CK_BROADCAST, 100, 100, &crowded),
+	       ALGO_BINOMIAL, "small broadcast, 3 x 1: binomial");
+	crowded.crowded = 1;
+	is_int(coll_select(&t, CK_BROADCAST, 100, 100, &crowded),
+	       ALGO_CHAIN, "small broadcast, 3 x 1 on a crowded machine: chain");
+	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &crowded),
+	       ALGO_CHAIN, "large broadcast, 3 x 1, crowded: chain as before");
 	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &one_node),
 	       ALGO_SHM, "broadcast within a node: shm");
 	is_int(coll_select(&t, CK_ALLGATHER, 100, 100, &two_nodes),

@@ -207,8 +207,10 @@ ok $? "... nobody left behind"
 # ------------------------------------------------------------ growing
 # A second hvdrun with the same rendezvous directory joins the first; the
 # three ranks share one node, so the re-formed world runs on shared memory.
+# The first world trains on until it has three ranks (under load it once
+# finished its epochs before the newcomer came, and the newcomer failed).
 T=$TMP/grow
-HOROVOD_ELASTIC_DIR=$TMP/rdv start "$T" -np 2 --elastic
+HOROVOD_ELASTIC_DIR=$TMP/rdv ELASTIC_UNTIL_SIZE=3 start "$T" -np 2 --elastic
 wait_step "$T" 30
 HOROVOD_ELASTIC_DIR=$TMP/rdv ELASTIC_STEP_MS=15 timeout "$LIMIT" "$HVDRUN" \
 	--elastic -np 1 "$PROG" 3 >"$T.b" 2>"$T.b.err"
@@ -227,7 +229,7 @@ is "$(cat "$T" "$T.b" | awk '$1 == "sync" && $3 == 1 { print $9 }' | sort -u | w
 # never came, and the world for the newcomer).
 T=$TMP/pause
 # 40 ms steps: 6 s of training after step 30 for the newcomer to start
-STEP_MS=40 HOROVOD_ELASTIC_DIR=$TMP/rdv2 start "$T" -np 2 --elastic
+STEP_MS=40 HOROVOD_ELASTIC_DIR=$TMP/rdv2 ELASTIC_UNTIL_SIZE=3 start "$T" -np 2 --elastic
 wait_step "$T" 30
 HOROVOD_ELASTIC_DIR=$TMP/rdv2 HOROVOD_LOG_LEVEL=info ELASTIC_STEP_MS=15 \
 	"$HVDRUN" --elastic -np 1 "$PROG" 3 >"$T.b" 2>"$T.b.err" &

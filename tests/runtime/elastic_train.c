@@ -22,7 +22,9 @@
  *   done size S steps N resets R acc A          at the end
  *
  * Arguments: [epochs] (default 3).  Environment: ELASTIC_STEP_MS (sleep per
- * step, default 0), ELASTIC_COMMIT (steps between commits, default 1).
+ * step, default 0), ELASTIC_COMMIT (steps between commits, default 1),
+ * ELASTIC_UNTIL_SIZE (more epochs while the world has fewer ranks: a
+ * test that adds a rank cannot see the world finish before it arrives).
  * Exit status 0 when training finished and every epoch saw every sample
  * once; 3 on HVD_ERR_TOO_FEW_RANKS (after printing "too-few"), 4 when
  * removed, 1 otherwise.
@@ -53,6 +55,7 @@ static struct state cur, saved;
 static float xtr[NTRAIN][DIM], xte[NTEST][DIM];
 static int ytr[NTRAIN], yte[NTEST];
 static int epochs = 3, step_ms, commit_every = 1, resets, bad_epochs;
+static int until_size; /* ELASTIC_UNTIL_SIZE: train on while smaller */
 static int32_t perm[NTRAIN];
 
 static uint64_t rng_next(uint64_t *s)
@@ -215,7 +218,7 @@ static hvd_status_t step(void)
 static hvd_status_t train(void *arg)
 {
 	(void)arg;
-	while (cur.epoch < epochs) {
+	while (cur.epoch < epochs || hvd_size() < until_size) {
 		hvd_status_t st = step();
 
 		if (st != HVD_OK)
@@ -279,6 +282,8 @@ int main(int argc, char **argv)
 		epochs = atoi(argv[1]);
 	if ((e = getenv("ELASTIC_STEP_MS")))
 		step_ms = atoi(e);
+	if ((e = getenv("ELASTIC_UNTIL_SIZE")))
+		until_size = atoi(e);
 	if ((e = getenv("ELASTIC_COMMIT")) && atoi(e) > 0)
 		commit_every = atoi(e);
 	setvbuf(stdout, NULL, _IOLBF, 0);

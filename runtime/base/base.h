@@ -33,6 +33,9 @@ hvd_status_t hvd_verror(hvd_status_t status, const char *fmt, va_list ap);
 hvd_status_t hvd_error_prefix(hvd_status_t status, const char *fmt, ...)
 	HVD_PRINTF(2, 3);
 void hvd_error_clear(void);
+/* msg without the "HVD-NNNN " it starts with (a reason passed on to a
+ * message that will get a code of its own). */
+const char *hvd_error_text(const char *msg);
 
 /* One pair of checking macros for the whole library (as NCCL's checks.h):
  * a status other than HVD_OK returns, or jumps to the cleanup label with

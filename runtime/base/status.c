@@ -89,6 +89,11 @@ const char *hvd_last_error(void)
 	return last_error;
 }
 
+const char *hvd_error_text(const char *msg)
+{
+	return msg + code_len(msg);
+}
+
 void hvd_error_clear(void)
 {
 	last_error[0] = '\0';

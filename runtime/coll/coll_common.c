@@ -110,7 +110,7 @@ void leader_hdr_set(struct leader_hdr *h, hvd_status_t st,
 	if (st != HVD_OK)
 		snprintf(h->why, sizeof(h->why), "%s",
 			 h->failed >= 0 ? transport_fail_reason(h->failed)
-					: hvd_last_error());
+					: hvd_error_text(hvd_last_error()));
 }
 
 hvd_status_t leader_hdr_status(struct leader_hdr *h, int leader,

@@ -66,8 +66,8 @@ hvd_status_t transport_init(void **addr, size_t *addr_len)
  * log2(size) rounds on a context of its own, before any communicator
  * exists.  The same rounds agree whether the job is crowded: some node
  * has more ranks than cores, or the one machine has more of the job's
- * ranks than the fewest cores any rank counted.  Mixed jobs (some nodes sharing machines, some not) count as
- * separate machines.
+ * ranks than the fewest cores any rank counted.  Mixed jobs (some nodes
+ * sharing machines, some not) count as separate machines.
  */
 #define TP_SETUP_CTX 0xfffeu /* NOTICE_CTX - 1; only during hvd_init */
 

@@ -65,16 +65,30 @@ hvd_status_t transport_init(void **addr, size_t *addr_len)
  * machine.  A dissemination exchange (min and max are idempotent) of
  * log2(size) rounds on a context of its own, before any communicator
  * exists.  The same rounds agree whether the job is crowded: some node
- * has more ranks than cores, or the one machine has more of the job's
- * ranks than the fewest cores any rank counted.  Mixed jobs (some nodes
- * sharing machines, some not) count as separate machines.
+ * has more ranks than CPUs, or the one machine has more of the job's
+ * ranks than CPUs.  Mixed jobs (some nodes sharing machines, some not)
+ * count as separate machines.
+ *
+ * "CPUs" are those the job's ranks may run on, not those the machine
+ * has: on a shared node a job's cgroup may hold 4 cores of 64, and 8
+ * ranks there wait for one another like 8 ranks on a 4-core machine.
+ * Each rank's affinity mask says where it may run; the ranks of a node
+ * OR theirs together first (a dissemination among them), and the rounds
+ * over the job OR the nodes' sets (meaningful on one machine only, where
+ * CPU numbers name the same CPUs).
  */
 #define TP_SETUP_CTX 0xfffeu /* NOTICE_CTX - 1; only during hvd_init */
 
 static int one_machine;     /* every rank of the job on this machine */
 static int host_ranks = 1;  /* ranks of the job on this machine      */
-static long host_cpus;      /* its online CPUs (0: unknown), read once */
-static int job_crowded;     /* agreed: some machine's job ranks > cores */
+static long host_cpus;      /* the CPUs they may use (0: unknown)     */
+static int job_crowded;     /* agreed: some machine's job ranks > CPUs */
+
+/* What the machine comparison's rounds carry: minima, and a union. */
+struct machine_msg {
+	uint64_t v[3]; /* boot hash, ~boot hash, 0 if some node crowded */
+	cpu_set_t cpus;
+};
 
 static uint64_t boot_hash(void)
 {
@@ -95,6 +109,61 @@ static uint64_t boot_hash(void)
 		h *= 1099511628211ull;
 	}
 	return h;
+}
+
+/* The CPUs this rank may run on; all online ones where the kernel would
+ * not say. */
+static void own_cpus(cpu_set_t *set)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	CPU_ZERO(set);
+	if (sched_getaffinity(0, sizeof(*set), set) == 0 &&
+	    CPU_COUNT(set) > 0)
+		return;
+	CPU_ZERO(set);
+	for (long c = 0; c < (n > 0 ? n : 1) && c < CPU_SETSIZE; c++)
+		CPU_SET((int)c, set);
+}
+
+/*
+ * The union of the affinity masks of this node's ranks, in set: a
+ * dissemination among them (OR is idempotent), ceil(log2(local size))
+ * rounds.  One transfer on every rank, even alone on its node, so that
+ * the setup group's sequence numbers stay in step.
+ */
+static hvd_status_t node_cpus(struct xfer *x, const struct hvd_world *w,
+			      cpu_set_t *set)
+{
+	int n = w->local_size, me = w->local_rank, *loc;
+	hvd_status_t st = HVD_OK;
+
+	if (n < 2 || !w->node_of || !w->local_rank_of)
+		return HVD_OK;
+	loc = malloc((size_t)n * sizeof(*loc));
+	if (!loc)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	for (int i = 0; i < n; i++)
+		loc[i] = -1;
+	for (int r = 0; r < w->size; r++)
+		if (w->node_of[r] == w->node_id && w->local_rank_of[r] >= 0 &&
+		    w->local_rank_of[r] < n)
+			loc[w->local_rank_of[r]] = r;
+	for (int i = 0; i < n; i++)
+		if (loc[i] < 0)
+			st = hvd_error(HVD_ERR_INTERNAL,
+				       "hvd: local rank %d of %d has no rank",
+				       i, n);
+	for (int k = 1; k < n && st == HVD_OK; k <<= 1) {
+		cpu_set_t in;
+
+		st = xfer_sendrecv(x, loc[(me + k) % n], set, sizeof(*set),
+				   loc[(me - k + n) % n], &in, sizeof(in));
+		if (st == HVD_OK)
+			CPU_OR(set, set, &in);
+	}
+	free(loc);
+	return st;
 }
 
 /*
@@ -137,13 +206,15 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 {
 	struct net_group g;
 	struct xfer x;
-	uint64_t v[4], in[4];
+	struct machine_msg m, in;
 	struct lane_addr mine;
 	hvd_status_t st;
 
 	one_machine = 0;
 	host_ranks = w->local_size > 0 ? w->local_size : 1;
-	host_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	memset(&m, 0, sizeof(m));
+	own_cpus(&m.cpus);
+	host_cpus = CPU_COUNT(&m.cpus);
 	job_crowded = transport_host_oversubscribed();
 	if (w->size < 2)
 		return HVD_OK;
@@ -156,25 +227,32 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 	for (int r = 0; r < w->size; r++)
 		g.world_ranks[r] = r;
-	v[0] = boot_hash();
-	v[1] = ~v[0]; /* the minimum of ~h is ~(the maximum of h) */
-	v[2] = job_crowded ? 0 : 1; /* the minimum: some node is crowded */
-	v[3] = host_cpus > 0 ? (uint64_t)host_cpus : UINT64_MAX;
 	st = lane_open(&mine, w->size, w->rank, w->local_size == w->size);
 	if (st != HVD_OK) {
 		free(g.world_ranks);
 		return st;
 	}
 	xfer_begin(&x, &g);
-	for (int k = 1; k < w->size; k <<= 1) {
-		if (xfer_sendrecv(&x, (w->rank + k) % w->size, v, sizeof(v),
-				  (w->rank - k + w->size) % w->size, in,
-				  sizeof(in)) != HVD_OK)
-			break;
-		for (int i = 0; i < 4; i++)
-			v[i] = in[i] < v[i] ? in[i] : v[i];
+	st = node_cpus(&x, w, &m.cpus);
+	st = st == HVD_OK ? xfer_end(&x) : (xfer_end(&x), st);
+	host_cpus = CPU_COUNT(&m.cpus);
+	m.v[0] = boot_hash();
+	m.v[1] = ~m.v[0]; /* the minimum of ~h is ~(the maximum of h) */
+	m.v[2] = transport_host_oversubscribed() ? 0 : 1;
+	if (st == HVD_OK) {
+		xfer_begin(&x, &g);
+		for (int k = 1; k < w->size; k <<= 1) {
+			if (xfer_sendrecv(&x, (w->rank + k) % w->size, &m,
+					  sizeof(m),
+					  (w->rank - k + w->size) % w->size,
+					  &in, sizeof(in)) != HVD_OK)
+				break;
+			for (int i = 0; i < 3; i++)
+				m.v[i] = in.v[i] < m.v[i] ? in.v[i] : m.v[i];
+			CPU_OR(&m.cpus, &m.cpus, &in.cpus);
+		}
+		st = xfer_end(&x);
 	}
-	st = xfer_end(&x);
 	if (st == HVD_OK) {
 		xfer_begin(&x, &g);
 		st = lane_exchange(&x, w, &mine);
@@ -183,14 +261,18 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 	free(g.world_ranks);
 	if (st != HVD_OK)
 		return hvd_error_prefix(st, "hvd: comparing machines");
-	if (v[0] == ~v[1]) {
+	if (m.v[0] == ~m.v[1]) {
 		one_machine = 1;
 		host_ranks = w->size;
+		host_cpus = CPU_COUNT(&m.cpus); /* every rank's, agreed */
 	}
-	/* The same answer on every rank: from the agreed values only (one
-	 * machine: one kernel, the fewest CPUs any rank saw). */
-	job_crowded = v[2] == 0 ||
-		      (one_machine && (uint64_t)w->size > v[3]);
+	/* The same answer on every rank: from the agreed values only. */
+	job_crowded = m.v[2] == 0 || (one_machine && w->size > host_cpus);
+	hvd_log(HVD_LOG_DEBUG,
+		"%d ranks of the job on this %s, on %ld CPU%s they may use%s",
+		host_ranks, one_machine ? "machine" : "node", host_cpus,
+		host_cpus == 1 ? "" : "s",
+		job_crowded ? "; the job is crowded" : "");
 	return HVD_OK;
 }
 

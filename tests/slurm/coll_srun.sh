@@ -3,7 +3,8 @@
 # mini-cluster: coll_check with 2 ranks per node (hierarchical allreduce:
 # shared memory within a node, UCX between them), the same with the flat
 # UCX algorithms only, an uneven 2+1 placement, and a rank killed on one
-# node while the others (on both nodes) must name it.
+# node while the others (on both nodes) must name it.  Last, the CPUs the
+# ranks count as theirs: those of their affinity masks, not the machine's.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
 CHECK=$top_builddir/tests/runtime/coll_check
@@ -14,7 +15,7 @@ case $CHECK in
 /tmp/*) skip_all "the build tree is under /tmp, which the nodes do not share" ;;
 esac
 
-plan 7
+plan 11
 slurm_workdir >/dev/null
 err=$hvdt_workdir/stderr
 
@@ -82,3 +83,30 @@ named=$(grep -c 'HVD_ERR_PEER_FAILED after .*rank 1 failed' <<<"$out")
 is "$named" 3 "killed rank 1: the 3 survivors on both nodes name it" ||
 	diag "$out"
 ok $(( took < 60 ? 0 : 1 )) "the step ended in ${took}s"
+
+# Two ranks confined to one CPU (as by a cgroup narrower than the node):
+# the ranks must count the CPUs they may run on, not the machine's, or
+# each spins for its time slice while the other holds the data it waits
+# for.  taskset stands in for the cgroup (task/none here); the mask is
+# what a cgroup's cpuset would leave.
+out=$(HOROVOD_LOG_LEVEL=debug run_timeout "$HVD_TEST_TIMEOUT" srun -Q \
+	--mpi=pmix -N1 -n2 taskset -c 0 "$CHECK" 2>"$err")
+check_run "srun -N1 -n2, both ranks on CPU 0: coll_check" "$out"
+said=$(grep -c 'debug: 2 ranks of the job on this machine, on 1 CPU they may use; the job is crowded$' "$err")
+is "$said" 2 "... both ranks count 1 CPU and call the job crowded" ||
+	diag "$(grep 'CPU' "$err")"
+
+# One rank on CPU 0, the other on CPU 1: each mask has one CPU, and the
+# ranks must count their union, 2, and not call the job crowded.
+if (($(nproc) >= 2)); then
+	out=$(HOROVOD_LOG_LEVEL=debug run_timeout "$HVD_TEST_TIMEOUT" srun -Q \
+		--mpi=pmix -N1 -n2 bash -c 'exec taskset -c "$SLURM_LOCALID" "$0"' \
+		"$CHECK" 2>"$err")
+	check_run "srun -N1 -n2, ranks on CPUs 0 and 1: coll_check" "$out"
+	said=$(grep -c 'debug: 2 ranks of the job on this machine, on 2 CPUs they may use$' "$err")
+	is "$said" 2 "... both ranks count the 2 CPUs of their masks together" ||
+		diag "$(grep 'CPU' "$err")"
+else
+	skip "one CPU here ($(nproc)): no two CPUs to put the ranks on"
+	skip "one CPU here: no union of two masks to count"
+fi

@@ -2,8 +2,9 @@
 # coll.sh - the collectives (coll_check) on 1, 2, 3, 4 and 8 ranks, the
 # transport-only algorithms (no shared memory, forced ring with small
 # segments, Bruck's allgather and the binomial broadcast that large jobs
-# take), a HOROVOD_RANK that disagrees with PMIx, and a rank that
-# SIGKILLs itself inside an allreduce.  Ranks start through launch.sh
+# take), a /dev/shm without room for the shared-memory segment, a
+# HOROVOD_RANK that disagrees with PMIx, and a rank that SIGKILLs itself
+# inside an allreduce.  Ranks start through launch.sh
 # (hvdrun when built, else mpirun).
 set -u
 
@@ -40,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 14))"
+echo "1..$(($# + 16))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -90,6 +91,38 @@ for np in 2 4; do
 		$np HVD_SHM=0 HVD_ALLREDUCE_ALGO=ring HVD_RING_SEGMENT=4K \
 		HVD_RING_WINDOW=1
 done
+
+# A /dev/shm without room for the node's segment (a container's, or one
+# that other jobs filled): local rank 0 cannot allocate it, both ranks
+# warn, and the collectives go through UCX.  A segment that was merely
+# sized mapped fine, and the first rank to touch a page past the room
+# died of SIGBUS.  A tmpfs of 12 MiB of its own (unshare --mount, which
+# needs root) holds UCX's shared memory (under 10 MiB for 2 ranks) but
+# not a segment of 4 MiB chunks (about 34 MiB).
+if unshare --mount true 2>/dev/null; then
+	start=$(date +%s)
+	unshare --mount sh -c 'mount -t tmpfs -o size=12m,mode=1777 hvd-test \
+		/dev/shm && exec "$@"' sh env HOROVOD_SHM_CHUNK=4M \
+		timeout "$LIMIT" "$LAUNCH" -np 2 "$CHECK" >"$T/out" 2>"$T/err"
+	rc=$?
+	took=$(($(date +%s) - start))
+	planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$T/out")
+	passed=$(grep -c '^ok ' "$T/out")
+	st=1
+	[ $rc -eq 0 ] && [ -n "$planned" ] && [ "$passed" -eq "$planned" ] &&
+		st=0
+	ok $st "/dev/shm of 12 MiB: $passed/${planned:-?} checks passed, exit $rc, ${took}s"
+	[ $st -eq 0 ] || head -n 20 "$T/err" | sed 's/^/#   stderr: /'
+	r0=$(grep -c '\[0\] warning: shared memory unavailable (.*no room for .* bytes: No space left on device' "$T/err")
+	r1=$(grep -c '\[1\] warning: shared memory unavailable (.*local rank 0 could not make the segment' "$T/err")
+	st=1
+	[ "$r0" -ge 1 ] && [ "$r1" -ge 1 ] && st=0
+	ok $st "... rank 0 says there is no room ($r0 times), rank 1 that rank 0 could not make it ($r1)"
+else
+	echo "ok $((n + 1)) # SKIP cannot mount a small /dev/shm (unshare --mount needs root)"
+	echo "ok $((n + 2)) # SKIP no small /dev/shm"
+	n=$((n + 2))
+fi
 
 # HOROVOD_RANK set for another launch: hvd_init fails, saying so.
 HOROVOD_RANK=7 HOROVOD_SIZE=9 timeout 60 "$LAUNCH" -np 2 "$CHECK" initfail \

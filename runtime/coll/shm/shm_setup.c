@@ -265,6 +265,7 @@ int shm_segment_check(int fd, int n, struct shm_header *h, char *why,
 static hvd_status_t create_segment(shm_group_t *g)
 {
 	hvd_status_t st;
+	int e;
 	/* glibc's shm_open adds O_NOFOLLOW and O_CLOEXEC */
 	int fd = shm_open(g->name, O_CREAT | O_EXCL | O_RDWR, 0600);
 
@@ -280,12 +281,18 @@ static hvd_status_t create_segment(shm_group_t *g)
 			       g->name, strerror(errno));
 		goto err_unlink;
 	}
-	if (ftruncate(fd, (off_t)g->size) != 0) {
+	/* Take the pages now, not only the size: on a /dev/shm without
+	 * room for the whole segment (a container's 64 MB, or one filled by
+	 * other jobs), a merely sized file maps fine and the first rank to
+	 * touch a page past the room dies of SIGBUS.  Allocated, it fails
+	 * here, and the node's collectives go through UCX instead. */
+	e = posix_fallocate(fd, 0, (off_t)g->size);
+	if (e != 0) {
 		st = hvd_error(HVD_ERR_TRANSPORT,
-			       "shared memory: cannot size %s to %zu bytes: "
-			       "%s (is /dev/shm large enough? lower "
-			       "HOROVOD_SHM_CHUNK)",
-			       g->name, g->size, strerror(errno));
+			       "shared memory: no room for %s's %zu bytes: "
+			       "%s (is /dev/shm large enough? free it, or "
+			       "lower HOROVOD_SHM_CHUNK)",
+			       g->name, g->size, strerror(e));
 		goto err_unlink;
 	}
 	st = map_segment(g, fd, g->size);

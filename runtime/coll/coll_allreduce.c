@@ -297,9 +297,8 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 			&p);
 	if ((a == ALGO_SHM && !coll_shm(comm)) ||
 	    (a == ALGO_HIER && !coll_hier_ready(comm)))
-		a = count * esz <= coll_tuning()->reducescatter_small_max
-			    ? ALGO_RD
-			    : ALGO_RING;
+		a = coll_select_flat(coll_tuning(), CK_REDUCESCATTER,
+				     count * esz, count, &p);
 	if (hvd_log_enabled(HVD_LOG_TRACE))
 		hvd_log(HVD_LOG_TRACE, "reducescatter ctx %u: %zu x %s: %s",
 			comm->net.ctx, count, hvd_dtype_name(dt),

@@ -91,8 +91,8 @@ hvd_status_t host_broadcast(hvd_comm_t *comm, void *buf, size_t bytes,
 	coll_place_of(comm, &p);
 	a = coll_select(coll_tuning(), CK_BROADCAST, bytes, bytes, &p);
 	if (a == ALGO_SHM && !coll_shm(comm))
-		a = bytes <= coll_tuning()->bcast_small_max ? ALGO_BINOMIAL
-							    : ALGO_CHAIN;
+		a = coll_select_flat(coll_tuning(), CK_BROADCAST, bytes, bytes,
+				     &p);
 	if (hvd_log_enabled(HVD_LOG_TRACE))
 		hvd_log(HVD_LOG_TRACE, "broadcast ctx %u: %zu B from %d: %s",
 			comm->net.ctx, bytes, root, coll_algo_name(a));

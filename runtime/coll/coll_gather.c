@@ -329,13 +329,9 @@ hvd_status_t host_allgatherv(hvd_comm_t *comm, const void *sendbuf,
 			st = hier_allgatherv_cross(comm, rb, off, len);
 		goto out;
 	}
-	if (a == ALGO_HIER) {
-		struct coll_tuning flat = *coll_tuning();
-
-		flat.hier = 0;
-		flat.algo[CK_ALLGATHER] = ALGO_AUTO;
-		a = coll_select(&flat, CK_ALLGATHER, total * esz, total, &p);
-	}
+	if (a == ALGO_HIER)
+		a = coll_select_flat(coll_tuning(), CK_ALLGATHER, total * esz,
+				     total, &p);
 	xfer_begin(&x, &comm->net);
 	if (a == ALGO_RING) {
 		ring_allgather(&x, recvbuf, off, len);

@@ -84,6 +84,14 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 			   size_t bytes, size_t count,
 			   const struct coll_place *p);
 
+/* Pure: coll_select's choice where the shared-memory group or the
+ * hierarchy turned out unusable on the communicator (its members agree on
+ * that): the same rules without them, so that the fallback is the
+ * algorithm a job without shared memory gets, not a rule of its own. */
+enum coll_algo coll_select_flat(const struct coll_tuning *t,
+				enum coll_kind k, size_t bytes, size_t count,
+				const struct coll_place *p);
+
 /* Pure: a reducescatter or allgather of 'bytes' (allgather: the total)
  * that the allreduce through the node leaders does, or an alltoall of
  * 'bytes' a rank that goes through them (coll_select's rule; the hosts

@@ -307,3 +307,15 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 		return ALGO_AUTO;
 	}
 }
+
+enum coll_algo coll_select_flat(const struct coll_tuning *t,
+				enum coll_kind k, size_t bytes, size_t count,
+				const struct coll_place *p)
+{
+	struct coll_place q = *p;
+
+	/* Neither ALGO_SHM nor ALGO_HIER is usable without shm, forced or
+	 * not; a forced flat algorithm stays. */
+	q.shm = 0;
+	return coll_select(t, k, bytes, count, &q);
+}

@@ -51,7 +51,7 @@ int main(void)
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 	struct coll_place crowded;
 
-	plan(74);
+	plan(73);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
@@ -116,28 +116,38 @@ int main(void)
 	 * rules of their own: the binomial tree for every small broadcast
 	 * and a chain for every large one, recursive doubling for the small
 	 * reducescatter of two ranks. */
-	crowded = one_node;
-	crowded.crowded = 1;
-	is_int(coll_select_flat(&t, CK_BROADCAST, 100, 100, &crowded),
-	       ALGO_CHAIN, "no shm after all, small broadcast, crowded: chain");
-	is_int(coll_select_flat(&t, CK_BROADCAST, 100, 100, &one_node),
-	       ALGO_BINOMIAL, "... not crowded: binomial");
-	is_int(coll_select_flat(&t, CK_BROADCAST, 300 << 10, 300 << 10,
-				&one_node),
-	       ALGO_BINOMIAL, "... 300 KiB to 4 ranks: binomial, as without shm");
-	is_int(coll_select_flat(&t, CK_BROADCAST, 300 << 10, 300 << 10,
-				&one_node),
-	       coll_select(&t, CK_BROADCAST, 300 << 10, 300 << 10, &no_shm),
-	       "... the same as coll_select without shm");
-	crowded = place(2, 1, 1, 2, 1);
-	is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &crowded),
-	       ALGO_SHM, "reducescatter of 2 ranks on a node: shm");
-	is_int(coll_select_flat(&t, CK_REDUCESCATTER, 4096, 1024, &crowded),
-	       ALGO_RING, "... no shm after all: the ring's one exchange");
-	is_int(coll_select_flat(&t, CK_REDUCESCATTER, 4096, 1024, &two_nodes),
-	       ALGO_RD, "... 2 x 4, hierarchy unusable: recursive doubling");
-	is_int(coll_select_flat(&t, CK_ALLGATHER, 100, 100, &two_nodes),
-	       ALGO_DIRECT, "small allgather, hierarchy unusable: direct");
+	{
+		struct coll_place busy = one_node, duo = place(2, 1, 1, 2, 1);
+		const struct {
+			enum coll_kind k;
+			size_t bytes;
+			const struct coll_place *p;
+			enum coll_algo want;
+			const char *what;
+		} flat[] = {
+			{CK_BROADCAST, 100, &busy, ALGO_CHAIN,
+			 "small broadcast, crowded: chain"},
+			{CK_BROADCAST, 100, &one_node, ALGO_BINOMIAL,
+			 "small broadcast: binomial"},
+			{CK_BROADCAST, 300 << 10, &one_node, ALGO_BINOMIAL,
+			 "300 KiB broadcast to 4 ranks: binomial"},
+			{CK_REDUCESCATTER, 4096, &duo, ALGO_RING,
+			 "4 KiB reducescatter of 2 ranks: the ring's exchange"},
+			{CK_REDUCESCATTER, 4096, &two_nodes, ALGO_RD,
+			 "4 KiB reducescatter, 2 x 4: recursive doubling"},
+			{CK_ALLGATHER, 100, &two_nodes, ALGO_DIRECT,
+			 "small allgather, 2 x 4: direct"},
+		};
+
+		busy.crowded = 1;
+		is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &duo),
+		       ALGO_SHM, "reducescatter of 2 ranks on a node: shm");
+		for (size_t i = 0; i < sizeof(flat) / sizeof(flat[0]); i++)
+			is_int(coll_select_flat(&t, flat[i].k, flat[i].bytes,
+						flat[i].bytes / 4, flat[i].p),
+			       flat[i].want, "no shm after all, %s",
+			       flat[i].what);
+	}
 	is_int(coll_select(&t, CK_ALLGATHER, 100, 100, &two_nodes),
 	       ALGO_HIER, "small allgather across even nodes: the leaders");
 	is_int(coll_select(&t, CK_ALLGATHER, 64 << 10, 8192, &two_nodes),

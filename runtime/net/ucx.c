@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -148,6 +149,29 @@ static void tune_config(ucp_config_t *config)
 
 #define WORKER_RETRIES 40
 
+/* UCX 1.13 fails the worker with "No resources" when its POSIX
+ * shared-memory transport finds no room in /dev/shm for its receive
+ * FIFOs (2 ranks here: not in 8 MiB, in 10; a container's /dev/shm, or
+ * one that other jobs filled): say how much room there is and what to
+ * do. */
+static hvd_status_t no_room_error(ucs_status_t s)
+{
+	struct statvfs sv;
+
+	if (statvfs("/dev/shm", &sv) != 0)
+		return hvd_error(HVD_ERR_TRANSPORT,
+				 "hvd: ucp_worker_create failed (%s)",
+				 UCS_MSG(s));
+	return hvd_error(HVD_ERR_TRANSPORT,
+			 "hvd: ucp_worker_create failed (%s); /dev/shm has "
+			 "%llu KiB free, and UCX's shared-memory transport "
+			 "needs room there: free or enlarge /dev/shm, or "
+			 "leave that transport out with UCX_TLS=^posix",
+			 UCS_MSG(s),
+			 (unsigned long long)sv.f_bavail *
+				 (unsigned long long)sv.f_frsize / 1024);
+}
+
 /* A thread-safe worker on ctx, and its address; "No such device" is
  * tried again up to retries times, 50 ms apart. */
 static hvd_status_t worker_open(ucp_context_h ctx, ucp_worker_h *wk,
@@ -179,6 +203,8 @@ static hvd_status_t worker_open(ucp_context_h ctx, ucp_worker_h *wk,
 				UCS_MSG(s));
 		nanosleep(&ts, NULL);
 	}
+	if (s == UCS_ERR_NO_RESOURCE)
+		return no_room_error(s);
 	if (s != UCS_OK)
 		return hvd_error(HVD_ERR_TRANSPORT,
 				 "hvd: ucp_worker_create failed (%s)",

@@ -41,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 16))"
+echo "1..$(($# + 18))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -118,10 +118,34 @@ if unshare --mount true 2>/dev/null; then
 	st=1
 	[ "$r0" -ge 1 ] && [ "$r1" -ge 1 ] && st=0
 	ok $st "... rank 0 says there is no room ($r0 times), rank 1 that rank 0 could not make it ($r1)"
+	# A /dev/shm of 1 MiB has no room for UCX's own shared memory
+	# either: hvd_init fails on both ranks, saying how much room there
+	# is and what to do, and what it says to do works.
+	unshare --mount sh -c 'mount -t tmpfs -o size=1m,mode=1777 hvd-test \
+		/dev/shm && exec "$@"' sh timeout 60 "$LAUNCH" -np 2 "$CHECK" \
+		initfail >"$T/out" 2>&1
+	said=$(grep -c 'HVD_ERR_TRANSPORT: .*ucp_worker_create failed (.*); /dev/shm has [0-9]* KiB free.*UCX_TLS=^posix' "$T/out")
+	st=1
+	[ "$said" -eq 2 ] && st=0
+	ok $st "/dev/shm of 1 MiB: hvd_init fails on both ranks ($said), naming /dev/shm and UCX_TLS"
+	[ $st -eq 0 ] || head -n 5 "$T/out" | sed 's/^/#   /'
+	unshare --mount sh -c 'mount -t tmpfs -o size=1m,mode=1777 hvd-test \
+		/dev/shm && exec "$@"' sh env UCX_TLS=^posix timeout "$LIMIT" \
+		"$LAUNCH" -np 2 "$CHECK" >"$T/out" 2>"$T/err"
+	rc=$?
+	planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$T/out")
+	passed=$(grep -c '^ok ' "$T/out")
+	st=1
+	[ $rc -eq 0 ] && [ -n "$planned" ] && [ "$passed" -eq "$planned" ] &&
+		st=0
+	ok $st "... with UCX_TLS=^posix as it says: $passed/${planned:-?} checks passed, exit $rc"
+	[ $st -eq 0 ] || head -n 20 "$T/err" | sed 's/^/#   stderr: /'
 else
-	echo "ok $((n + 1)) # SKIP cannot mount a small /dev/shm (unshare --mount needs root)"
-	echo "ok $((n + 2)) # SKIP no small /dev/shm"
-	n=$((n + 2))
+	for what in "a /dev/shm of 12 MiB" "its warnings" \
+		"a /dev/shm of 1 MiB" "UCX_TLS=^posix there"; do
+		n=$((n + 1))
+		echo "ok $n # SKIP $what: cannot mount a small /dev/shm (unshare --mount needs root)"
+	done
 fi
 
 # HOROVOD_RANK set for another launch: hvd_init fails, saying so.

@@ -45,13 +45,15 @@ echo "1..$(($# + 18))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
-# TAP has no failure and ends with a complete plan.
+# TAP has no failure and ends with a complete plan.  $run_in, when set,
+# is a command to run the launch under (small_shm SIZE).
+run_in=
 run_check() {
 	name=$1
 	np=$2
 	shift 2
 	start=$(date +%s)
-	env "$@" timeout "$LIMIT" "$LAUNCH" -np "$np" "$CHECK" \
+	$run_in env "$@" timeout "$LIMIT" "$LAUNCH" -np "$np" "$CHECK" \
 		>"$T/out" 2>"$T/err"
 	rc=$?
 	took=$(($(date +%s) - start))
@@ -92,6 +94,13 @@ for np in 2 4; do
 		HVD_RING_WINDOW=1
 done
 
+# small_shm SIZE CMD...: CMD in a mount namespace of its own whose
+# /dev/shm is a tmpfs of SIZE.
+small_shm() {
+	unshare --mount sh -c 'mount -t tmpfs -o "size=$0,mode=1777" \
+		hvd-test /dev/shm && exec "$@"' "$@"
+}
+
 # A /dev/shm without room for the node's segment (a container's, or one
 # that other jobs filled): local rank 0 cannot allocate it, both ranks
 # warn, and the collectives go through UCX.  A segment that was merely
@@ -100,19 +109,8 @@ done
 # needs root) holds UCX's shared memory (under 10 MiB for 2 ranks) but
 # not a segment of 4 MiB chunks (about 34 MiB).
 if unshare --mount true 2>/dev/null; then
-	start=$(date +%s)
-	unshare --mount sh -c 'mount -t tmpfs -o size=12m,mode=1777 hvd-test \
-		/dev/shm && exec "$@"' sh env HOROVOD_SHM_CHUNK=4M \
-		timeout "$LIMIT" "$LAUNCH" -np 2 "$CHECK" >"$T/out" 2>"$T/err"
-	rc=$?
-	took=$(($(date +%s) - start))
-	planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$T/out")
-	passed=$(grep -c '^ok ' "$T/out")
-	st=1
-	[ $rc -eq 0 ] && [ -n "$planned" ] && [ "$passed" -eq "$planned" ] &&
-		st=0
-	ok $st "/dev/shm of 12 MiB: $passed/${planned:-?} checks passed, exit $rc, ${took}s"
-	[ $st -eq 0 ] || head -n 20 "$T/err" | sed 's/^/#   stderr: /'
+	run_in="small_shm 12m"
+	run_check "/dev/shm of 12 MiB" 2 HOROVOD_SHM_CHUNK=4M
 	r0=$(grep -c '\[0\] warning: shared memory unavailable (.*no room for .* bytes: No space left on device' "$T/err")
 	r1=$(grep -c '\[1\] warning: shared memory unavailable (.*local rank 0 could not make the segment' "$T/err")
 	st=1
@@ -121,25 +119,16 @@ if unshare --mount true 2>/dev/null; then
 	# A /dev/shm of 1 MiB has no room for UCX's own shared memory
 	# either: hvd_init fails on both ranks, saying how much room there
 	# is and what to do, and what it says to do works.
-	unshare --mount sh -c 'mount -t tmpfs -o size=1m,mode=1777 hvd-test \
-		/dev/shm && exec "$@"' sh timeout 60 "$LAUNCH" -np 2 "$CHECK" \
-		initfail >"$T/out" 2>&1
+	small_shm 1m timeout 60 "$LAUNCH" -np 2 "$CHECK" initfail \
+		>"$T/out" 2>&1
 	said=$(grep -c 'HVD_ERR_TRANSPORT: .*ucp_worker_create failed (.*); /dev/shm has [0-9]* KiB free.*UCX_TLS=^posix' "$T/out")
 	st=1
 	[ "$said" -eq 2 ] && st=0
 	ok $st "/dev/shm of 1 MiB: hvd_init fails on both ranks ($said), naming /dev/shm and UCX_TLS"
 	[ $st -eq 0 ] || head -n 5 "$T/out" | sed 's/^/#   /'
-	unshare --mount sh -c 'mount -t tmpfs -o size=1m,mode=1777 hvd-test \
-		/dev/shm && exec "$@"' sh env UCX_TLS=^posix timeout "$LIMIT" \
-		"$LAUNCH" -np 2 "$CHECK" >"$T/out" 2>"$T/err"
-	rc=$?
-	planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$T/out")
-	passed=$(grep -c '^ok ' "$T/out")
-	st=1
-	[ $rc -eq 0 ] && [ -n "$planned" ] && [ "$passed" -eq "$planned" ] &&
-		st=0
-	ok $st "... with UCX_TLS=^posix as it says: $passed/${planned:-?} checks passed, exit $rc"
-	[ $st -eq 0 ] || head -n 20 "$T/err" | sed 's/^/#   stderr: /'
+	run_in="small_shm 1m"
+	run_check "... with UCX_TLS=^posix as it says" 2 UCX_TLS=^posix
+	run_in=
 else
 	for what in "a /dev/shm of 12 MiB" "its warnings" \
 		"a /dev/shm of 1 MiB" "UCX_TLS=^posix there"; do

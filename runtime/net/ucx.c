@@ -149,11 +149,12 @@ static void tune_config(ucp_config_t *config)
 
 #define WORKER_RETRIES 40
 
-/* UCX 1.13 fails the worker with "No resources" when its POSIX
- * shared-memory transport finds no room in /dev/shm for its receive
- * FIFOs (2 ranks here: not in 8 MiB, in 10; a container's /dev/shm, or
- * one that other jobs filled): say how much room there is and what to
- * do. */
+/* UCX 1.13 fails the worker when its POSIX shared-memory transport
+ * finds no room in /dev/shm for its receive FIFO and descriptors (about
+ * 5 MiB a rank: 2 ranks fail in 8 MiB and fit in 10; a container's
+ * /dev/shm, or one that other jobs filled): say how much room there is
+ * and what to do.  The same statuses can come from the heap, so the
+ * message gives the room and lets the reader judge. */
 static hvd_status_t no_room_error(ucs_status_t s)
 {
 	struct statvfs sv;
@@ -165,7 +166,8 @@ static hvd_status_t no_room_error(ucs_status_t s)
 	return hvd_error(HVD_ERR_TRANSPORT,
 			 "hvd: ucp_worker_create failed (%s); /dev/shm has "
 			 "%llu KiB free, and UCX's shared-memory transport "
-			 "needs room there: free or enlarge /dev/shm, or "
+			 "needs about 5 MiB there for each rank on the node: "
+			 "if that is short, free or enlarge /dev/shm, or "
 			 "leave that transport out with UCX_TLS=^posix",
 			 UCS_MSG(s),
 			 (unsigned long long)sv.f_bavail *
@@ -203,7 +205,11 @@ static hvd_status_t worker_open(ucp_context_h ctx, ucp_worker_h *wk,
 				UCS_MSG(s));
 		nanosleep(&ts, NULL);
 	}
-	if (s == UCS_ERR_NO_RESOURCE)
+	/* Which status a full /dev/shm gives depends on which of UCX's
+	 * allocations meets it first: the receive FIFO's ("No resources")
+	 * or its descriptor pool's ("Out of memory"); ranks racing for the
+	 * last pages get either. */
+	if (s == UCS_ERR_NO_RESOURCE || s == UCS_ERR_NO_MEMORY)
 		return no_room_error(s);
 	if (s != UCS_OK)
 		return hvd_error(HVD_ERR_TRANSPORT,

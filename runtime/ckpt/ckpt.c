@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include "ckpt/ckpt_internal.h"
+#include "net/transport.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -98,11 +99,16 @@ static void settings(hvd_ckpt_t *c, const hvd_ckpt_config_t *config)
 		ckpt_fmt(c->node, sizeof(c->node), "?");
 }
 
-/* Staging copy threads: the cores per local rank, at most 4. */
+/* Staging copy threads: the cores per rank of the job on this machine,
+ * at most 4.  The cores are those the ranks may run on (the union of
+ * their affinity masks, net/transport.c), not the machine's: in a cgroup
+ * or under a binding narrower than the node, more threads than that
+ * only take turns on the same cores. */
 static void settings_copy_threads(hvd_ckpt_t *c)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	long def = cpus > 0 && c->local_size > 0 ? cpus / c->local_size : 1;
+	long cpus = transport_host_cpus();
+	long ranks = hvd_is_initialized() ? transport_host_ranks() : 1;
+	long def = ranks > 0 ? cpus / ranks : 1;
 
 	if (def > 4)
 		def = 4;
@@ -343,9 +349,12 @@ hvd_status_t hvd_ckpt_open(const hvd_ckpt_config_t *config,
 		c->signals = 1;
 	}
 	hvd_log(HVD_LOG_INFO, "checkpoint: dir %s, every %ld, keep %d, %s, "
-		"rank %d of %d", c->dir.path, c->every, c->keep,
+		"%d copy thread%s, rank %d of %d", c->dir.path, c->every,
+		c->keep,
 		c->overlap ? "async, overlapped staging copy"
-			   : c->async ? "async" : "sync", c->rank, c->size);
+			   : c->async ? "async" : "sync",
+		c->copy_threads, c->copy_threads == 1 ? "" : "s", c->rank,
+		c->size);
 	*ckpt = c;
 	return HVD_OK;
 err_free:

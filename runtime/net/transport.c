@@ -286,6 +286,16 @@ int transport_lane_everywhere(void)
 	return lane_everywhere();
 }
 
+long transport_host_cpus(void)
+{
+	cpu_set_t set;
+
+	if (host_cpus > 0)
+		return host_cpus;
+	own_cpus(&set);
+	return CPU_COUNT(&set);
+}
+
 int transport_host_oversubscribed(void)
 {
 	return host_cpus > 0 && host_ranks > host_cpus;

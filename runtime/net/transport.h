@@ -53,6 +53,9 @@ hvd_status_t transport_agree_world(const struct hvd_world *w);
  * they outnumber its cores: then waiters should not spin. */
 int transport_host_ranks(void);
 int transport_host_oversubscribed(void);
+/* The CPUs those ranks may run on: the union of their affinity masks
+ * once the world is agreed, this process's own mask before. */
+long transport_host_cpus(void);
 /* 1 when some machine of the job runs more of its ranks than it has
  * cores (the mini-cluster's netns nodes on one host): agreed with the
  * machines, so the same on every rank, and algorithms may choose by it. */

@@ -12,7 +12,7 @@
 
 NP=$(ckpt_np)
 BYTES=${CKPT_ASYNC_BYTES:-$((96 << 20))}
-plan 21
+plan 24
 diag "$NP rank(s), $((BYTES >> 20)) MiB of state per rank"
 
 # blocked FILE: "SUM MAX" of the blocked times at checkpoint steps (every
@@ -148,6 +148,34 @@ else
 		skip "the writer's priority as another user needs root and setpriv"
 	done
 fi
+
+# The staging copy's threads: the CPUs the node's ranks may run on per
+# rank, at most 4 - their affinity, not the machine's online CPUs (a
+# cgroup or a binding narrower than the node: more threads than that only
+# take turns on the same cores).  Kept to CPU 0, one rank alone and one
+# rank under the launcher take one thread; unbound, NP ranks share what
+# nproc says.
+copy_threads() { # FILE: the distinct counts the ranks logged
+	sed -n 's/.*checkpoint: dir .*, \([0-9]*\) copy threads\{0,1\}, rank.*/\1/p' "$1" |
+		sort -u | tr '\n' ' '
+}
+HOROVOD_LOG_LEVEL=info CKPT_PROG_SOLO=1 timeout -s KILL "$LIMIT" \
+	taskset -c 0 "$PROG" "$W/threads-solo" 5 5 --async --bytes $((1 << 20)) \
+	>"$W/threads-solo.out" 2>"$W/threads-solo.err"
+is "$(copy_threads "$W/threads-solo.err")" "1 " \
+	"one process kept to CPU 0: 1 copy thread (of $(nproc) CPUs online)"
+HOROVOD_LOG_LEVEL=info timeout -s KILL "$LIMIT" taskset -c 0 "${LAUNCH[@]}" 1 \
+	"$PROG" "$W/threads-one" 5 5 --async --bytes $((1 << 20)) \
+	>"$W/threads-one.out" 2>"$W/threads-one.err"
+is "$(copy_threads "$W/threads-one.err")" "1 " \
+	"one rank under the launcher, kept to CPU 0: 1 copy thread"
+want=$(($(nproc) / NP))
+[ "$want" -lt 1 ] && want=1
+[ "$want" -gt 4 ] && want=4
+HOROVOD_LOG_LEVEL=info run "$NP" "$PROG" "$W/threads" 5 5 --async \
+	--bytes $((1 << 20)) >"$W/threads.out" 2>"$W/threads.err"
+is "$(copy_threads "$W/threads.err")" "$want " \
+	"$NP rank(s) on $(nproc) CPUs they may use: $want copy thread(s) each"
 
 # SIGUSR1 to the last rank only, in overlap mode: the ranks agree (through
 # the pipelined per-step allreduce), write a checkpoint of the same step,

@@ -67,8 +67,7 @@ hvd_status_t coll_allreduce_flat(hvd_comm_t *comm, const void *sendbuf,
 	enum coll_algo a = t->algo[CK_ALLREDUCE];
 
 	if (a != ALGO_RD && a != ALGO_RING)
-		a = bytes <= t->allreduce_small_max ||
-				    count < (size_t)comm->net.size
+		a = coll_allreduce_rd(t, bytes, count, comm->net.size)
 			    ? ALGO_RD
 			    : ALGO_RING;
 	if (a == ALGO_RD || comm->net.size == 1)

@@ -30,11 +30,12 @@ void coll_tuning_load(void)
 	coll_tuning_parse(&tuning, env_lookup, env_warn);
 	tuning_loaded = 1;
 	hvd_log(HVD_LOG_INFO,
-		"collectives: allreduce %s (rd <= %zu B), bcast %s "
+		"collectives: allreduce %s (rd <= %zu B, two ranks <= "
+		"%zu B), bcast %s "
 		"(binomial <= %zu B), allgather %s (direct <= %zu B), "
 		"segment %zu B x %d, shm %s, hierarchical %s",
 		coll_algo_name(tuning.algo[CK_ALLREDUCE]),
-		tuning.allreduce_small_max,
+		tuning.allreduce_small_max, tuning.allreduce_pair_max,
 		coll_algo_name(tuning.algo[CK_BROADCAST]),
 		tuning.bcast_small_max,
 		coll_algo_name(tuning.algo[CK_ALLGATHER]),

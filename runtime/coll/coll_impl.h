@@ -47,6 +47,7 @@ const char *coll_kind_name(enum coll_kind k);
 struct coll_tuning {
 	enum coll_algo algo[CK_COUNT]; /* HVD_<KIND>_ALGO, or ALGO_AUTO   */
 	size_t allreduce_small_max;    /* HVD_ALLREDUCE_SMALL_MAX          */
+	size_t allreduce_pair_max;     /* HVD_ALLREDUCE_PAIR_MAX (2 ranks) */
 	size_t reducescatter_small_max; /* HVD_REDUCESCATTER_SMALL_MAX     */
 	size_t bcast_small_max;        /* HVD_BCAST_SMALL_MAX              */
 	size_t allgather_small_max;    /* HVD_ALLGATHER_SMALL_MAX          */
@@ -91,6 +92,12 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 enum coll_algo coll_select_flat(const struct coll_tuning *t,
 				enum coll_kind k, size_t bytes, size_t count,
 				const struct coll_place *p);
+
+/* Pure: whether a flat allreduce of 'bytes' ('count' elements) among
+ * 'size' ranks goes by recursive doubling rather than the ring (the
+ * rule of coll_select, and of the hierarchy's step between nodes). */
+int coll_allreduce_rd(const struct coll_tuning *t, size_t bytes,
+		      size_t count, int size);
 
 /* Pure: a reducescatter or allgather of 'bytes' (allgather: the total)
  * that the allreduce through the node leaders does, or an alltoall of

@@ -117,6 +117,13 @@ void coll_tuning_parse(struct coll_tuning *t,
 	}
 	t->allreduce_small_max = parse_size_knob(
 		lookup, warn, "HVD_ALLREDUCE_SMALL_MAX", 64 << 10, 0);
+	/* Two ranks: one exchange of the whole buffer, where the ring
+	 * makes two of half of it one after the other (2 netns nodes x 1,
+	 * medians of 6: 128 KiB 73 -> 54 us, 512 KiB 187 -> 161; against
+	 * OpenMPI 1.66-1.75x -> 2.31-2.46x and 1.14-1.20x -> 1.35-1.67x;
+	 * from 1 MiB alike; doc/design.md). */
+	t->allreduce_pair_max = parse_size_knob(
+		lookup, warn, "HVD_ALLREDUCE_PAIR_MAX", 512 << 10, 0);
 	t->reducescatter_small_max = parse_size_knob(
 		lookup, warn, "HVD_REDUCESCATTER_SMALL_MAX", 64 << 10, 0);
 	t->bcast_small_max = parse_size_knob(lookup, warn,
@@ -208,6 +215,16 @@ int coll_leaders(const struct coll_tuning *t, enum coll_kind k,
 	       bytes * (size_t)lg <= max;
 }
 
+/* The ring splits the buffer in size blocks: below one element per rank,
+ * or below the latency threshold, the log(p) rounds of recursive doubling
+ * win; between two ranks, up to a larger size (allreduce_pair_max). */
+int coll_allreduce_rd(const struct coll_tuning *t, size_t bytes,
+		      size_t count, int size)
+{
+	return bytes <= t->allreduce_small_max || count < (size_t)size ||
+	       (size == 2 && bytes <= t->allreduce_pair_max);
+}
+
 enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 			   size_t bytes, size_t count,
 			   const struct coll_place *p)
@@ -222,12 +239,8 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 			return ALGO_SHM;
 		if (t->hier != 0 && usable(k, ALGO_HIER, p))
 			return ALGO_HIER;
-		/* The ring splits the buffer in size blocks: below one
-		 * element per rank, or below the latency threshold, the
-		 * log(p) rounds of recursive doubling win. */
-		if (bytes <= t->allreduce_small_max || count < (size_t)p->size)
-			return ALGO_RD;
-		return ALGO_RING;
+		return coll_allreduce_rd(t, bytes, count, p->size) ? ALGO_RD
+								   : ALGO_RING;
 	case CK_REDUCESCATTER:
 		if (usable(k, ALGO_SHM, p))
 			return ALGO_SHM;

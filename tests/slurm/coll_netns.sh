@@ -20,7 +20,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 28
+plan 29
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -147,8 +147,20 @@ else
 	diag "$(tail -n 20 "$dir/forge.err")"
 fi
 
-out=$(HVD_TCP_LANE=0 HOROVOD_LOG_LEVEL=debug step -N2 --ntasks-per-node=1 "$CHECK" 2>"$err")
+out=$(HVD_TCP_LANE=0 HOROVOD_LOG_LEVEL=trace step -N2 --ntasks-per-node=1 "$CHECK" 2>"$err")
 check_run "2 nodes x 1 rank, HVD_TCP_LANE=0 (UCX only)" "$out"
+# Two ranks: recursive doubling (one exchange of the whole buffer) up to
+# HVD_ALLREDUCE_PAIR_MAX (512K), the ring above: 65537 float32 (256 KiB
+# + 4) by rd, 65537 float64 (512 KiB + 8) and 3 MiB + 5 float32 by the
+# ring.
+algo_of() { # COUNT TYPE: the algorithms rank 0 logged for such calls
+	sed -n "s/^hvd: \\[0\\] trace: allreduce ctx 1: $1 x $2: \\([a-z]*\\)$/\\1/p" "$err" |
+		sort -u | tr '\n' ' '
+}
+got="$(algo_of 65537 float32)/$(algo_of 65537 float64)/$(algo_of 786437 float32)"
+ok $([[ $got == "rd /ring /ring " ]] && echo 0 || echo 1) \
+	"2 x 1 allreduce: 256 KiB by rd, 512 KiB + 8 and 3 MiB by the ring ($got)" ||
+	diag "$(grep 'allreduce ctx 1: \(65537\|786437\) ' "$err" | head -n 4)"
 # A broadcast whose root sends 512 KiB (the lane) where the other rank
 # expects 16 KiB (UCX), and the other way round.
 for how in big small; do

@@ -51,9 +51,11 @@ int main(void)
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 	struct coll_place crowded;
 
-	plan(73);
+	plan(81);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
+	is_int(t.allreduce_pair_max, 512 << 10,
+	       "default rd threshold between two ranks 512K");
 	is_int(t.segment, 256 << 10, "default segment 256K");
 	is_int(t.segment_auto, 1, "the segment is libhvd's to pick by default");
 	is_int(t.window, 4, "default window 4");
@@ -81,6 +83,18 @@ int main(void)
 	       ALGO_RING, "one rank per node: flat ring");
 	is_int(coll_select(&t, CK_ALLREDUCE, 1 << 20, 3, &uneven), ALGO_RD,
 	       "fewer elements than ranks: rd whatever the bytes");
+	/* two ranks: one exchange of all of it up to 512 KiB */
+	is_int(coll_select(&t, CK_ALLREDUCE, 512 << 10, 1 << 17, &pair),
+	       ALGO_RD, "two ranks, 512 KiB: rd (the pair threshold, inclusive)");
+	is_int(coll_select(&t, CK_ALLREDUCE, (512 << 10) + 4, (1 << 17) + 1,
+			   &pair),
+	       ALGO_RING, "two ranks, above 512 KiB: ring");
+	is_int(coll_select(&t, CK_ALLREDUCE, 256 << 10, 65536, &one_per_node),
+	       ALGO_RING, "four ranks, 256 KiB: ring (the pair rule is for two)");
+	is_int(coll_allreduce_rd(&t, 512 << 10, 131072, 2), 1,
+	       "the hierarchy's step between two nodes, 512 KiB: rd");
+	is_int(coll_allreduce_rd(&t, 512 << 10, 131072, 3), 0,
+	       "... between three nodes: ring");
 	is_int(coll_select(&t, CK_ALLGATHER, 8 * 8192, 8192, &huge),
 	       ALGO_BRUCK, "small allgather of 8192 ranks: Bruck");
 	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &huge),
@@ -189,6 +203,7 @@ int main(void)
 	/* overrides */
 	setenv_("HVD_ALLREDUCE_ALGO", "ring");
 	setenv_("HVD_ALLREDUCE_SMALL_MAX", "1K");
+	setenv_("HVD_ALLREDUCE_PAIR_MAX", "0");
 	setenv_("HVD_RING_SEGMENT", "64K");
 	setenv_("HVD_BCAST_ALGO", "pairwise"); /* not a bcast algorithm */
 	setenv_("HVD_SHM", "maybe");           /* not a boolean */
@@ -201,6 +216,10 @@ int main(void)
 	is_int(t.steps, 2, "HVD_ALLTOALL_WINDOW=2");
 	is_int(t.algo[CK_ALLREDUCE], ALGO_RING, "HVD_ALLREDUCE_ALGO=ring");
 	is_int(t.allreduce_small_max, 1024, "HVD_ALLREDUCE_SMALL_MAX=1K");
+	is_int(t.allreduce_pair_max, 0, "HVD_ALLREDUCE_PAIR_MAX=0");
+	is_int(coll_allreduce_rd(&t, 4096, 1024, 2), 0,
+	       "HVD_ALLREDUCE_PAIR_MAX=0 and the threshold at 1K: two ranks, "
+	       "4 KiB by the ring");
 	is_int(t.segment, 64 << 10, "HVD_RING_SEGMENT=64K");
 	is_int(t.segment_auto, 0, "HVD_RING_SEGMENT=64K is the user's choice");
 	is_int(t.algo[CK_BROADCAST], ALGO_AUTO,

@@ -768,20 +768,25 @@ static int run_kill(int victim, size_t n, const char *call)
  * (128K; "big": the root sends 512 KiB, the others expect 16 KiB,
  * "small" the other way round): each end picks another path, and the receivers
  * must still fail with HVD_ERR_MISMATCH, in seconds, not at the peer
- * timeout.
+ * timeout.  "pair": two ranks allreduce 512 KiB (rank 0: recursive
+ * doubling, up to HVD_ALLREDUCE_PAIR_MAX) and 512 KiB + 4 (the ring):
+ * both must fail so.
  */
 static int run_straddle(const char *how)
 {
-	int big = strcmp(how, "big") == 0;
-	size_t mine = (rank_ == 0) == big ? 131072 : 4096;
-	float *buf = xmalloc(131072 * 4);
+	int big = strcmp(how, "big") == 0, pair = strcmp(how, "pair") == 0;
+	size_t mine = pair ? 131072 + (size_t)(rank_ != 0)
+		      : (rank_ == 0) == big ? 131072 : 4096;
+	float *buf = xmalloc(131073 * 4);
 	struct timespec a, b;
 	hvd_status_t st;
 
-	for (size_t i = 0; i < 131072; i++)
+	for (size_t i = 0; i < 131073; i++)
 		buf[i] = (float)i;
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	st = hvd_broadcast(buf, mine, HVD_FLOAT32, 0);
+	st = pair ? hvd_allreduce(HVD_IN_PLACE, buf, mine, HVD_FLOAT32,
+				  HVD_SUM)
+		  : hvd_broadcast(buf, mine, HVD_FLOAT32, 0);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	printf("rank %d: straddle %s, %zu floats: %s after %.2f s: %s\n", rank_,
 	       how, mine, hvd_status_name(st),
@@ -792,7 +797,7 @@ static int run_straddle(const char *how)
 	free(buf);
 	/* The root may be done at once: wait for the others' verdicts
 	 * before anyone leaves (a rank gone would be another error). */
-	sleep(rank_ == 0 ? 8 : 2);
+	sleep(rank_ == 0 && !pair ? 8 : 2);
 	_exit(0);
 }
 

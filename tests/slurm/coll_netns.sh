@@ -20,7 +20,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 29
+plan 30
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -161,6 +161,15 @@ got="$(algo_of 65537 float32)/$(algo_of 65537 float64)/$(algo_of 786437 float32)
 ok $([[ $got == "rd /ring /ring " ]] && echo 0 || echo 1) \
 	"2 x 1 allreduce: 256 KiB by rd, 512 KiB + 8 and 3 MiB by the ring ($got)" ||
 	diag "$(grep 'allreduce ctx 1: \(65537\|786437\) ' "$err" | head -n 4)"
+# Counts on either side of that threshold (512 KiB by rd on rank 0,
+# 512 KiB + 4 by the ring on rank 1): both ranks fail with
+# HVD_ERR_MISMATCH in seconds.
+out=$(step -N2 --ntasks-per-node=1 "$CHECK" straddle pair 2>&1)
+fast=$(sed -n 's/^rank [01]: straddle pair, .*HVD_ERR_MISMATCH after \([0-9.]*\) s.*/\1/p' <<<"$out" |
+	awk '$1 < 10' | wc -l)
+ok $(( fast == 2 ? 0 : 1 )) \
+	"2 x 1 allreduce, 512 KiB against 512 KiB + 4 (rd against the ring): both ranks fail with HVD_ERR_MISMATCH in seconds ($fast)" ||
+	diag "$out"
 # A broadcast whose root sends 512 KiB (the lane) where the other rank
 # expects 16 KiB (UCX), and the other way round.
 for how in big small; do

@@ -57,11 +57,12 @@ err_oom:
 /* The staging copy is what async mode costs the training loop: large ones
  * are split between a few threads, since one core cannot saturate the
  * memory bandwidth of a server (HOROVOD_CHECKPOINT_COPY_THREADS, default:
- * the cores the node's ranks may use per rank, at most 4).  The copy streams to memory
- * (non-temporal stores): the staging lines are not read before they are
- * written, which saves a third of the memory traffic, and the program's
- * working set stays in the caches (the 2-core build VM, 512 MiB on each of
- * 2 ranks at once: 30-45 ms against 42-60 ms with memcpy). */
+ * the cores the node's ranks may use per rank, at most 4).  The copy
+ * streams to memory (non-temporal stores): the staging lines are not read
+ * before they are written, which saves a third of the memory traffic, and
+ * the program's working set stays in the caches (the 2-core build VM,
+ * 512 MiB on each of 2 ranks at once: 30-45 ms against 42-60 ms with
+ * memcpy). */
 #define PAR_COPY_MIN (16u << 20)
 #define PAR_COPY_MAX 16
 

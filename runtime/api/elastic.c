@@ -142,6 +142,8 @@ static void publish(void)
 	r.epoch = w->epoch;
 	memcpy(r.token, el.token, sizeof(r.token));
 	auth_get_key(r.key);
+	snprintf(r.node, sizeof(r.node), "%s", el.node_key);
+	r.pid = (long)getpid();
 	reform_current_addr(&addr, &len);
 	r.addr = addr;
 	r.addr_len = len;
@@ -155,6 +157,13 @@ static void publish(void)
 	el.published = 1;
 	hvd_log(HVD_LOG_INFO, "elastic: rendezvous for job %s in %s (epoch %u)",
 		el.job, el.dir, w->epoch);
+}
+
+/* The pid of the rank 0 that wrote r when it runs on this node, else 0
+ * (memb_ep_open: over shared memory, watched by its pid). */
+static long rank0_local_pid(const struct rdv_info *r)
+{
+	return r->node[0] && strcmp(r->node, el.node_key) == 0 ? r->pid : 0;
 }
 
 /* A step's rank 0 in hvd_init: a live world of this job to join? */
@@ -174,7 +183,7 @@ static int find_world(struct rdv_info *r)
 		rdv_info_free(r);
 		return 0;
 	}
-	if (!memb_reachable(r->addr, 5.0)) {
+	if (!memb_reachable(r->addr, rank0_local_pid(r), 5.0)) {
 		hvd_log(HVD_LOG_INFO,
 			"elastic: the world of step %s (rendezvous in %s) is "
 			"gone: this step starts a world of its own",
@@ -413,7 +422,7 @@ static hvd_status_t join(struct rdv_info *r)
 	hvd_status_t st;
 	void *addr, *reply;
 	size_t len, rlen;
-	int idx = -1;
+	int idx = -1, said_gone = 0;
 
 	hvd_log(HVD_LOG_INFO,
 		"elastic: joining the world of step %s (job %s, epoch %u)",
@@ -435,11 +444,21 @@ static hvd_status_t join(struct rdv_info *r)
 		struct rdv_info again;
 		int missing;
 
-		st = memb_join(&req, r->epoch, r->addr, r->addr_len, 5.0, &d,
-			       &idx);
+		st = memb_join(&req, r->epoch, r->addr, rank0_local_pid(r), 5.0,
+			       &d, &idx);
 		if (st == HVD_OK || st == HVD_ERR_REMOVED ||
 		    hvd_now() > deadline)
 			break;
+		/* Rank 0 is gone (on this node that is known at once): give
+		 * a survivor the time to re-form and write the file. */
+		if (st == HVD_ERR_PEER_FAILED) {
+			if (!said_gone++)
+				hvd_log(HVD_LOG_INFO,
+					"elastic: %s: waiting for the "
+					"rendezvous file to change",
+					hvd_last_error());
+			hvd_sleep_us(100 * 1000);
+		}
 		/* Rank 0 may have moved (a re-forming) or changed; or the
 		 * world ended before it admitted us (its rank 0 removes the
 		 * file at the end): then nobody is left to wait for. */

@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAGIC_LINE "hvd-elastic-rendezvous 2"
+#define MAGIC_LINE "hvd-elastic-rendezvous 3"
 #define DIR_NAME ".hvd-elastic"
 
 /* ------------------------------------------------------------- pure */
@@ -61,11 +61,12 @@ static int plain(const char *s)
 hvd_status_t rdv_format(const struct rdv_info *in, char *buf, size_t len,
 			size_t *out)
 {
+	const char *node = in->node[0] && plain(in->node) ? in->node : "-";
 	size_t off;
 	int n;
 
 	if (!plain(in->job) || !plain(in->step) || !in->job[0] ||
-	    !in->step[0] || in->addr_len > RDV_ADDR_MAX)
+	    !in->step[0] || in->addr_len > RDV_ADDR_MAX || in->pid < 0)
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "hvd: elastic: cannot write a rendezvous for "
 				 "job '%s', step '%s'",
@@ -82,10 +83,13 @@ hvd_status_t rdv_format(const struct rdv_info *in, char *buf, size_t len,
 		goto err_small;
 	memcpy(buf + off, "\nkey ", 5);
 	off += 5;
-	if (put_hex(buf, len, &off, in->key, RDV_KEY_BYTES) || off + 6 >= len)
+	if (put_hex(buf, len, &off, in->key, RDV_KEY_BYTES))
 		goto err_small;
-	memcpy(buf + off, "\naddr ", 6);
-	off += 6;
+	n = snprintf(buf + off, len - off, "\nnode %s\npid %ld\naddr ", node,
+		     in->pid);
+	if (n < 0 || (size_t)n >= len - off)
+		goto err_small;
+	off += (size_t)n;
 	if (put_hex(buf, len, &off, in->addr, in->addr_len) || off + 1 >= len)
 		goto err_small;
 	buf[off++] = '\n';
@@ -193,6 +197,17 @@ hvd_status_t rdv_parse(const char *text, size_t len, struct rdv_info *out)
 	if (next_line(&p, end, "key", &v, &vlen) ||
 	    get_hex(v, vlen, out->key, RDV_KEY_BYTES))
 		goto err;
+	what = "node";
+	if (next_line(&p, end, "node", &v, &vlen) ||
+	    get_str(v, vlen, out->node, sizeof(out->node)))
+		goto err;
+	if (strcmp(out->node, "-") == 0)
+		out->node[0] = '\0';
+	what = "pid";
+	if (next_line(&p, end, "pid", &v, &vlen) || get_num(v, vlen, &num) ||
+	    num > 0x7fffffffL)
+		goto err;
+	out->pid = num;
 	what = "addr";
 	if (next_line(&p, end, "addr", &v, &vlen) || vlen % 2 ||
 	    vlen / 2 > RDV_ADDR_MAX || vlen == 0)

@@ -7,20 +7,24 @@
  * one file, in a directory private to the user and shared by the nodes:
  * the job, the step that wrote it, the epoch, a random token, the job's
  * key (net/auth.h: the newcomer's own step drew another, and tags and
- * failure notices must be under the world's) and the UCX address of its
+ * failure notices must be under the world's), the node and pid of rank 0
+ * (a newcomer on the same node reaches it over shared memory and watches
+ * the pid, as a world does its node's ranks) and the UCX address of its
  * current worker.  A newcomer that can read the file (the
  * same user: directory 0700, file 0600, both owned by the user, never
  * reached through a symbolic link) sends rank 0 a join request with the
  * token and its job id; rank 0 admits only requests that match both.
  *
  * Format, text, one "key value" per line, in this order:
- *     hvd-elastic-rendezvous 2
+ *     hvd-elastic-rendezvous 3
  *     job <SLURM_JOB_ID, or "local">
  *     restart <SLURM_RESTART_COUNT, or 0>
  *     step <the writer's first PMIx namespace>
  *     epoch <N>
  *     token <32 hex digits>
  *     key <32 hex digits>
+ *     node <rank 0's node key (elastic.c), or - when it has none>
+ *     pid <rank 0's pid, or 0>
  *     addr <hex of the address>
  */
 #ifndef HVD_API_RENDEZVOUS_H
@@ -36,7 +40,8 @@
 #define RDV_TOKEN_BYTES 16
 #define RDV_KEY_BYTES 16 /* AUTH_KEY_BYTES */
 #define RDV_ADDR_MAX 65536
-#define RDV_FILE_MAX (2 * RDV_ADDR_MAX + 1024)
+#define RDV_NODE_MAX 300 /* MEMB_KEY_MAX */
+#define RDV_FILE_MAX (2 * RDV_ADDR_MAX + 1024 + RDV_NODE_MAX)
 
 struct rdv_info {
 	char job[64];
@@ -45,6 +50,8 @@ struct rdv_info {
 	unsigned epoch;
 	uint8_t token[RDV_TOKEN_BYTES];
 	uint8_t key[RDV_KEY_BYTES];
+	char node[RDV_NODE_MAX]; /* "" when the file had none ("-")      */
+	long pid;                /* 0 when unknown                        */
 	uint8_t *addr; /* malloc'ed by rdv_parse */
 	size_t addr_len;
 };

@@ -178,9 +178,17 @@ int memb_flush(ucp_ep_h *eps, int n, double limit,
 
 int memb_ep_gone(void *arg, int i)
 {
-	struct memb_ep *x = arg;
+	struct memb_ep *x = (struct memb_ep *)arg + i;
+	double now;
 
-	return __atomic_load_n(&x[i].failed, __ATOMIC_ACQUIRE);
+	/* The pid's state comes from /proc: every 50 ms at most. */
+	if (x->pid > 0 && !__atomic_load_n(&x->failed, __ATOMIC_ACQUIRE) &&
+	    (now = hvd_now()) >= x->pid_next) {
+		x->pid_next = now + 0.05;
+		if (hvd_pid_dead((pid_t)x->pid))
+			__atomic_store_n(&x->failed, 1, __ATOMIC_RELEASE);
+	}
+	return __atomic_load_n(&x->failed, __ATOMIC_ACQUIRE);
 }
 
 static void extra_error(void *arg, ucp_ep_h ep, ucs_status_t status)
@@ -191,18 +199,31 @@ static void extra_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 			 __ATOMIC_RELEASE);
 }
 
-hvd_status_t memb_ep_open(struct memb_ep *x, const void *addr)
+hvd_status_t memb_ep_open(struct memb_ep *x, const void *addr, long pid)
 {
 	ucp_ep_params_t p;
 	ucs_status_t s;
 
 	x->failed = 0;
+	x->pid_next = 0;
+	x->pid = pid > 0 && pid <= 0x7fffffffL && !ucx_peer_errors_local()
+			 ? (int)pid
+			 : 0;
 	memset(&p, 0, sizeof(p));
 	p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
 		       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
 		       UCP_EP_PARAM_FIELD_ERR_HANDLER;
 	p.address = addr;
-	p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+	/* As the world's endpoints to its node's ranks (net/ucx.c): UCX
+	 * 1.13's shared-memory transports cannot watch a peer, so asking
+	 * for that leaves only TCP, whose address may name an interface
+	 * that has gone since the peer's worker was made (UCX then tries
+	 * to connect to it again and again, and never fails the endpoint:
+	 * a newcomer waited out HOROVOD_ELASTIC_TIMEOUT).  A peer on this
+	 * node goes over shared memory and is watched by its pid, unless
+	 * HVD_UCX_PEER_ERRORS=1 asks for UCX's failure handling there. */
+	p.err_mode = x->pid ? UCP_ERR_HANDLING_MODE_NONE
+			    : UCP_ERR_HANDLING_MODE_PEER;
 	p.err_handler.cb = extra_error;
 	p.err_handler.arg = x;
 	s = ucp_ep_create(ucx_worker, &p, &x->ep);

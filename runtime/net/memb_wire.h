@@ -41,14 +41,19 @@ int memb_flush(ucp_ep_h *eps, int n, double limit,
 	       int (*gone)(void *arg, int i), void *arg);
 
 /* An endpoint to an address outside the peer table (a newcomer, or the
- * running world's rank 0 for a newcomer); *failed becomes 1 when UCX
- * reports the connection broken. */
+ * running world's rank 0 for a newcomer); failed becomes 1 when UCX
+ * reports the connection broken or, for a peer on this node (pid > 0:
+ * its pid; over shared memory, without UCX's failure handling), when
+ * memb_ep_gone finds its process gone. */
 struct memb_ep {
 	ucp_ep_h ep;
 	volatile int failed;
+	int pid;
+	double pid_next; /* when memb_ep_gone looks at the pid again */
 };
-hvd_status_t memb_ep_open(struct memb_ep *x, const void *addr);
-/* memb_flush's gone for arg = an array of memb_ep: x[i].failed. */
+hvd_status_t memb_ep_open(struct memb_ep *x, const void *addr, long pid);
+/* memb_flush's gone for arg = an array of memb_ep: x[i].failed, after
+ * x[i]'s pid is checked. */
 int memb_ep_gone(void *arg, int i);
 void memb_ep_close(struct memb_ep *x);
 

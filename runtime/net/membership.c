@@ -250,6 +250,15 @@ static int pick_newcomers(struct memb_peer ***out)
 	return k;
 }
 
+/* A newcomer's pid when it runs on this node (the same node key), else
+ * 0: where the decision goes over shared memory (memb_ep_open). */
+static long local_pid(const struct agree *a, const struct memb_peer *p)
+{
+	if (p->pid <= 0 || strcmp(p->node_key, a->in->self.node_key) != 0)
+		return 0;
+	return p->pid;
+}
+
 static struct memb_join *join_of(const struct memb_peer *p)
 {
 	for (int i = 0; i < njoins; i++)
@@ -358,8 +367,9 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 		} else {
 			struct memb_join *j = join_of(order[i]);
 			struct memb_ep *x = &xeps[i - (n - nnew)];
+			long pid = j ? local_pid(a, &j->self) : 0;
 
-			if (j && memb_ep_open(x, j->reply_addr) == HVD_OK) {
+			if (j && memb_ep_open(x, j->reply_addr, pid) == HVD_OK) {
 				memb_send(x->ep,
 					  memb_tag(MEMB_CTX, a->in->epoch,
 						   MEMB_DECIDE, a->me),
@@ -568,8 +578,8 @@ out:
 /* ------------------------------------------------------- the newcomers */
 
 hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
-		       const void *rank0_addr, size_t rank0_addr_len,
-		       double wait_s, struct memb_decide *out, int *index)
+		       const void *rank0_addr, long rank0_pid, double wait_s,
+		       struct memb_decide *out, int *index)
 {
 	struct memb_ep x;
 	struct memb_buf b = {0};
@@ -578,9 +588,8 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 	hvd_status_t st;
 	int failed;
 
-	(void)rank0_addr_len;
 	HVD_CHECK(memb_encode_join(&b, epoch, req));
-	st = memb_ep_open(&x, rank0_addr);
+	st = memb_ep_open(&x, rank0_addr, rank0_pid);
 	if (st != HVD_OK) {
 		memb_buf_free(&b);
 		return st;
@@ -614,7 +623,7 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 		/* The answer first: rank 0 decides, then its old worker goes
 		 * and with it the connection, so a decision that came is
 		 * taken before the failure that follows it counts. */
-		failed = __atomic_load_n(&x.failed, __ATOMIC_ACQUIRE);
+		failed = memb_ep_gone(&x, 0);
 		got = memb_take(memb_tag(MEMB_CTX, 0, MEMB_DECIDE, 0), MASK_TYPE,
 			       &msg, &len, &stag);
 		if (got > 0) {
@@ -656,9 +665,15 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 			break;
 		}
 		if (failed) {
-			st = hvd_error(HVD_ERR_PEER_FAILED,
-				       "hvd: elastic: cannot reach rank 0 of the "
-				       "running world (its connection failed)");
+			st = x.pid ? hvd_error(HVD_ERR_PEER_FAILED,
+					       "hvd: elastic: rank 0 of the "
+					       "running world is gone (pid %d "
+					       "on this node)",
+					       x.pid)
+				   : hvd_error(HVD_ERR_PEER_FAILED,
+					       "hvd: elastic: cannot reach rank "
+					       "0 of the running world (its "
+					       "connection failed)");
 			break;
 		}
 		if (!ucp_worker_progress(ucx_worker))
@@ -673,17 +688,18 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 	return st;
 }
 
-int memb_reachable(const void *addr, double limit_s)
+int memb_reachable(const void *addr, long pid, double limit_s)
 {
 	struct memb_ep x;
 	int ok;
 
-	if (memb_ep_open(&x, addr) != HVD_OK)
+	if (memb_ep_open(&x, addr, pid) != HVD_OK)
 		return 0;
 	/* A flush completes once the connection is wired up, or fails (the
-	 * error handler) when nobody listens at the address any more. */
+	 * error handler) when nobody listens at the address any more; on
+	 * this node, the pid says. */
 	memb_flush(&x.ep, 1, limit_s, memb_ep_gone, &x);
-	ok = !__atomic_load_n(&x.failed, __ATOMIC_ACQUIRE);
+	ok = !memb_ep_gone(&x, 0);
 	memb_ep_close(&x);
 	return ok;
 }

@@ -57,13 +57,14 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 			int *index);
 
 /* A newcomer: ask the running world's rank 0 (its address, from the
- * rendezvous file) to join, and wait up to wait_s seconds for the
- * decision.  HVD_ERR_TIMEOUT when none came (the caller reads the file
- * again and retries), HVD_ERR_PEER_FAILED when rank 0 cannot be reached,
+ * rendezvous file; rank0_pid its pid when it runs on this node, else 0)
+ * to join, and wait up to wait_s seconds for the decision.
+ * HVD_ERR_TIMEOUT when none came (the caller reads the file again and
+ * retries), HVD_ERR_PEER_FAILED when rank 0 cannot be reached,
  * HVD_ERR_REMOVED when refused. */
 hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
-		       const void *rank0_addr, size_t rank0_addr_len,
-		       double wait_s, struct memb_decide *out, int *index);
+		       const void *rank0_addr, long rank0_pid, double wait_s,
+		       struct memb_decide *out, int *index);
 
 /* Rank 0 between agreements: take in join requests (those with another
  * token or job id are refused and logged).  Returns how many steps are
@@ -72,9 +73,10 @@ int memb_poll_joins(const uint8_t token[MEMB_TOKEN_BYTES], const char *jobid);
 /* Forget the requests (finalize, or after they were admitted). */
 void memb_joins_clear(void);
 
-/* A newcomer's first look: 1 when a worker at addr answers within
- * limit_s seconds (0: the rendezvous file is stale, its world gone). */
-int memb_reachable(const void *addr, double limit_s);
+/* A newcomer's first look: 1 when a worker at addr (pid: its process
+ * when on this node, else 0) answers within limit_s seconds (0: the
+ * rendezvous file is stale, its world gone). */
+int memb_reachable(const void *addr, long pid, double limit_s);
 
 /* Send buffers still in flight when the agreement ended; freed once the
  * worker they were posted on is gone (net/reform.c, after the switch). */

@@ -53,6 +53,11 @@ double transport_peer_timeout(void)
 	return peer_timeout;
 }
 
+int ucx_peer_errors_local(void)
+{
+	return err_peer_local;
+}
+
 int ucx_yield_always(void)
 {
 	return yield_always;

@@ -61,6 +61,9 @@ int ucx_block(int timeout_ms, int extra_fd);
 void ucx_wake_sleepers(void);
 /* Oversubscribed node (or HVD_POLL_YIELD=1): waiters yield at once. */
 int ucx_yield_always(void);
+/* HVD_UCX_PEER_ERRORS=1: endpoints to peers on this node ask UCX for peer
+ * failure handling too (which leaves them TCP). */
+int ucx_peer_errors_local(void);
 /* Seconds without progress before a peer counts as dead
  * (HOROVOD_PEER_TIMEOUT, default 60). */
 double transport_peer_timeout(void);

@@ -226,12 +226,15 @@ is "$(cat "$T" "$T.b" | awk '$1 == "sync" && $3 == 1 { print $9 }' | sort -u | w
 # the decision, sent over a connection that cannot be wired up while the
 # newcomer sleeps, must still reach it (a flush bounded at 2 s, then the
 # endpoint force-closed, lost it: the newcomer waited for a decision that
-# never came, and the world for the newcomer).
+# never came, and the world for the newcomer).  That connection is TCP's,
+# as between nodes: on one node the decision goes over shared memory and
+# needs no wire-up, so HVD_UCX_PEER_ERRORS=1 asks for TCP here.
 T=$TMP/pause
 # 40 ms steps: 6 s of training after step 30 for the newcomer to start
-STEP_MS=40 HOROVOD_ELASTIC_DIR=$TMP/rdv2 ELASTIC_UNTIL_SIZE=3 start "$T" -np 2 --elastic
+HVD_UCX_PEER_ERRORS=1 STEP_MS=40 HOROVOD_ELASTIC_DIR=$TMP/rdv2 \
+	ELASTIC_UNTIL_SIZE=3 start "$T" -np 2 --elastic
 wait_step "$T" 30
-HOROVOD_ELASTIC_DIR=$TMP/rdv2 HOROVOD_LOG_LEVEL=info ELASTIC_STEP_MS=15 \
+HVD_UCX_PEER_ERRORS=1 HOROVOD_ELASTIC_DIR=$TMP/rdv2 HOROVOD_LOG_LEVEL=info ELASTIC_STEP_MS=15 \
 	"$HVDRUN" --elastic -np 1 "$PROG" 3 >"$T.b" 2>"$T.b.err" &
 bp=$!
 newcomer=

@@ -20,7 +20,7 @@ HVDRUN=$top_builddir/runtime/hvdrun
 TRIALS=${ELASTIC_TRIALS:-3}
 TOL=${ELASTIC_ACC_TOL:-0.02}
 NP=3
-plan $((6 + 5 * TRIALS + 5 + 2 + 4 + 4 + 4 + 3 + 3))
+plan $((6 + 5 * TRIALS + 5 + 2 + 4 + 4 + 4 + 3 + 4 + 5 + 3))
 
 now() { date +%s.%N; }
 
@@ -267,6 +267,57 @@ fi
 if [ "$st" != 0 ] || [ "$brc" != 0 ]; then
 	grep "elastic:" "$T.err" | tail -n 30 | sed 's/^/# err: /'
 	tail -n 20 "$T.b.err" | sed 's/^/# b.err: /'
+fi
+
+# A rendezvous file whose world is gone (every rank SIGKILLed: nobody
+# removed it): the next step sees that rank 0 no longer answers (on this
+# node: its pid is gone) and starts a world of its own.
+T=$TMP/stale
+HOROVOD_ELASTIC_DIR=$TMP/rdv3 start "$T" -np 2 --elastic
+wait_step "$T" 10
+kill -9 "$(pid_of "$T" 0)" "$(pid_of "$T" 1)"
+finish "$T"
+[ -f "$TMP/rdv3/join-local" ]
+ok $? "a world killed whole leaves its rendezvous file behind"
+HOROVOD_ELASTIC_DIR=$TMP/rdv3 HOROVOD_LOG_LEVEL=info timeout "$LIMIT" \
+	"$HVDRUN" --elastic -np 1 "$PROG" 1 >"$T.b" 2>"$T.b.err"
+is "$?" 0 "a step that finds it: trains on its own"
+grep -q "is gone: this step starts a world of its own" "$T.b.err"
+ok $? "... and says that the world there is gone"
+is "$(awk '$1 == "start" { print $3, $5, $9 }' "$T.b")" "0 1 0" \
+	"... as rank 0 of 1, epoch 0"
+
+# Rank 0 dies while a newcomer waits for its answer (stopped, so that it
+# never answers, then SIGKILLed): the newcomer sees it gone (on this
+# node: its pid), reads the file again and joins the world's next rank 0,
+# the survivor, which trains on until it has two ranks.
+T=$TMP/r0dies
+STEP_MS=40 HOROVOD_ELASTIC_DIR=$TMP/rdv4 ELASTIC_UNTIL_SIZE=2 start "$T" -np 2 --elastic
+wait_step "$T" 30
+p0=$(pid_of "$T" 0)
+kill -STOP "$p0"
+HOROVOD_ELASTIC_DIR=$TMP/rdv4 HOROVOD_LOG_LEVEL=info ELASTIC_STEP_MS=15 \
+	timeout "$LIMIT" "$HVDRUN" --elastic -np 1 "$PROG" 3 >"$T.b" 2>"$T.b.err" &
+bp=$!
+for _ in $(seq 1500); do
+	grep -q "elastic: joining the world of step" "$T.b.err" 2>/dev/null && break
+	kill -0 "$bp" 2>/dev/null || break
+	sleep 0.01
+done
+sleep 0.5 # its request sent, its wait begun
+kill -9 "$p0"
+wait "$bp"
+brc=$?
+finish "$T"
+is "$brc" 0 "a newcomer whose rank 0 is killed while it waits: joins the next rank 0 and finishes"
+is "$st" 0 "... the survivor it joined finishes too"
+is "$(awk '$1 == "start" { print $3, $5 }' "$T.b")" "1 2" "... as rank 1 of 2"
+is "$(awk '$1 == "done" { print $3 }' "$T" "$T.b" | sort -u)" 2 "... both at size 2"
+grep -q "rank 0 of the running world is gone (pid $p0 on this node): waiting for the rendezvous file to change" "$T.b.err"
+ok $? "... having seen rank 0's pid gone"
+if [ "$st" != 0 ] || [ "$brc" != 0 ]; then
+	grep "elastic:" "$T.err" | tail -n 20 | sed 's/^/# err: /'
+	grep "elastic:" "$T.b.err" | tail -n 20 | sed 's/^/# b.err: /'
 fi
 
 # ------------------------------------------------------ without elastic

@@ -489,6 +489,13 @@ static hvd_status_t join(struct rdv_info *r)
 	}
 	if (st != HVD_OK) {
 		reform_discard();
+		if (st != HVD_ERR_REMOVED && hvd_now() > deadline)
+			return hvd_error_prefix(
+				st,
+				"hvd: elastic: not admitted to the running "
+				"world within %.0f s (HOROVOD_ELASTIC_TIMEOUT; "
+				"rendezvous in %s); the last try",
+				el.timeout, el.dir);
 		return hvd_error_prefix(st, "hvd: elastic: joining the running "
 					    "world (rendezvous in %s)",
 					el.dir);

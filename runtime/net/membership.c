@@ -586,7 +586,7 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 	double deadline = hvd_now() + wait_s;
 	double next_probe = hvd_now() + 1.0;
 	hvd_status_t st;
-	int failed;
+	int failed, unsent;
 
 	HVD_CHECK(memb_encode_join(&b, epoch, req));
 	st = memb_ep_open(&x, rank0_addr, rank0_pid);
@@ -598,7 +598,7 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 	/* The request must be out before the wait for the answer starts:
 	 * closing the endpoint at the end cancels a send still queued, so
 	 * a wire-up slower than a fixed bound would lose every request. */
-	memb_flush(&x.ep, 1, wait_s, memb_ep_gone, &x);
+	unsent = memb_flush(&x.ep, 1, wait_s, memb_ep_gone, &x) > 0;
 	deadline = hvd_now() + wait_s;
 	st = HVD_ERR_TIMEOUT;
 	while (hvd_now() < deadline) {
@@ -679,9 +679,19 @@ hvd_status_t memb_join(const struct memb_join *req, uint32_t epoch,
 		if (!ucp_worker_progress(ucx_worker))
 			memb_nap();
 	}
-	if (st == HVD_ERR_TIMEOUT)
+	/* UCX 1.13 does not fail a TCP endpoint whose address it cannot
+	 * connect to (an interface of rank 0's that is gone): it tries
+	 * again and again, and the request never leaves. */
+	if (st == HVD_ERR_TIMEOUT && unsent)
 		hvd_error(HVD_ERR_TIMEOUT,
-			  "hvd: elastic: not admitted within %.0f s", wait_s);
+			  "hvd: elastic: the join request did not reach rank 0 "
+			  "(no connection to its address within %.0f s)",
+			  wait_s);
+	else if (st == HVD_ERR_TIMEOUT)
+		hvd_error(HVD_ERR_TIMEOUT,
+			  "hvd: elastic: rank 0 did not answer the join request "
+			  "within %.0f s",
+			  wait_s);
 	memb_ep_close(&x);
 	memb_buf_free(&b);
 	memb_reap_sends();

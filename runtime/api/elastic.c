@@ -163,7 +163,7 @@ static void publish(void)
  * (memb_ep_open: over shared memory, watched by its pid). */
 static long rank0_local_pid(const struct rdv_info *r)
 {
-	return r->node[0] && strcmp(r->node, el.node_key) == 0 ? r->pid : 0;
+	return memb_local_pid(r->node, r->pid, el.node_key);
 }
 
 /* A step's rank 0 in hvd_init: a live world of this job to join? */

@@ -250,13 +250,11 @@ static int pick_newcomers(struct memb_peer ***out)
 	return k;
 }
 
-/* A newcomer's pid when it runs on this node (the same node key), else
- * 0: where the decision goes over shared memory (memb_ep_open). */
-static long local_pid(const struct agree *a, const struct memb_peer *p)
+long memb_local_pid(const char *peer_node, long pid, const char *my_node)
 {
-	if (p->pid <= 0 || strcmp(p->node_key, a->in->self.node_key) != 0)
+	if (pid <= 0 || !peer_node[0] || strcmp(peer_node, my_node) != 0)
 		return 0;
-	return p->pid;
+	return pid;
 }
 
 static struct memb_join *join_of(const struct memb_peer *p)
@@ -367,7 +365,12 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 		} else {
 			struct memb_join *j = join_of(order[i]);
 			struct memb_ep *x = &xeps[i - (n - nnew)];
-			long pid = j ? local_pid(a, &j->self) : 0;
+			/* On this node the decision goes over shared
+			 * memory (memb_ep_open). */
+			long pid = j ? memb_local_pid(j->self.node_key,
+						      j->self.pid,
+						      a->in->self.node_key)
+				     : 0;
 
 			if (j && memb_ep_open(x, j->reply_addr, pid) == HVD_OK) {
 				memb_send(x->ep,

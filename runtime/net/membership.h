@@ -73,6 +73,13 @@ int memb_poll_joins(const uint8_t token[MEMB_TOKEN_BYTES], const char *jobid);
 /* Forget the requests (finalize, or after they were admitted). */
 void memb_joins_clear(void);
 
+/* Pure: the pid to watch, over shared memory, for a peer of node key
+ * peer_node that gave pid, seen from a process of node key my_node: pid
+ * when both keys name one node, else 0 (then TCP, with UCX's failure
+ * handling).  What memb_join, memb_reachable and the decision to a
+ * newcomer go by. */
+long memb_local_pid(const char *peer_node, long pid, const char *my_node);
+
 /* A newcomer's first look: 1 when a worker at addr (pid: its process
  * when on this node, else 0) answers within limit_s seconds (0: the
  * rendezvous file is stale, its world gone). */

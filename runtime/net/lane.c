@@ -353,7 +353,7 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	out->nip = (uint16_t)nip;
 	out->port = sa.sin_port;
 	out->min_kib =
-	    (uint32_t)(hvd_env_size("HVD_TCP_LANE_MIN", 64 << 10) >> 10);
+	    (uint32_t)(hvd_env_size("HVD_TCP_LANE_MIN", 8 << 10) >> 10);
 	if (out->min_kib == 0)
 		out->min_kib = 1;
 	nranks = world_size;

@@ -21,7 +21,7 @@
  * bytes; messages of one pair arrive in the order sent and are matched
  * against posted receives by their full tag, so the lane's stream and
  * UCX's are ordered each on its own, and the transport (transport.c)
- * puts every message of at least HVD_TCP_LANE_MIN (64K) bytes between ranks of
+ * puts every message of at least HVD_TCP_LANE_MIN (8K) bytes between ranks of
  * different nodes on the lane, the others on UCX.  A message nobody has
  * asked for yet is read into memory of its own and copied when its
  * receive is posted.

@@ -765,7 +765,7 @@ static int run_kill(int victim, size_t n, const char *call)
 /*
  * Ranks disagree on a broadcast's count so that the root's message and
  * the others' receive sit on either side of the TCP lane's threshold
- * (128K; "big": the root sends 512 KiB, the others expect 16 KiB,
+ * (8K; "big": the root sends 512 KiB, the others expect 4 KiB,
  * "small" the other way round): each end picks another path, and the receivers
  * must still fail with HVD_ERR_MISMATCH, in seconds, not at the peer
  * timeout.  "pair": two ranks allreduce 512 KiB (rank 0: recursive
@@ -776,7 +776,7 @@ static int run_straddle(const char *how)
 {
 	int big = strcmp(how, "big") == 0, pair = strcmp(how, "pair") == 0;
 	size_t mine = pair ? 131072 + (size_t)(rank_ != 0)
-		      : (rank_ == 0) == big ? 131072 : 4096;
+		      : (rank_ == 0) == big ? 131072 : 1024;
 	float *buf = xmalloc(131073 * 4);
 	struct timespec a, b;
 	hvd_status_t st;

@@ -273,6 +273,56 @@ static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
 	return HVD_OK;
 }
 
+/*
+ * Small reducescatters among a few ranks ("direct"): every rank sends
+ * each other rank that rank's block, all at once, and folds the p - 1
+ * blocks it receives into its own as they land.  One round, where
+ * recursive doubling moves the whole buffer log2(p) times (three ranks:
+ * three times, with the hand-over and the hand-back) and the ring makes
+ * p - 1 rounds one after the other.  The own block is read from src and
+ * the sum written to dst (they may be the same memory); tmp holds the
+ * p - 1 incoming blocks.
+ */
+static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
+			      char *tmp, size_t count, hvd_dtype_t dt,
+			      hvd_op_t op)
+{
+	int n = x->g->size, r = x->me, *ops;
+	size_t esz = hvd_dtype_size(dt);
+	size_t mine = hvd_reducescatter_count(count, r, n);
+	size_t bl = mine * esz;
+
+	ops = malloc((size_t)n * sizeof(int));
+	if (!ops)
+		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
+					 "hvd: out of memory");
+	/* Everything posted before anything is waited for; the receives
+	 * first, so that the blocks land in place. */
+	for (int s = 1; s < n; s++) {
+		int from = (r - s + n) % n, to = (r + s) % n;
+
+		ops[s] = xfer_recv(x, from, tmp + (size_t)(s - 1) * bl, bl);
+		if (ops[s] < 0 ||
+		    xfer_send(x, to,
+			      src + hvd_reducescatter_offset(count, to, n) *
+					    esz,
+			      hvd_reducescatter_count(count, to, n) * esz) < 0)
+			goto out;
+	}
+	src += hvd_reducescatter_offset(count, r, n) * esz;
+	if (dst != src)
+		memcpy(dst, src, bl);
+	for (int s = 1; s < n; s++) {
+		if (xfer_wait(x, ops[s]) != HVD_OK)
+			goto out;
+		reduce_apply(dst, tmp + (size_t)(s - 1) * bl, mine, dt, op);
+	}
+	xfer_waitall(x);
+out:
+	free(ops);
+	return x->st;
+}
+
 hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 				void *recvbuf, size_t count, hvd_dtype_t dt,
 				hvd_op_t op)
@@ -306,7 +356,7 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 	 * of place on one node there is no scratch: ranks reduce their slice
 	 * straight from the segment into recvbuf.  By local index, the
 	 * reordered copy is the scratch (kept on comm). */
-	slice_only = (a == ALGO_SHM && !in_place) ||
+	slice_only = ((a == ALGO_SHM || a == ALGO_DIRECT) && !in_place) ||
 		     (a == ALGO_HIER &&
 		      !coll_leaders(coll_tuning(), CK_REDUCESCATTER,
 				    count * esz, &p));
@@ -326,6 +376,24 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 	case ALGO_RD:
 		st = svc_allreduce(&comm->net, src, full, count, dt, rop);
 		break;
+	case ALGO_DIRECT: {
+		/* In place, the sum lands on this rank's block of the input
+		 * (never sent) and is moved to the front below. */
+		char *tmp = coll_scratch(comm, (size_t)(n - 1) * mine * esz);
+
+		if (!tmp) {
+			st = hvd_error(HVD_ERR_NO_MEMORY,
+				       "hvd: out of memory (%zu bytes)",
+				       (size_t)(n - 1) * mine * esz);
+			break;
+		}
+		xfer_begin(&x, &comm->net);
+		rs_direct(&x, src, in_place ? full + moff * esz : recvbuf, tmp,
+			  count, dt, rop);
+		st = xfer_end(&x);
+		direct = !in_place;
+		break;
+	}
 	case ALGO_HIER:
 		/* across even nodes: small, the whole sum through the node
 		 * leaders, then the slice; larger, by local index */

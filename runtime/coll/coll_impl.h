@@ -34,7 +34,7 @@ enum coll_algo {
 	ALGO_HIER,     /* shm reduce-scatter, cross-node UCX, shm allgather */
 	ALGO_BINOMIAL, /* binomial tree (broadcast)                         */
 	ALGO_CHAIN,    /* segmented pipeline along a chain (broadcast)      */
-	ALGO_DIRECT,   /* everyone to everyone at once (allgather)          */
+	ALGO_DIRECT,   /* everyone to everyone at once (allgather, rs)      */
 	ALGO_PAIRWISE, /* n-1 exchange steps (alltoall)                     */
 	ALGO_DISSEM,   /* dissemination (barrier)                           */
 	ALGO_BRUCK,    /* log2(p) rounds of doubling blocks (allgather)     */

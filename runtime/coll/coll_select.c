@@ -33,6 +33,12 @@ static const char *const kind_names[CK_COUNT] = {
 	[CK_REDUCESCATTER] = "reducescatter", [CK_BARRIER] = "barrier",
 };
 
+/* The direct reducescatter: how many ranks at most, and from (above) and
+ * up to which size (case CK_REDUCESCATTER below). */
+#define RS_DIRECT_RANKS 4
+#define RS_DIRECT_FROM ((size_t)8 << 10)
+#define RS_DIRECT_MAX ((size_t)8 << 20)
+
 /* Which algorithms can run which collective. */
 static const unsigned allowed[CK_COUNT] = {
 	[CK_ALLREDUCE] = 1u << ALGO_RD | 1u << ALGO_RING | 1u << ALGO_SHM |
@@ -43,7 +49,7 @@ static const unsigned allowed[CK_COUNT] = {
 			 1u << ALGO_SHM,
 	[CK_ALLTOALL] = 1u << ALGO_PAIRWISE | 1u << ALGO_HIER,
 	[CK_REDUCESCATTER] = 1u << ALGO_RD | 1u << ALGO_RING | 1u << ALGO_SHM |
-			     1u << ALGO_HIER,
+			     1u << ALGO_HIER | 1u << ALGO_DIRECT,
 	[CK_BARRIER] = 1u << ALGO_DISSEM | 1u << ALGO_SHM,
 };
 
@@ -256,6 +262,19 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 			return ALGO_HIER;
 		if (count < (size_t)p->size)
 			return ALGO_RD;
+		/* Three or four ranks past 8 KiB: every block to its owner
+		 * at once, one round (3 netns nodes x 1: 32-64 KiB 0.71-0.82x
+		 * OpenMPI by rd, 0.79-0.88x by the ring, 0.94-1.00x direct;
+		 * 512 KiB-8 MiB 10-30% faster than the ring, whose two
+		 * rounds follow each other; doc/design.md).  Its scratch is
+		 * (p-1)/p of the buffer, kept on the communicator: not past
+		 * 8 MiB. */
+		if (p->size > 2 && p->size <= RS_DIRECT_RANKS &&
+		    bytes > (t->reducescatter_small_max < RS_DIRECT_FROM
+				     ? t->reducescatter_small_max
+				     : RS_DIRECT_FROM) &&
+		    bytes <= RS_DIRECT_MAX)
+			return ALGO_DIRECT;
 		/* Two ranks: the ring is one exchange of half the buffer
 		 * where recursive doubling exchanges all of it (64 KiB
 		 * across two netns nodes: 0.59x OpenMPI's time by rd). */

@@ -41,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 18))"
+echo "1..$(($# + 19))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -83,6 +83,11 @@ for w in 8 2; do
 	run_check "5 ranks, UCX only, $w alltoall steps in flight" 5 \
 		HVD_SHM=0 HVD_ALLTOALL_WINDOW=$w
 done
+# The direct reducescatter (3 and 4 ranks from 8 KiB by default: the
+# 4-rank run above) forced at every size, with empty blocks (count <
+# ranks) and on more ranks than it is chosen for.
+run_check "5 ranks, UCX only, the direct reducescatter at every size" 5 \
+	HVD_SHM=0 HVD_REDUCESCATTER_ALGO=direct
 run_check "3 ranks, UCX ring everywhere with 4 KiB segments" 3 HVD_SHM=0 \
 	HVD_ALLREDUCE_ALGO=ring HVD_REDUCESCATTER_ALGO=ring \
 	HVD_ALLGATHER_ALGO=ring HVD_BCAST_ALGO=chain HVD_RING_SEGMENT=4K \

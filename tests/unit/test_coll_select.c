@@ -51,7 +51,7 @@ int main(void)
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 	struct coll_place crowded;
 
-	plan(81);
+	plan(87);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.allreduce_pair_max, 512 << 10,
@@ -198,7 +198,26 @@ int main(void)
 	is_int(coll_select(&t, CK_BARRIER, 0, 0, &two_nodes), ALGO_DISSEM,
 	       "barrier across nodes: dissemination");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &no_shm),
-	       ALGO_RING, "large reducescatter: ring");
+	       ALGO_DIRECT, "1 MiB reducescatter of 4 ranks: direct");
+	is_int(coll_select(&t, CK_REDUCESCATTER, (8 << 20) + 4,
+			   (1 << 21) + 1, &no_shm),
+	       ALGO_RING, "above 8 MiB, 4 ranks: ring (the direct one's "
+			  "scratch would be most of the buffer)");
+	{
+		struct coll_place three = place(3, 3, 1, 1, 1);
+
+		is_int(coll_select(&t, CK_REDUCESCATTER, 8 << 10, 2048, &three),
+		       ALGO_RD, "8 KiB reducescatter, 3 x 1: rd (inclusive)");
+		is_int(coll_select(&t, CK_REDUCESCATTER, (8 << 10) + 12, 2051,
+				   &three),
+		       ALGO_DIRECT, "above 8 KiB, 3 x 1: direct");
+		is_int(coll_select(&t, CK_REDUCESCATTER, 8 << 20, 1 << 21,
+				   &three),
+		       ALGO_DIRECT, "8 MiB, 3 x 1: direct (inclusive)");
+		is_int(coll_select(&t, CK_REDUCESCATTER, 64 << 10, 16384,
+				   &uneven),
+		       ALGO_RD, "64 KiB reducescatter of 5 ranks: rd, as before");
+	}
 
 	/* overrides */
 	setenv_("HVD_ALLREDUCE_ALGO", "ring");
@@ -255,5 +274,10 @@ int main(void)
 	is_int(t.segment_auto, 1, "malformed HVD_RING_SEGMENT: libhvd picks");
 	is_int(t.steps, 0, "HVD_ALLTOALL_WINDOW=0 (under 1): libhvd picks");
 	is_int(nwarn, 2, "... each with a warning");
+	nenv = 0;
+	setenv_("HVD_REDUCESCATTER_ALGO", "direct");
+	coll_tuning_parse(&t, lookup, warn);
+	is_int(coll_select(&t, CK_REDUCESCATTER, 64, 16, &uneven), ALGO_DIRECT,
+	       "HVD_REDUCESCATTER_ALGO=direct: forced at any size and ranks");
 	return done_testing();
 }

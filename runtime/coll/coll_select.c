@@ -34,10 +34,12 @@ static const char *const kind_names[CK_COUNT] = {
 };
 
 /* The direct reducescatter: how many ranks at most, and from (above) and
- * up to which size (case CK_REDUCESCATTER below). */
+ * up to which size; for two ranks, up to which size (case
+ * CK_REDUCESCATTER below). */
 #define RS_DIRECT_RANKS 4
 #define RS_DIRECT_FROM ((size_t)8 << 10)
 #define RS_DIRECT_MAX ((size_t)8 << 20)
+#define RS_PAIR_DIRECT_MAX ((size_t)64 << 10)
 
 /* Which algorithms can run which collective. */
 static const unsigned allowed[CK_COUNT] = {
@@ -275,9 +277,15 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 				     : RS_DIRECT_FROM) &&
 		    bytes <= RS_DIRECT_MAX)
 			return ALGO_DIRECT;
-		/* Two ranks: the ring is one exchange of half the buffer
-		 * where recursive doubling exchanges all of it (64 KiB
-		 * across two netns nodes: 0.59x OpenMPI's time by rd). */
+		/* Two ranks: one exchange of half the buffer, where
+		 * recursive doubling exchanges all of it (64 KiB across two
+		 * netns nodes: 0.59x OpenMPI's time by rd); up to 64 KiB
+		 * bare, past it in the ring's segments, whose reductions
+		 * overlap the transfer (16-32 KiB: 23-25 us by the ring,
+		 * 16-23 direct; 64 KiB 23.1-23.3 against 21.0-21.3; 128 KiB
+		 * alike; 256 KiB 46.5-46.8 against 47.8-48.3). */
+		if (p->size == 2 && bytes <= RS_PAIR_DIRECT_MAX)
+			return ALGO_DIRECT;
 		if (bytes <= t->reducescatter_small_max && p->size > 2)
 			return ALGO_RD;
 		return ALGO_RING;

@@ -51,7 +51,7 @@ int main(void)
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 	struct coll_place crowded;
 
-	plan(87);
+	plan(89);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.allreduce_pair_max, 512 << 10,
@@ -104,7 +104,12 @@ int main(void)
 	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &pair),
 	       ALGO_CHAIN, "1 MiB broadcast to 2 ranks: chain");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &pair),
-	       ALGO_RING, "reducescatter of two ranks: ring even when small");
+	       ALGO_DIRECT, "small reducescatter of two ranks: the exchange "
+			    "(direct), never rd");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 64 << 10, 16384, &pair),
+	       ALGO_DIRECT, "two ranks, 64 KiB: direct (inclusive)");
+	is_int(coll_select(&t, CK_REDUCESCATTER, (64 << 10) + 8, 16386, &pair),
+	       ALGO_RING, "two ranks, above 64 KiB: the ring's segments");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &one_per_node),
 	       ALGO_RD, "small reducescatter of four ranks: rd");
 
@@ -145,8 +150,8 @@ int main(void)
 			 "small broadcast: binomial"},
 			{CK_BROADCAST, 300 << 10, &one_node, ALGO_BINOMIAL,
 			 "300 KiB broadcast to 4 ranks: binomial"},
-			{CK_REDUCESCATTER, 4096, &duo, ALGO_RING,
-			 "4 KiB reducescatter of 2 ranks: the ring's exchange"},
+			{CK_REDUCESCATTER, 4096, &duo, ALGO_DIRECT,
+			 "4 KiB reducescatter of 2 ranks: the exchange"},
 			{CK_REDUCESCATTER, 4096, &two_nodes, ALGO_RD,
 			 "4 KiB reducescatter, 2 x 4: recursive doubling"},
 			{CK_ALLGATHER, 100, &two_nodes, ALGO_DIRECT,

@@ -37,7 +37,7 @@ static const char *const kind_names[CK_COUNT] = {
  * up to which size; for two ranks, up to which size (case
  * CK_REDUCESCATTER below). */
 #define RS_DIRECT_RANKS 4
-#define RS_DIRECT_FROM ((size_t)8 << 10)
+#define RS_DIRECT_FROM ((size_t)512 << 10)
 #define RS_DIRECT_MAX ((size_t)8 << 20)
 #define RS_PAIR_DIRECT_MAX ((size_t)64 << 10)
 
@@ -264,19 +264,6 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 			return ALGO_HIER;
 		if (count < (size_t)p->size)
 			return ALGO_RD;
-		/* Three or four ranks past 8 KiB: every block to its owner
-		 * at once, one round (3 netns nodes x 1: 32-64 KiB 0.71-0.82x
-		 * OpenMPI by rd, 0.79-0.88x by the ring, 0.94-1.00x direct;
-		 * 512 KiB-8 MiB 10-30% faster than the ring, whose two
-		 * rounds follow each other; doc/design.md).  Its scratch is
-		 * (p-1)/p of the buffer, kept on the communicator: not past
-		 * 8 MiB. */
-		if (p->size > 2 && p->size <= RS_DIRECT_RANKS &&
-		    bytes > (t->reducescatter_small_max < RS_DIRECT_FROM
-				     ? t->reducescatter_small_max
-				     : RS_DIRECT_FROM) &&
-		    bytes <= RS_DIRECT_MAX)
-			return ALGO_DIRECT;
 		/* Two ranks: one exchange of half the buffer, where
 		 * recursive doubling exchanges all of it (64 KiB across two
 		 * netns nodes: 0.59x OpenMPI's time by rd); up to 64 KiB
@@ -288,6 +275,19 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 			return ALGO_DIRECT;
 		if (bytes <= t->reducescatter_small_max && p->size > 2)
 			return ALGO_RD;
+		/* Three or four ranks from 512 KiB: every block to its owner
+		 * at once, one round, where the ring's two rounds follow each
+		 * other (3 netns nodes x 1, us, direct against the ring: 1 MiB
+		 * 394-440 / 530-986, 2 MiB 1510-1554 / 1671-1910, 8 MiB
+		 * 4002-4234 / 4341-4592).  Below, the small message that
+		 * checks the counts (coll_allreduce.c) costs more than the
+		 * round saves: 32 KiB 113-136 us against rd's 64-111
+		 * (doc/design.md).  Its scratch is (p-1)/p of the buffer,
+		 * kept on the communicator: not past 8 MiB. */
+		if (p->size > 2 && p->size <= RS_DIRECT_RANKS &&
+		    bytes > RS_DIRECT_FROM &&
+		    bytes <= RS_DIRECT_MAX)
+			return ALGO_DIRECT;
 		return ALGO_RING;
 	case CK_BROADCAST: {
 		int lg = 0;

@@ -407,6 +407,12 @@ static hvd_status_t peer_error(struct xfer *x, int w, const char *fmt,
 
 int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
 {
+	return xfer_send_as(x, peer, buf, len, len);
+}
+
+int xfer_send_as(struct xfer *x, int peer, const void *buf, size_t len,
+		 size_t route)
+{
 	ucp_request_param_t prm;
 	struct tp_op *op;
 	ucp_ep_h ep;
@@ -419,7 +425,7 @@ int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
 	if (!op)
 		return -1;
 	w = x->g->world_ranks[peer];
-	if (!x->lane_off && lane_wants(w, len)) {
+	if (!x->lane_off && lane_wants(w, route)) {
 		op->lop = lane_send(w, auth_tag(x->tag_base | (uint64_t)x->me),
 				    buf, len, &x->st);
 		return op->lop ? idx : -1;
@@ -521,8 +527,14 @@ static int lane_post(struct xfer *x, int peer, void *buf, size_t len)
 
 int xfer_recv(struct xfer *x, int peer, void *buf, size_t len)
 {
+	return xfer_recv_as(x, peer, buf, len, len);
+}
+
+int xfer_recv_as(struct xfer *x, int peer, void *buf, size_t len,
+		 size_t route)
+{
 	if (x->st == HVD_OK && !x->lane_off &&
-	    lane_wants(x->g->world_ranks[peer], len))
+	    lane_wants(x->g->world_ranks[peer], route))
 		return lane_post(x, peer, buf, len);
 	return post_recv(x, peer, buf, len, ucp_dt_make_contig(1), len);
 }

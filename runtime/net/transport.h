@@ -103,6 +103,15 @@ void xfer_begin(struct xfer *x, struct net_group *g);
  * xfer_wait, or -1 (x->st says why). */
 int xfer_send(struct xfer *x, int peer, const void *buf, size_t len);
 int xfer_recv(struct xfer *x, int peer, void *buf, size_t len);
+/* The same, taking the path (TCP lane or UCX) a message of route bytes
+ * would take: a small message that must travel with a large one, in
+ * its stream and right behind it, costs one more write there, where on
+ * the other path it costs a wake-up of its own.  Both ends must give
+ * the same route. */
+int xfer_send_as(struct xfer *x, int peer, const void *buf, size_t len,
+		 size_t route);
+int xfer_recv_as(struct xfer *x, int peer, void *buf, size_t len,
+		 size_t route);
 /* Receive count elements from group rank peer and reduce them as they
  * land: dst = src op (what arrived), element by element (dst may be
  * src).  Only where xfer_recv_reduce_ok() (HVD_RECV_REDUCE, default 1);

@@ -770,12 +770,16 @@ static int run_kill(int victim, size_t n, const char *call)
  * must still fail with HVD_ERR_MISMATCH, in seconds, not at the peer
  * timeout.  "pair": two ranks allreduce 512 KiB (rank 0: recursive
  * doubling, up to HVD_ALLREDUCE_PAIR_MAX) and 512 KiB + 4 (the ring):
- * both must fail so.
+ * both must fail so.  "rs": a reducescatter of 16384 floats on rank 0
+ * and 16386 on the others (the direct one on 2-4 ranks): every rank
+ * must fail so.
  */
 static int run_straddle(const char *how)
 {
 	int big = strcmp(how, "big") == 0, pair = strcmp(how, "pair") == 0;
-	size_t mine = pair ? 131072 + (size_t)(rank_ != 0)
+	int rs = strcmp(how, "rs") == 0;
+	size_t mine = rs     ? 16384 + 2 * (size_t)(rank_ != 0)
+		      : pair ? 131072 + (size_t)(rank_ != 0)
 		      : (rank_ == 0) == big ? 131072 : 1024;
 	float *buf = xmalloc(131073 * 4);
 	struct timespec a, b;
@@ -784,9 +788,11 @@ static int run_straddle(const char *how)
 	for (size_t i = 0; i < 131073; i++)
 		buf[i] = (float)i;
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	st = pair ? hvd_allreduce(HVD_IN_PLACE, buf, mine, HVD_FLOAT32,
-				  HVD_SUM)
-		  : hvd_broadcast(buf, mine, HVD_FLOAT32, 0);
+	st = rs     ? hvd_reducescatter(HVD_IN_PLACE, buf, mine, HVD_FLOAT32,
+				      HVD_SUM)
+	     : pair ? hvd_allreduce(HVD_IN_PLACE, buf, mine, HVD_FLOAT32,
+				    HVD_SUM)
+		    : hvd_broadcast(buf, mine, HVD_FLOAT32, 0);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	printf("rank %d: straddle %s, %zu floats: %s after %.2f s: %s\n", rank_,
 	       how, mine, hvd_status_name(st),
@@ -797,7 +803,7 @@ static int run_straddle(const char *how)
 	free(buf);
 	/* The root may be done at once: wait for the others' verdicts
 	 * before anyone leaves (a rank gone would be another error). */
-	sleep(rank_ == 0 && !pair ? 8 : 2);
+	sleep(rank_ == 0 && !pair && !rs ? 8 : 2);
 	_exit(0);
 }
 

@@ -51,7 +51,7 @@ int main(void)
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 	struct coll_place crowded;
 
-	plan(89);
+	plan(91);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.allreduce_pair_max, 512 << 10,
@@ -110,6 +110,9 @@ int main(void)
 	       ALGO_DIRECT, "two ranks, 64 KiB: direct (inclusive)");
 	is_int(coll_select(&t, CK_REDUCESCATTER, (64 << 10) + 8, 16386, &pair),
 	       ALGO_RING, "two ranks, above 64 KiB: the ring's segments");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &pair),
+	       ALGO_RING, "two ranks, 1 MiB: the ring (the 3-4 rank rule is "
+			  "not theirs)");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &one_per_node),
 	       ALGO_RD, "small reducescatter of four ranks: rd");
 
@@ -211,11 +214,15 @@ int main(void)
 	{
 		struct coll_place three = place(3, 3, 1, 1, 1);
 
-		is_int(coll_select(&t, CK_REDUCESCATTER, 8 << 10, 2048, &three),
-		       ALGO_RD, "8 KiB reducescatter, 3 x 1: rd (inclusive)");
-		is_int(coll_select(&t, CK_REDUCESCATTER, (8 << 10) + 12, 2051,
+		is_int(coll_select(&t, CK_REDUCESCATTER, 64 << 10, 16384,
 				   &three),
-		       ALGO_DIRECT, "above 8 KiB, 3 x 1: direct");
+		       ALGO_RD, "64 KiB reducescatter, 3 x 1: rd (inclusive)");
+		is_int(coll_select(&t, CK_REDUCESCATTER, 512 << 10, 131072,
+				   &three),
+		       ALGO_RING, "512 KiB, 3 x 1: ring (inclusive)");
+		is_int(coll_select(&t, CK_REDUCESCATTER, (512 << 10) + 12,
+				   131075, &three),
+		       ALGO_DIRECT, "above 512 KiB, 3 x 1: direct");
 		is_int(coll_select(&t, CK_REDUCESCATTER, 8 << 20, 1 << 21,
 				   &three),
 		       ALGO_DIRECT, "8 MiB, 3 x 1: direct (inclusive)");

@@ -280,8 +280,10 @@ static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
  * recursive doubling moves the whole buffer log2(p) times (three ranks:
  * three times, with the hand-over and the hand-back) and the ring makes
  * p - 1 rounds one after the other.  The own block is read from src and
- * the sum written to dst (they may be the same memory); tmp holds the
- * p - 1 incoming blocks.
+ * the sum written to dst (they may be the same memory); tmp
+ * (rs_direct_scratch bytes) holds the p - 1 incoming blocks, then the
+ * calls below, so that nothing a pending operation points at is freed
+ * before xfer_end.
  *
  * A rank receives only its own block from each peer, so ranks whose
  * counts differ but split to the same block here would see nothing
@@ -306,6 +308,14 @@ struct rs_call {
 	uint32_t dt, op;
 };
 
+/* Blocks of bl bytes from n - 1 peers, then n calls (this rank's in
+ * [0]), 8-byte aligned. */
+static size_t rs_direct_scratch(int n, size_t bl)
+{
+	return ((size_t)(n - 1) * bl + 7) / 8 * 8 +
+	       (size_t)n * sizeof(struct rs_call);
+}
+
 static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 			      char *tmp, size_t count, hvd_dtype_t dt,
 			      hvd_op_t op)
@@ -314,21 +324,22 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 	size_t esz = hvd_dtype_size(dt);
 	size_t mine = hvd_reducescatter_count(count, r, n);
 	size_t bl = mine * esz;
-	struct rs_call me = {count, (uint32_t)dt, (uint32_t)op}, *theirs;
+	struct rs_call *theirs =
+	    (struct rs_call *)(void *)(tmp + rs_direct_scratch(n, bl) -
+				       (size_t)n * sizeof(struct rs_call));
+	const struct rs_call *me = &theirs[0];
 
 	ops = malloc((size_t)n * sizeof(int));
-	theirs = malloc((size_t)n * sizeof(*theirs));
-	if (!ops || !theirs) {
-		free(ops);
-		free(theirs);
+	if (!ops)
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
 					 "hvd: out of memory");
-	}
+	theirs[0].count = count;
+	theirs[0].dt = (uint32_t)dt;
+	theirs[0].op = (uint32_t)op;
 	/* Everything posted before anything is waited for; the receives
 	 * first, so that the blocks land in place. */
 	for (int s = 1; s < n; s++) {
 		int from = (r - s + n) % n, to = (r + s) % n;
-
 		size_t tl = hvd_reducescatter_count(count, to, n) * esz;
 
 		/* A pair's messages match in the order sent: the block,
@@ -341,7 +352,7 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 			      src + hvd_reducescatter_offset(count, to, n) *
 					    esz,
 			      tl) < 0 ||
-		    (n > 2 && xfer_send_as(x, to, &me, sizeof(me), tl) < 0))
+		    (n > 2 && xfer_send_as(x, to, me, sizeof(*me), tl) < 0))
 			goto out;
 	}
 	src += hvd_reducescatter_offset(count, r, n) * esz;
@@ -357,7 +368,8 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 	for (int s = 1; n > 2 && s < n; s++) {
 		const struct rs_call *c = &theirs[s];
 
-		if (c->count == me.count && c->dt == me.dt && c->op == me.op)
+		if (c->count == me->count && c->dt == me->dt &&
+		    c->op == me->op)
 			continue;
 		x->st = hvd_error(
 		    HVD_ERR_MISMATCH,
@@ -373,7 +385,6 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 	}
 out:
 	free(ops);
-	free(theirs);
 	return x->st;
 }
 
@@ -433,12 +444,12 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 	case ALGO_DIRECT: {
 		/* In place, the sum lands on this rank's block of the input
 		 * (never sent) and is moved to the front below. */
-		char *tmp = coll_scratch(comm, (size_t)(n - 1) * mine * esz);
+		size_t need = rs_direct_scratch(n, mine * esz);
+		char *tmp = coll_scratch(comm, need);
 
 		if (!tmp) {
 			st = hvd_error(HVD_ERR_NO_MEMORY,
-				       "hvd: out of memory (%zu bytes)",
-				       (size_t)(n - 1) * mine * esz);
+				       "hvd: out of memory (%zu bytes)", need);
 			break;
 		}
 		xfer_begin(&x, &comm->net);

@@ -274,7 +274,7 @@ static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
 }
 
 /*
- * Small reducescatters among a few ranks ("direct"): every rank sends
+ * Reducescatters among a few ranks ("direct"): every rank sends
  * each other rank that rank's block, all at once, and folds the p - 1
  * blocks it receives into its own as they land.  One round, where
  * recursive doubling moves the whole buffer log2(p) times (three ranks:
@@ -308,12 +308,16 @@ struct rs_call {
 	uint32_t dt, op;
 };
 
-/* Blocks of bl bytes from n - 1 peers, then n calls (this rank's in
- * [0]), 8-byte aligned. */
+/* The scratch: blocks of bl bytes from n - 1 peers, then, 8-byte
+ * aligned at rs_calls_at, n calls (this rank's in [0]). */
+static size_t rs_calls_at(int n, size_t bl)
+{
+	return ((size_t)(n - 1) * bl + 7) / 8 * 8;
+}
+
 static size_t rs_direct_scratch(int n, size_t bl)
 {
-	return ((size_t)(n - 1) * bl + 7) / 8 * 8 +
-	       (size_t)n * sizeof(struct rs_call);
+	return rs_calls_at(n, bl) + (size_t)n * sizeof(struct rs_call);
 }
 
 static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
@@ -325,8 +329,7 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 	size_t mine = hvd_reducescatter_count(count, r, n);
 	size_t bl = mine * esz;
 	struct rs_call *theirs =
-	    (struct rs_call *)(void *)(tmp + rs_direct_scratch(n, bl) -
-				       (size_t)n * sizeof(struct rs_call));
+	    (struct rs_call *)(void *)(tmp + rs_calls_at(n, bl));
 	const struct rs_call *me = &theirs[0];
 
 	ops = malloc((size_t)n * sizeof(int));
@@ -456,7 +459,6 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		rs_direct(&x, src, in_place ? full + moff * esz : recvbuf, tmp,
 			  count, dt, rop);
 		st = xfer_end(&x);
-		direct = !in_place;
 		break;
 	}
 	case ALGO_HIER:

@@ -84,9 +84,9 @@ for w in 8 2; do
 		HVD_SHM=0 HVD_ALLTOALL_WINDOW=$w
 done
 # The direct reducescatter (2 ranks up to 64 KiB, 3 and 4 ranks from
-# 512 KiB to 8 MiB by default: the 2- and 4-rank runs above) forced at
-# every size, with empty blocks (count < ranks) and on more ranks than
-# it is chosen for.
+# 512 KiB to 8 MiB by default: the 4-rank UCX run above, the 2-rank one
+# below) forced at every size, with empty blocks (count < ranks) and on
+# more ranks than it is chosen for.
 run_check "5 ranks, UCX only, the direct reducescatter at every size" 5 \
 	HVD_SHM=0 HVD_REDUCESCATTER_ALGO=direct
 run_check "3 ranks, UCX ring everywhere with 4 KiB segments" 3 HVD_SHM=0 \

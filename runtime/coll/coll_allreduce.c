@@ -289,15 +289,20 @@ static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
  * counts differ but split to the same block here would see nothing
  * wrong (3 ranks, 16384 and 16386 floats: block 0 is 5462 either way)
  * and return HVD_OK while the others fail.  With more than two ranks
- * each block therefore comes with a small message of the sender's
- * count, type and op, right behind it on the same path (xfer_send_as),
- * and any difference is HVD_ERR_MISMATCH on every rank.  That message
- * costs a few us (3 netns nodes x 1, 32 KiB: 113-136 us against
- * 78-87 without it), which is why three and four ranks take this only
- * from 512 KiB (coll_select.c).  Two ranks make the one exchange the
- * two-rank ring made, which has the same blind spot (16384 against
- * 16385 floats: block 1 is 8192 either way), without it.
+ * each block therefore carries the sender's count, type and op, and any
+ * difference is HVD_ERR_MISMATCH on every rank.  Blocks of up to
+ * RS_CALL_INLINE_MAX bytes carry it at their end, in the same message:
+ * the block is copied into the scratch with the call behind it, which
+ * costs less than a message of its own (3 netns nodes x 1, 32 KiB:
+ * the separate message took 113-136 us against 78-87 without any).
+ * Larger blocks are not copied: the call follows in a message of its own
+ * on the block's path (xfer_send_as), a few us against the block's
+ * hundreds.  Two ranks make the one exchange the two-rank ring made,
+ * which has the same blind spot (16384 against 16385 floats: block 1 is
+ * 8192 either way), without it.
  */
+#define RS_CALL_INLINE_MAX ((size_t)128 << 10)
+
 static const char *or_unknown(const char *name)
 {
 	return name ? name : "?";
@@ -308,16 +313,34 @@ struct rs_call {
 	uint32_t dt, op;
 };
 
-/* The scratch: blocks of bl bytes from n - 1 peers, then, 8-byte
- * aligned at rs_calls_at, n calls (this rank's in [0]). */
-static size_t rs_calls_at(int n, size_t bl)
+/*
+ * The scratch: n - 1 receive slots of rstride bytes (a block, and its
+ * call when inline), n - 1 send slots of sstride bytes (inline only: the
+ * block copied and the call behind it), then, 8-byte aligned at calls,
+ * n calls (this rank's in [0]).
+ */
+struct rs_layout {
+	size_t bl, rstride, sstride, calls, total;
+	int checked, inl;
+};
+
+static size_t round8(size_t v)
 {
-	return ((size_t)(n - 1) * bl + 7) / 8 * 8;
+	return (v + 7) / 8 * 8;
 }
 
-static size_t rs_direct_scratch(int n, size_t bl)
+static void rs_layout_of(struct rs_layout *l, int n, int r, size_t count,
+			 size_t esz)
 {
-	return rs_calls_at(n, bl) + (size_t)n * sizeof(struct rs_call);
+	size_t big = hvd_reducescatter_count(count, 0, n) * esz;
+
+	l->bl = hvd_reducescatter_count(count, r, n) * esz;
+	l->checked = n > 2;
+	l->inl = l->checked && big <= RS_CALL_INLINE_MAX;
+	l->rstride = l->inl ? round8(l->bl + sizeof(struct rs_call)) : l->bl;
+	l->sstride = l->inl ? round8(big + sizeof(struct rs_call)) : 0;
+	l->calls = round8((size_t)(n - 1) * (l->rstride + l->sstride));
+	l->total = l->calls + (size_t)n * sizeof(struct rs_call);
 }
 
 static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
@@ -327,11 +350,15 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 	int n = x->g->size, r = x->me, *ops;
 	size_t esz = hvd_dtype_size(dt);
 	size_t mine = hvd_reducescatter_count(count, r, n);
-	size_t bl = mine * esz;
-	struct rs_call *theirs =
-	    (struct rs_call *)(void *)(tmp + rs_calls_at(n, bl));
-	const struct rs_call *me = &theirs[0];
+	struct rs_layout l;
+	struct rs_call *theirs;
+	const struct rs_call *me;
+	char *sends;
 
+	rs_layout_of(&l, n, r, count, esz);
+	theirs = (struct rs_call *)(void *)(tmp + l.calls);
+	me = &theirs[0];
+	sends = tmp + (size_t)(n - 1) * l.rstride;
 	ops = malloc((size_t)n * sizeof(int));
 	if (!ops)
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
@@ -344,31 +371,48 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 	for (int s = 1; s < n; s++) {
 		int from = (r - s + n) % n, to = (r + s) % n;
 		size_t tl = hvd_reducescatter_count(count, to, n) * esz;
+		const char *blk =
+		    src + hvd_reducescatter_offset(count, to, n) * esz;
+		char *in = tmp + (size_t)(s - 1) * l.rstride;
 
+		if (l.inl) {
+			char *out = sends + (size_t)(s - 1) * l.sstride;
+
+			memcpy(out, blk, tl);
+			memcpy(out + tl, me, sizeof(*me));
+			ops[s] = xfer_recv(x, from, in,
+					   l.bl + sizeof(*me));
+			if (ops[s] < 0 ||
+			    xfer_send(x, to, out, tl + sizeof(*me)) < 0)
+				goto out;
+			continue;
+		}
 		/* A pair's messages match in the order sent: the block,
 		 * then the call, on the block's path. */
-		ops[s] = xfer_recv(x, from, tmp + (size_t)(s - 1) * bl, bl);
+		ops[s] = xfer_recv(x, from, in, l.bl);
 		if (ops[s] < 0 ||
-		    (n > 2 && xfer_recv_as(x, from, &theirs[s],
-					   sizeof(*theirs), bl) < 0) ||
-		    xfer_send(x, to,
-			      src + hvd_reducescatter_offset(count, to, n) *
-					    esz,
-			      tl) < 0 ||
-		    (n > 2 && xfer_send_as(x, to, me, sizeof(*me), tl) < 0))
+		    (l.checked && xfer_recv_as(x, from, &theirs[s],
+					       sizeof(*theirs), l.bl) < 0) ||
+		    xfer_send(x, to, blk, tl) < 0 ||
+		    (l.checked &&
+		     xfer_send_as(x, to, me, sizeof(*me), tl) < 0))
 			goto out;
 	}
 	src += hvd_reducescatter_offset(count, r, n) * esz;
 	if (dst != src)
-		memcpy(dst, src, bl);
+		memcpy(dst, src, l.bl);
 	for (int s = 1; s < n; s++) {
+		const char *in = tmp + (size_t)(s - 1) * l.rstride;
+
 		if (xfer_wait(x, ops[s]) != HVD_OK)
 			goto out;
-		reduce_apply(dst, tmp + (size_t)(s - 1) * bl, mine, dt, op);
+		reduce_apply(dst, in, mine, dt, op);
+		if (l.inl)
+			memcpy(&theirs[s], in + l.bl, sizeof(*theirs));
 	}
 	if (xfer_waitall(x) != HVD_OK)
 		goto out;
-	for (int s = 1; n > 2 && s < n; s++) {
+	for (int s = 1; l.checked && s < n; s++) {
 		const struct rs_call *c = &theirs[s];
 
 		if (c->count == me->count && c->dt == me->dt &&
@@ -447,12 +491,15 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 	case ALGO_DIRECT: {
 		/* In place, the sum lands on this rank's block of the input
 		 * (never sent) and is moved to the front below. */
-		size_t need = rs_direct_scratch(n, mine * esz);
-		char *tmp = coll_scratch(comm, need);
+		struct rs_layout l;
+		char *tmp;
 
+		rs_layout_of(&l, n, r, count, esz);
+		tmp = coll_scratch(comm, l.total);
 		if (!tmp) {
 			st = hvd_error(HVD_ERR_NO_MEMORY,
-				       "hvd: out of memory (%zu bytes)", need);
+				       "hvd: out of memory (%zu bytes)",
+				       l.total);
 			break;
 		}
 		xfer_begin(&x, &comm->net);

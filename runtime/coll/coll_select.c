@@ -37,7 +37,7 @@ static const char *const kind_names[CK_COUNT] = {
  * up to which size; for two ranks, up to which size (case
  * CK_REDUCESCATTER below). */
 #define RS_DIRECT_RANKS 4
-#define RS_DIRECT_FROM ((size_t)512 << 10)
+#define RS_DIRECT_FROM ((size_t)32 << 10)
 #define RS_DIRECT_MAX ((size_t)8 << 20)
 #define RS_PAIR_DIRECT_MAX ((size_t)64 << 10)
 
@@ -273,21 +273,20 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 		 * alike; 256 KiB 46.5-46.8 against 47.8-48.3). */
 		if (p->size == 2 && bytes <= RS_PAIR_DIRECT_MAX)
 			return ALGO_DIRECT;
+		/* Three or four ranks past 32 KiB: every block to its owner
+		 * at once, one round, where recursive doubling moves the
+		 * whole buffer three times and the ring's two rounds follow
+		 * each other (3 netns nodes x 1, us, direct against rd: 64
+		 * KiB 80-101 / 104-120; against the ring: 96 KiB 106-112 /
+		 * 99-103, 128 KiB 121-167 / 110-179, 1 MiB 394-440 /
+		 * 530-986, 2 MiB 1510-1554 / 1671-1910).  At 32 KiB rd is
+		 * ahead (71-79 / 79-92).  Its scratch is (p-1)/p of the
+		 * buffer, kept on the communicator: not past 8 MiB. */
+		if (p->size > 2 && p->size <= RS_DIRECT_RANKS &&
+		    bytes > RS_DIRECT_FROM && bytes <= RS_DIRECT_MAX)
+			return ALGO_DIRECT;
 		if (bytes <= t->reducescatter_small_max && p->size > 2)
 			return ALGO_RD;
-		/* Three or four ranks from 512 KiB: every block to its owner
-		 * at once, one round, where the ring's two rounds follow each
-		 * other (3 netns nodes x 1, us, direct against the ring: 1 MiB
-		 * 394-440 / 530-986, 2 MiB 1510-1554 / 1671-1910, 8 MiB
-		 * 4002-4234 / 4341-4592).  Below, the small message that
-		 * checks the counts (coll_allreduce.c) costs more than the
-		 * round saves: 32 KiB 113-136 us against rd's 64-111
-		 * (doc/design.md).  Its scratch is (p-1)/p of the buffer,
-		 * kept on the communicator: not past 8 MiB. */
-		if (p->size > 2 && p->size <= RS_DIRECT_RANKS &&
-		    bytes > RS_DIRECT_FROM &&
-		    bytes <= RS_DIRECT_MAX)
-			return ALGO_DIRECT;
 		return ALGO_RING;
 	case CK_BROADCAST: {
 		int lg = 0;

@@ -214,15 +214,16 @@ int main(void)
 	{
 		struct coll_place three = place(3, 3, 1, 1, 1);
 
+		is_int(coll_select(&t, CK_REDUCESCATTER, 32 << 10, 8192,
+				   &three),
+		       ALGO_RD, "32 KiB reducescatter, 3 x 1: rd (inclusive)");
+		is_int(coll_select(&t, CK_REDUCESCATTER, (32 << 10) + 12,
+				   8195, &three),
+		       ALGO_DIRECT, "above 32 KiB, 3 x 1: direct");
 		is_int(coll_select(&t, CK_REDUCESCATTER, 64 << 10, 16384,
 				   &three),
-		       ALGO_RD, "64 KiB reducescatter, 3 x 1: rd (inclusive)");
-		is_int(coll_select(&t, CK_REDUCESCATTER, 512 << 10, 131072,
-				   &three),
-		       ALGO_RING, "512 KiB, 3 x 1: ring (inclusive)");
-		is_int(coll_select(&t, CK_REDUCESCATTER, (512 << 10) + 12,
-				   131075, &three),
-		       ALGO_DIRECT, "above 512 KiB, 3 x 1: direct");
+		       ALGO_DIRECT, "64 KiB, 3 x 1: direct, not rd up to "
+				    "HVD_REDUCESCATTER_SMALL_MAX");
 		is_int(coll_select(&t, CK_REDUCESCATTER, 8 << 20, 1 << 21,
 				   &three),
 		       ALGO_DIRECT, "8 MiB, 3 x 1: direct (inclusive)");

@@ -968,11 +968,49 @@ hvd_status_t xfer_sendrecv(struct xfer *x, int dst, const void *sbuf,
 	return xfer_wait(x, s);
 }
 
+/*
+ * A send UCX has not finished may still read its buffer.  Over shared
+ * memory a message that does not fit the peer's FIFO waits in UCX and is
+ * copied out of the caller's buffer as room comes, by whichever thread
+ * progresses the worker next: a rank that returned HVD_ERR_MISMATCH
+ * with such a send in flight, whose caller then freed the buffer, died
+ * in UCX's ucp_dt_pack when its engine progressed (4 ranks, a direct
+ * reducescatter of 144001 against 144003 floats, 1 run in 6).  UCX
+ * cannot cancel a send, so on an error the sends in flight to live peers
+ * get up to DRAIN_S to finish, this rank progressing (the peers progress
+ * too, in their own error paths and engines).  What is left after it is
+ * a send to a failed peer, or a rendezvous whose receive the peer
+ * cancelled, which reads nothing until it is taken: never.
+ */
+#define DRAIN_S 0.5
+
+static void drain_sends(struct xfer *x)
+{
+	double until = hvd_now() + DRAIN_S;
+
+	for (;;) {
+		int left = 0;
+
+		for (int i = 0; i < x->nops; i++) {
+			struct tp_op *op = &x->ops[i];
+
+			if (op->recv || !op->req || op_test(op) ||
+			    peers_failed(x->g->world_ranks[op->peer]))
+				continue;
+			left++;
+		}
+		if (!left || hvd_now() > until)
+			return;
+		ucp_worker_progress(ucx_worker);
+	}
+}
+
 hvd_status_t xfer_end(struct xfer *x)
 {
 	if (x->st == HVD_OK)
 		xfer_waitall(x);
 	if (x->st != HVD_OK) {
+		drain_sends(x);
 		/* Abandon what is still in flight: cancel receives (their
 		 * buffers go back to the caller) and release everything;
 		 * UCX calls no callback on a released request. */

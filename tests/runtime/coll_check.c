@@ -772,20 +772,24 @@ static int run_kill(int victim, size_t n, const char *call)
  * doubling, up to HVD_ALLREDUCE_PAIR_MAX) and 512 KiB + 4 (the ring):
  * both must fail so.  "rs": a reducescatter of 16384 floats on rank 0
  * and 16386 on the others (the direct one on 2-4 ranks): every rank
- * must fail so.
+ * must fail so; "rs-big" the same with 144001 and 144003, whose blocks
+ * on 3 and 4 ranks are past RS_CALL_INLINE_MAX (the counts travel in a
+ * message of their own; on 3 ranks block 0 is 48001 floats either way,
+ * on 4 ranks 36001).
  */
 static int run_straddle(const char *how)
 {
 	int big = strcmp(how, "big") == 0, pair = strcmp(how, "pair") == 0;
-	int rs = strcmp(how, "rs") == 0;
-	size_t mine = rs     ? 16384 + 2 * (size_t)(rank_ != 0)
+	int rs_big = strcmp(how, "rs-big") == 0;
+	int rs = rs_big || strcmp(how, "rs") == 0;
+	size_t mine = rs ? (rs_big ? 144001 : 16384) + 2 * (size_t)(rank_ != 0)
 		      : pair ? 131072 + (size_t)(rank_ != 0)
 		      : (rank_ == 0) == big ? 131072 : 1024;
-	float *buf = xmalloc(131073 * 4);
+	float *buf = xmalloc(144003 * 4);
 	struct timespec a, b;
 	hvd_status_t st;
 
-	for (size_t i = 0; i < 131073; i++)
+	for (size_t i = 0; i < 144003; i++)
 		buf[i] = (float)i;
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	st = rs     ? hvd_reducescatter(HVD_IN_PLACE, buf, mine, HVD_FLOAT32,

@@ -158,6 +158,10 @@ hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 	return st;
 }
 
+static hvd_status_t direct_allreduce(hvd_comm_t *comm, const void *src,
+				     void *dst, size_t count, hvd_dtype_t dt,
+				     hvd_op_t op);
+
 hvd_status_t host_allreduce(hvd_comm_t *comm, const void *sendbuf,
 			    void *recvbuf, size_t count, hvd_dtype_t dt,
 			    hvd_op_t op)
@@ -200,6 +204,9 @@ hvd_status_t host_allreduce(hvd_comm_t *comm, const void *sendbuf,
 		break;
 	case ALGO_RD:
 		st = svc_allreduce(&comm->net, src, recvbuf, count, dt, rop);
+		break;
+	case ALGO_DIRECT:
+		st = direct_allreduce(comm, src, recvbuf, count, dt, rop);
 		break;
 	default:
 		st = coll_allreduce_flat(comm, src, recvbuf, count, dt, rop);
@@ -433,6 +440,48 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 out:
 	free(ops);
 	return x->st;
+}
+
+/*
+ * The allreduce of three or four ranks ("direct", coll_select.c): the
+ * direct reducescatter leaves each rank the sum of its block in place,
+ * then every rank sends that block to every other at once and receives
+ * theirs in place.  Two rounds, where the ring makes 2(p - 1) one after
+ * the other.  The reducescatter has checked the counts (rs_direct), and
+ * waited for its sends, so the second round may land on what the first
+ * sent from.
+ */
+static hvd_status_t direct_allreduce(hvd_comm_t *comm, const void *src,
+				     void *dst, size_t count, hvd_dtype_t dt,
+				     hvd_op_t op)
+{
+	int n = comm->net.size, r = comm->net.rank;
+	size_t esz = hvd_dtype_size(dt);
+	char *own = (char *)dst + hvd_reducescatter_offset(count, r, n) * esz;
+	size_t own_len = hvd_reducescatter_count(count, r, n) * esz;
+	struct rs_layout l;
+	struct xfer x;
+	char *tmp;
+
+	rs_layout_of(&l, n, r, count, esz);
+	tmp = coll_scratch(comm, l.total);
+	if (!tmp)
+		return hvd_error(HVD_ERR_NO_MEMORY,
+				 "hvd: out of memory (%zu bytes)", l.total);
+	xfer_begin(&x, &comm->net);
+	if (rs_direct(&x, src, own, tmp, count, dt, op) == HVD_OK) {
+		for (int s = 1; s < n; s++) {
+			int from = (r - s + n) % n, to = (r + s) % n;
+			size_t at = hvd_reducescatter_offset(count, from, n);
+			size_t len = hvd_reducescatter_count(count, from, n);
+
+			if (xfer_recv(&x, from, (char *)dst + at * esz,
+				      len * esz) < 0 ||
+			    xfer_send(&x, to, own, own_len) < 0)
+				break;
+		}
+	}
+	return xfer_end(&x);
 }
 
 hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,

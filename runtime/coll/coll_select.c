@@ -40,11 +40,12 @@ static const char *const kind_names[CK_COUNT] = {
 #define RS_DIRECT_FROM ((size_t)32 << 10)
 #define RS_DIRECT_MAX ((size_t)8 << 20)
 #define RS_PAIR_DIRECT_MAX ((size_t)64 << 10)
+#define AR_DIRECT_FROM ((size_t)128 << 10)
 
 /* Which algorithms can run which collective. */
 static const unsigned allowed[CK_COUNT] = {
 	[CK_ALLREDUCE] = 1u << ALGO_RD | 1u << ALGO_RING | 1u << ALGO_SHM |
-			 1u << ALGO_HIER,
+			 1u << ALGO_HIER | 1u << ALGO_DIRECT,
 	[CK_ALLGATHER] = 1u << ALGO_DIRECT | 1u << ALGO_RING |
 			 1u << ALGO_BRUCK | 1u << ALGO_HIER,
 	[CK_BROADCAST] = 1u << ALGO_BINOMIAL | 1u << ALGO_CHAIN |
@@ -247,6 +248,17 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 			return ALGO_SHM;
 		if (t->hier != 0 && usable(k, ALGO_HIER, p))
 			return ALGO_HIER;
+		/* Three or four ranks past 128 KiB: the direct
+		 * reducescatter, then every rank sends its block to every
+		 * other at once: two rounds, where the ring makes 2(p - 1)
+		 * one after the other (3 netns nodes x 1, us, direct
+		 * against the ring: 128 KiB 185-276 / 164-275, 256 KiB
+		 * 455-487 / 261-504, 1 MiB 749-813 / 908-1002, 2 MiB
+		 * 1552-1622 / 1642-1771; 4 x 1, 1 MiB 1067-1110 /
+		 * 1131-1209.  At 64 KiB rd is ahead: 106-119 / 141-145). */
+		if (p->size > 2 && p->size <= RS_DIRECT_RANKS &&
+		    bytes > AR_DIRECT_FROM && bytes <= RS_DIRECT_MAX)
+			return ALGO_DIRECT;
 		return coll_allreduce_rd(t, bytes, count, p->size) ? ALGO_RD
 								   : ALGO_RING;
 	case CK_REDUCESCATTER:

@@ -85,10 +85,11 @@ for w in 8 2; do
 done
 # The direct reducescatter (2 ranks up to 64 KiB, 3 and 4 ranks above
 # 32 KiB to 8 MiB by default: the 4-rank UCX run above, the 2-rank one
-# below) forced at every size, with empty blocks (count < ranks) and on
-# more ranks than it is chosen for.
-run_check "5 ranks, UCX only, the direct reducescatter at every size" 5 \
-	HVD_SHM=0 HVD_REDUCESCATTER_ALGO=direct
+# below) and the direct allreduce (3 and 4 ranks above 128 KiB to 8 MiB)
+# forced at every size, with empty blocks (count < ranks) and on more
+# ranks than they are chosen for.
+run_check "5 ranks, UCX only, the direct reducescatter and allreduce at every size" 5 \
+	HVD_SHM=0 HVD_REDUCESCATTER_ALGO=direct HVD_ALLREDUCE_ALGO=direct
 run_check "3 ranks, UCX ring everywhere with 4 KiB segments" 3 HVD_SHM=0 \
 	HVD_ALLREDUCE_ALGO=ring HVD_REDUCESCATTER_ALGO=ring \
 	HVD_ALLGATHER_ALGO=ring HVD_BCAST_ALGO=chain HVD_RING_SEGMENT=4K \

@@ -51,7 +51,7 @@ int main(void)
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 	struct coll_place crowded;
 
-	plan(91);
+	plan(95);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.allreduce_pair_max, 512 << 10,
@@ -79,8 +79,8 @@ int main(void)
 	       ALGO_HIER, "two even nodes: hierarchical");
 	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &uneven),
 	       ALGO_RING, "uneven nodes: flat ring");
-	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &one_per_node),
-	       ALGO_RING, "one rank per node: flat ring");
+	is_int(coll_select(&t, CK_ALLREDUCE, 16 << 20, 4 << 20, &one_per_node),
+	       ALGO_RING, "one rank per node, 16 MiB: flat ring");
 	is_int(coll_select(&t, CK_ALLREDUCE, 1 << 20, 3, &uneven), ALGO_RD,
 	       "fewer elements than ranks: rd whatever the bytes");
 	/* two ranks: one exchange of all of it up to 512 KiB */
@@ -89,8 +89,10 @@ int main(void)
 	is_int(coll_select(&t, CK_ALLREDUCE, (512 << 10) + 4, (1 << 17) + 1,
 			   &pair),
 	       ALGO_RING, "two ranks, above 512 KiB: ring");
+	is_int(coll_select(&t, CK_ALLREDUCE, 128 << 10, 32768, &one_per_node),
+	       ALGO_RING, "four ranks, 128 KiB: ring (the pair rule is for two)");
 	is_int(coll_select(&t, CK_ALLREDUCE, 256 << 10, 65536, &one_per_node),
-	       ALGO_RING, "four ranks, 256 KiB: ring (the pair rule is for two)");
+	       ALGO_DIRECT, "four ranks, 256 KiB: direct");
 	is_int(coll_allreduce_rd(&t, 512 << 10, 131072, 2), 1,
 	       "the hierarchy's step between two nodes, 512 KiB: rd");
 	is_int(coll_allreduce_rd(&t, 512 << 10, 131072, 3), 0,
@@ -227,6 +229,15 @@ int main(void)
 		is_int(coll_select(&t, CK_REDUCESCATTER, 8 << 20, 1 << 21,
 				   &three),
 		       ALGO_DIRECT, "8 MiB, 3 x 1: direct (inclusive)");
+		is_int(coll_select(&t, CK_ALLREDUCE, 128 << 10, 32768,
+				   &three),
+		       ALGO_RING, "128 KiB allreduce, 3 x 1: ring (inclusive)");
+		is_int(coll_select(&t, CK_ALLREDUCE, (128 << 10) + 12, 32771,
+				   &three),
+		       ALGO_DIRECT, "above 128 KiB allreduce, 3 x 1: direct");
+		is_int(coll_select(&t, CK_ALLREDUCE, (8 << 20) + 4,
+				   (1 << 21) + 1, &three),
+		       ALGO_RING, "above 8 MiB allreduce, 3 x 1: ring");
 		is_int(coll_select(&t, CK_REDUCESCATTER, 64 << 10, 16384,
 				   &uneven),
 		       ALGO_RD, "64 KiB reducescatter of 5 ranks: rd, as before");

@@ -322,8 +322,14 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
 	return transport_agree_world(w);
 }
 
+/* The body of this rank's mismatch notices (mismatch_tell): its world
+ * rank.  A send's buffer must outlive it, and these are never waited
+ * for. */
+static int32_t tell_body = -1;
+
 hvd_status_t transport_agree_world(const struct hvd_world *w)
 {
+	tell_body = w->rank;
 	HVD_CHECK(agree_machine(w));
 	ucx_set_oversubscribed(transport_host_oversubscribed());
 	return HVD_OK;
@@ -371,6 +377,7 @@ void xfer_begin(struct xfer *x, struct net_group *g)
 	x->me = g->rank;
 	x->tag_base = tp_tag(g->ctx, seq, 0);
 	x->st = g->broken;
+	x->told = g->broken != HVD_OK; /* told the others when it broke */
 	x->last_progress = hvd_now();
 	x->next_check = x->last_progress + 0.05;
 }
@@ -732,8 +739,83 @@ static int straddles(struct xfer *x, struct tp_op *op)
 		       NULL;
 }
 
-/* Periodic checks while waiting: failed members, dead local pids, and
- * the progress timeout.  Returns an error status or HVD_OK. */
+/*
+ * Mismatch notices.  A rank that finds the calls of a collective apart (a
+ * message of another size, the counts rs_direct carries) knows it only
+ * from the peers it talks to, and a third member may wait on a peer that
+ * has already given up: 3 ranks, an allreduce of 32768 floats on rank 0
+ * (the ring) and 32769 on the others (the direct one), rank 2 waited
+ * for rank 0's block until rank 0 exited, at worst HOROVOD_PEER_TIMEOUT.
+ * So the rank that finds it sends every other member its world rank on
+ * the collective's own tag with the source field all ones (no group
+ * rank), fire and forget; a waiter looks for one at each watch (every
+ * 50 ms).  The tag holds the group's context and the collective's
+ * sequence number, so a notice ends only the collective it is about.
+ */
+#define TP_TELL_SRC 0xffffffu
+
+static void mismatch_tell(struct xfer *x)
+{
+	for (int i = 0; i < x->g->size; i++) {
+		int w = x->g->world_ranks[i];
+		hvd_status_t st = HVD_OK;
+		ucp_request_param_t prm;
+		ucp_ep_h ep;
+		void *r;
+
+		if (i == x->me || peers_failed(w) || !(ep = ucx_ep(w, &st)))
+			continue;
+		memset(&prm, 0, sizeof(prm));
+		r = ucp_tag_send_nbx(ep, &tell_body, sizeof(tell_body),
+				     auth_tag(x->tag_base | TP_TELL_SRC), &prm);
+		if (r && !UCS_PTR_IS_ERR(r))
+			ucp_request_free(r);
+	}
+}
+
+/* A member's mismatch notice about x's collective: HVD_ERR_MISMATCH. */
+static hvd_status_t mismatch_told(struct xfer *x)
+{
+	ucp_tag_recv_info_t info;
+	ucp_request_param_t prm;
+	ucp_tag_message_h m;
+	struct tp_req *r;
+	int32_t who = -1;
+
+	m = ucp_tag_probe_nb(ucx_worker, auth_tag(x->tag_base | TP_TELL_SRC),
+			     ~(uint64_t)0, 1, &info);
+	if (!m)
+		return HVD_OK;
+	ucx_bytes_recv_params(&prm);
+	r = ucp_tag_msg_recv_nbx(ucx_worker, &who, sizeof(who), m, &prm);
+	if (!UCS_PTR_IS_ERR(r)) {
+		/* The notice is here already: its copy completes at once. */
+		double until = hvd_now() + 0.1;
+
+		while (!atomic_load(&r->done) && hvd_now() < until)
+			ucp_worker_progress(ucx_worker);
+		if (!atomic_load(&r->done) || r->status != UCS_OK ||
+		    r->length != sizeof(who))
+			who = -1;
+		atomic_store(&r->done, 0);
+		ucp_request_free(r);
+	}
+	x->told = 1;
+	if (who < 0 || who >= peers_count())
+		return hvd_error(HVD_ERR_MISMATCH,
+				 "hvd: another rank found the ranks' calls "
+				 "of this collective apart: ranks called it "
+				 "with different counts or types");
+	return hvd_error(HVD_ERR_MISMATCH,
+			 "hvd: rank %d found the ranks' calls of this "
+			 "collective apart (its error says how): ranks "
+			 "called it with different counts or types",
+			 (int)who);
+}
+
+/* Periodic checks while waiting: failed members, dead local pids,
+ * members' mismatch notices, and the progress timeout.  Returns an error
+ * status or HVD_OK. */
 static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 {
 	int f;
@@ -764,6 +846,8 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 		return hvd_error(HVD_ERR_PEER_FAILED,
 				 "hvd: lost the connection to the PMIx server "
 				 "(the launcher died)");
+	if (mismatch_told(x) != HVD_OK)
+		return HVD_ERR_MISMATCH;
 	if (now - x->last_progress > transport_peer_timeout()) {
 		int w = x->g->world_ranks[waiting->peer];
 		char why[160];
@@ -1011,6 +1095,8 @@ hvd_status_t xfer_end(struct xfer *x)
 		xfer_waitall(x);
 	if (x->st != HVD_OK) {
 		drain_sends(x);
+		if (x->st == HVD_ERR_MISMATCH && !x->told)
+			mismatch_tell(x);
 		/* Abandon what is still in flight: cancel receives (their
 		 * buffers go back to the caller) and release everything;
 		 * UCX calls no callback on a released request. */

@@ -85,6 +85,8 @@ struct xfer {
 	struct rr_desc *rr;  /* receive-reduce descriptors              */
 	int fg;              /* counted in transport_foreground_busy    */
 	int lane_off;        /* UCX only, not the TCP lane (net/lane.h) */
+	int told;            /* no mismatch notice to send: one came, or
+	                      * the group broke before                 */
 };
 
 /* The calling thread runs background collectives (the engine's): its

@@ -41,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 24))"
+echo "1..$(($# + 25))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -123,6 +123,21 @@ for how in rs rs-big; do
 		[ $st -eq 0 ] || sed 's/^/#   /' "$T/out" | head -n 5
 	done
 done
+
+# Counts apart across an algorithm's boundary, where not every rank
+# talks to the ones that find it: three ranks allreduce 32768 floats
+# (rank 0: the ring) and 32769 (ranks 1 and 2: the direct one).  Rank 0
+# never sends rank 2 the block it waits for; the mismatch notice of the
+# rank that found the counts apart must end that wait (without it, rank
+# 2 waited until rank 0 exited 2 s later, and blamed its death).
+env HVD_SHM=0 timeout 60 "$LAUNCH" -np 3 "$CHECK" straddle ring-direct \
+	>"$T/out" 2>"$T/err"
+fast=$(sed -n 's/^rank [0-9]*: straddle ring-direct, .*HVD_ERR_MISMATCH after \([0-9.]*\) s.*/\1/p' "$T/out" |
+	awk '$1 < 1.5' | wc -l)
+st=1
+[ "$fast" -eq 3 ] && st=0
+ok $st "allreduce counts apart, the ring on one rank and direct on two: $fast of 3 fail with HVD_ERR_MISMATCH within 1.5 s"
+[ $st -eq 0 ] || sed 's/^/#   /' "$T/out" | head -n 5
 
 # small_shm SIZE CMD...: CMD in a mount namespace of its own whose
 # /dev/shm is a tmpfs of SIZE.

@@ -775,14 +775,19 @@ static int run_kill(int victim, size_t n, const char *call)
  * must fail so; "rs-big" the same with 144001 and 144003, whose blocks
  * on 3 and 4 ranks are past RS_CALL_INLINE_MAX (the counts travel in a
  * message of their own; on 3 ranks block 0 is 48001 floats either way,
- * on 4 ranks 36001).
+ * on 4 ranks 36001).  "ring-direct": three ranks allreduce 32768 floats
+ * (rank 0: the ring) and 32769 (the others: the direct one); rank 0
+ * never sends rank 2 what it waits for, and only the notice of the rank
+ * that found the counts apart ends rank 2's wait in seconds.
  */
 static int run_straddle(const char *how)
 {
 	int big = strcmp(how, "big") == 0, pair = strcmp(how, "pair") == 0;
 	int rs_big = strcmp(how, "rs-big") == 0;
 	int rs = rs_big || strcmp(how, "rs") == 0;
+	int ar3 = strcmp(how, "ring-direct") == 0;
 	size_t mine = rs ? (rs_big ? 144001 : 16384) + 2 * (size_t)(rank_ != 0)
+		      : ar3  ? 32768 + (size_t)(rank_ != 0)
 		      : pair ? 131072 + (size_t)(rank_ != 0)
 		      : (rank_ == 0) == big ? 131072 : 1024;
 	float *buf = xmalloc(144003 * 4);
@@ -794,8 +799,8 @@ static int run_straddle(const char *how)
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	st = rs     ? hvd_reducescatter(HVD_IN_PLACE, buf, mine, HVD_FLOAT32,
 				      HVD_SUM)
-	     : pair ? hvd_allreduce(HVD_IN_PLACE, buf, mine, HVD_FLOAT32,
-				    HVD_SUM)
+	     : pair || ar3 ? hvd_allreduce(HVD_IN_PLACE, buf, mine,
+					   HVD_FLOAT32, HVD_SUM)
 		    : hvd_broadcast(buf, mine, HVD_FLOAT32, 0);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	printf("rank %d: straddle %s, %zu floats: %s after %.2f s: %s\n", rank_,
@@ -807,7 +812,7 @@ static int run_straddle(const char *how)
 	free(buf);
 	/* The root may be done at once: wait for the others' verdicts
 	 * before anyone leaves (a rank gone would be another error). */
-	sleep(rank_ == 0 && !pair && !rs ? 8 : 2);
+	sleep(rank_ == 0 && !pair && !rs && !ar3 ? 8 : 2);
 	_exit(0);
 }
 

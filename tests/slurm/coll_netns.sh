@@ -20,7 +20,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 30
+plan 31
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -217,6 +217,16 @@ mine=$(grep -c -E "trace: broadcast ctx 1: ([0-9]|[1-9][0-9]{1,3}) B from [0-9]*
 ok $([[ $ranks == "0 1 2" && $other == "$mine" ]] && echo 0 || echo 1) \
 	"3 x 1 on $cpus CPUs: every small broadcast is a $want on ranks ${ranks:-none} ($mine of $other)" ||
 	diag "$(grep 'trace: broadcast' "$err" | sort | uniq -c | head -n 20)"
+# 3 x 1 allreduce of 128 KiB (rank 0: the ring) against 128 KiB + 4
+# (ranks 1 and 2: the direct one): rank 0 never sends rank 2 the block it
+# waits for, and the mismatch notice of the rank that found the counts
+# apart must end rank 2's wait, before rank 0 exits 2 s later.
+out=$(step -N3 --ntasks-per-node=1 "$CHECK" straddle ring-direct 2>&1)
+fast=$(sed -n 's/^rank [0-2]: straddle ring-direct, .*HVD_ERR_MISMATCH after \([0-9.]*\) s.*/\1/p' <<<"$out" |
+	awk '$1 < 1.5' | wc -l)
+ok $(( fast == 3 ? 0 : 1 )) \
+	"3 x 1 allreduce, 128 KiB against 128 KiB + 4 (the ring against direct): $fast of 3 ranks fail with HVD_ERR_MISMATCH within 1.5 s" ||
+	diag "$out"
 out=$(step -N3 --ntasks-per-node=2 "$CHECK" 2>&1)
 check_run "3 nodes x 2 ranks" "$out"
 

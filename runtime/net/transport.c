@@ -780,27 +780,35 @@ static hvd_status_t mismatch_told(struct xfer *x)
 	ucp_request_param_t prm;
 	ucp_tag_message_h m;
 	struct tp_req *r;
-	int32_t who = -1;
+	int32_t who = -1, *buf;
 
 	m = ucp_tag_probe_nb(ucx_worker, auth_tag(x->tag_base | TP_TELL_SRC),
 			     ~(uint64_t)0, 1, &info);
 	if (!m)
 		return HVD_OK;
+	x->told = 1;
+	/* Taken off the queue: it must be received.  It is here already
+	 * (4 bytes, one fragment), so the copy completes at once; should it
+	 * not within 0.1 s, the buffer is left to UCX, never freed. */
+	buf = malloc(sizeof(*buf));
 	ucx_bytes_recv_params(&prm);
-	r = ucp_tag_msg_recv_nbx(ucx_worker, &who, sizeof(who), m, &prm);
-	if (!UCS_PTR_IS_ERR(r)) {
-		/* The notice is here already: its copy completes at once. */
+	r = buf ? ucp_tag_msg_recv_nbx(ucx_worker, buf, sizeof(*buf), m, &prm)
+		: NULL;
+	if (r && !UCS_PTR_IS_ERR(r)) {
 		double until = hvd_now() + 0.1;
+		int done;
 
-		while (!atomic_load(&r->done) && hvd_now() < until)
+		while (!(done = atomic_load(&r->done)) && hvd_now() < until)
 			ucp_worker_progress(ucx_worker);
-		if (!atomic_load(&r->done) || r->status != UCS_OK ||
-		    r->length != sizeof(who))
-			who = -1;
+		if (done && r->status == UCS_OK && r->length == sizeof(*buf))
+			who = *buf;
 		atomic_store(&r->done, 0);
 		ucp_request_free(r);
+		if (done)
+			free(buf);
+	} else {
+		free(buf);
 	}
-	x->told = 1;
 	if (who < 0 || who >= peers_count())
 		return hvd_error(HVD_ERR_MISMATCH,
 				 "hvd: another rank found the ranks' calls "

@@ -749,8 +749,14 @@ static int straddles(struct xfer *x, struct tp_op *op)
  * So the rank that finds it sends every other member its world rank on
  * the collective's own tag with the source field all ones (no group
  * rank), fire and forget; a waiter looks for one at each watch (every
- * 50 ms).  The tag holds the group's context and the collective's
- * sequence number, so a notice ends only the collective it is about.
+ * 50 ms).  The tag holds the group's context, so a notice reaches only
+ * its group's collectives, and the collective's sequence number, which
+ * the waiter does not match: a rank that completed the collective the
+ * others found apart (two ranks' reducescatter of 16384 and 16385
+ * floats, whose block 1 is 8192 either way) fails its next one there at
+ * once, where it waited for the peer timeout on a peer that no longer
+ * sends.  Context ids are not reused within a world, and a new world
+ * (an elastic re-forming) has a new worker, without the old messages.
  */
 #define TP_TELL_SRC 0xffffffu
 
@@ -782,10 +788,14 @@ static hvd_status_t mismatch_told(struct xfer *x)
 	struct tp_req *r;
 	int32_t who = -1, *buf;
 
+	uint64_t any_seq = ~((uint64_t)0xffffffu << TP_SRC_BITS);
+	int earlier;
+
 	m = ucp_tag_probe_nb(ucx_worker, auth_tag(x->tag_base | TP_TELL_SRC),
-			     ~(uint64_t)0, 1, &info);
+			     any_seq, 1, &info);
 	if (!m)
 		return HVD_OK;
+	earlier = ((auth_tag(info.sender_tag) ^ x->tag_base) & ~any_seq) != 0;
 	x->told = 1;
 	/* Taken off the queue: it must be received.  It is here already
 	 * (4 bytes, one fragment), so the copy completes at once; should it
@@ -812,13 +822,19 @@ static hvd_status_t mismatch_told(struct xfer *x)
 	if (who < 0 || who >= peers_count())
 		return hvd_error(HVD_ERR_MISMATCH,
 				 "hvd: another rank found the ranks' calls "
-				 "of this collective apart: ranks called it "
-				 "with different counts or types");
+				 "of %s apart: ranks called it with "
+				 "different counts or types",
+				 earlier ? "an earlier collective on this "
+					   "communicator"
+					 : "this collective");
 	return hvd_error(HVD_ERR_MISMATCH,
-			 "hvd: rank %d found the ranks' calls of this "
-			 "collective apart (its error says how): ranks "
-			 "called it with different counts or types",
-			 (int)who);
+			 "hvd: rank %d found the ranks' calls of %s apart "
+			 "(its error says how): ranks called it with "
+			 "different counts or types",
+			 (int)who,
+			 earlier ? "an earlier collective on this communicator, "
+				   "which this rank completed,"
+				 : "this collective");
 }
 
 /* Periodic checks while waiting: failed members, dead local pids,

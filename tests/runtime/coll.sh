@@ -41,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 25))"
+echo "1..$(($# + 26))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -137,6 +137,18 @@ fast=$(sed -n 's/^rank [0-9]*: straddle ring-direct, .*HVD_ERR_MISMATCH after \(
 st=1
 [ "$fast" -eq 3 ] && st=0
 ok $st "allreduce counts apart, the ring on one rank and direct on two: $fast of 3 fail with HVD_ERR_MISMATCH within 1.5 s"
+[ $st -eq 0 ] || sed 's/^/#   /' "$T/out" | head -n 5
+
+# Two ranks' reducescatter of 16384 floats against 16385: rank 1's
+# block is 8192 floats either way, and it completes; rank 0 fails.
+# Rank 1's next collective must fail with HVD_ERR_MISMATCH at once (rank
+# 0's notice), where it waited on rank 0 until the peer timeout.
+env HVD_SHM=0 timeout 60 "$LAUNCH" -np 2 "$CHECK" blind >"$T/out" 2>"$T/err"
+next=$(sed -n 's/^rank 1: blind spot, next allreduce: HVD_ERR_MISMATCH after \([0-9.]*\) s.*/\1/p' "$T/out" |
+	awk '$1 < 1' | wc -l)
+st=1
+[ "$next" -eq 1 ] && st=0
+ok $st "a rank that completed a reducescatter the other found apart fails its next collective with HVD_ERR_MISMATCH within 1 s"
 [ $st -eq 0 ] || sed 's/^/#   /' "$T/out" | head -n 5
 
 # small_shm SIZE CMD...: CMD in a mount namespace of its own whose

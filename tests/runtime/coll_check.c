@@ -763,6 +763,40 @@ static int run_kill(int victim, size_t n, const char *call)
 }
 
 /*
+ * Two ranks reducescatter 16384 floats (rank 0) and 16385 (rank 1):
+ * block 1 is 8192 floats either way, so rank 1 sees nothing wrong and
+ * completes, while rank 0 fails with HVD_ERR_MISMATCH.  Then both
+ * allreduce one float: rank 1 must fail there with HVD_ERR_MISMATCH at
+ * once (rank 0's notice), not wait for the peer timeout on rank 0.
+ */
+static int run_after_blind(void)
+{
+	size_t mine = 16384 + (size_t)(rank_ != 0);
+	float *buf = xmalloc(16385 * 4), one = 1;
+	struct timespec a, b;
+	hvd_status_t st;
+
+	for (size_t i = 0; i < 16385; i++)
+		buf[i] = (float)i;
+	st = hvd_reducescatter(HVD_IN_PLACE, buf, mine, HVD_FLOAT32, HVD_SUM);
+	printf("rank %d: blind spot, reducescatter of %zu floats: %s\n", rank_,
+	       mine, hvd_status_name(st));
+	fflush(stdout);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	st = hvd_allreduce(HVD_IN_PLACE, &one, 1, HVD_FLOAT32, HVD_SUM);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	printf("rank %d: blind spot, next allreduce: %s after %.2f s: %s\n",
+	       rank_, hvd_status_name(st),
+	       (double)(b.tv_sec - a.tv_sec) +
+		       (double)(b.tv_nsec - a.tv_nsec) * 1e-9,
+	       st == HVD_OK ? "" : hvd_last_error());
+	fflush(stdout);
+	free(buf);
+	sleep(2);
+	_exit(0);
+}
+
+/*
  * Ranks disagree on a broadcast's count so that the root's message and
  * the others' receive sit on either side of the TCP lane's threshold
  * (8K; "big": the root sends 512 KiB, the others expect 4 KiB,
@@ -893,6 +927,8 @@ int main(int argc, char **argv)
 				argc > 4 ? argv[4] : "allreduce");
 	if (argc > 2 && strcmp(argv[1], "straddle") == 0)
 		return run_straddle(argv[2]);
+	if (argc > 1 && strcmp(argv[1], "blind") == 0)
+		return run_after_blind();
 	if (argc > 2 && strcmp(argv[1], "a2a_mismatch") == 0)
 		return run_a2a_mismatch(argv[2]);
 	if (argc > 2 && strcmp(argv[1], "after") == 0) {

@@ -762,6 +762,10 @@ static int straddles(struct xfer *x, struct tp_op *op)
 
 static void mismatch_tell(struct xfer *x)
 {
+	/* An endpoint that cannot be made records its own error: the
+	 * caller's stays the mismatch's. */
+	char *kept = strdup(hvd_last_error());
+
 	for (int i = 0; i < x->g->size; i++) {
 		int w = x->g->world_ranks[i];
 		hvd_status_t st = HVD_OK;
@@ -777,6 +781,9 @@ static void mismatch_tell(struct xfer *x)
 		if (r && !UCS_PTR_IS_ERR(r))
 			ucp_request_free(r);
 	}
+	if (kept && strcmp(kept, hvd_last_error()) != 0)
+		hvd_error(HVD_ERR_MISMATCH, "%s", kept);
+	free(kept);
 }
 
 /* A member's mismatch notice about x's collective: HVD_ERR_MISMATCH. */
@@ -787,7 +794,6 @@ static hvd_status_t mismatch_told(struct xfer *x)
 	ucp_tag_message_h m;
 	struct tp_req *r;
 	int32_t who = -1, *buf;
-
 	uint64_t any_seq = ~((uint64_t)0xffffffu << TP_SRC_BITS);
 	int earlier;
 

@@ -287,10 +287,10 @@ static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
  * recursive doubling moves the whole buffer log2(p) times (three ranks:
  * three times, with the hand-over and the hand-back) and the ring makes
  * p - 1 rounds one after the other.  The own block is read from src and
- * the sum written to dst (they may be the same memory); tmp
- * (rs_direct_scratch bytes) holds the p - 1 incoming blocks, then the
- * calls below, so that nothing a pending operation points at is freed
- * before xfer_end.
+ * the sum written to dst (they may be the same memory); tmp (from
+ * rs_direct_scratch) holds the p - 1 incoming blocks, then the calls
+ * below, so that nothing a pending operation points at is freed before
+ * xfer_end.
  *
  * A rank receives only its own block from each peer, so ranks whose
  * counts differ but split to the same block here would see nothing
@@ -348,6 +348,21 @@ static void rs_layout_of(struct rs_layout *l, int n, int r, size_t count,
 	l->sstride = l->inl ? round8(big + sizeof(struct rs_call)) : 0;
 	l->calls = round8((size_t)(n - 1) * (l->rstride + l->sstride));
 	l->total = l->calls + (size_t)n * sizeof(struct rs_call);
+}
+
+/* The scratch rs_direct takes, kept on comm (NULL: out of memory, and
+ * the error is set). */
+static char *rs_direct_scratch(hvd_comm_t *comm, size_t count, size_t esz)
+{
+	struct rs_layout l;
+	char *tmp;
+
+	rs_layout_of(&l, comm->net.size, comm->net.rank, count, esz);
+	tmp = coll_scratch(comm, l.total);
+	if (!tmp)
+		hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory (%zu bytes)",
+			  l.total);
+	return tmp;
 }
 
 static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
@@ -459,15 +474,11 @@ static hvd_status_t direct_allreduce(hvd_comm_t *comm, const void *src,
 	size_t esz = hvd_dtype_size(dt);
 	char *own = (char *)dst + hvd_reducescatter_offset(count, r, n) * esz;
 	size_t own_len = hvd_reducescatter_count(count, r, n) * esz;
-	struct rs_layout l;
+	char *tmp = rs_direct_scratch(comm, count, esz);
 	struct xfer x;
-	char *tmp;
 
-	rs_layout_of(&l, n, r, count, esz);
-	tmp = coll_scratch(comm, l.total);
 	if (!tmp)
-		return hvd_error(HVD_ERR_NO_MEMORY,
-				 "hvd: out of memory (%zu bytes)", l.total);
+		return HVD_ERR_NO_MEMORY;
 	xfer_begin(&x, &comm->net);
 	if (rs_direct(&x, src, own, tmp, count, dt, op) == HVD_OK) {
 		for (int s = 1; s < n; s++) {
@@ -540,15 +551,10 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 	case ALGO_DIRECT: {
 		/* In place, the sum lands on this rank's block of the input
 		 * (never sent) and is moved to the front below. */
-		struct rs_layout l;
-		char *tmp;
+		char *tmp = rs_direct_scratch(comm, count, esz);
 
-		rs_layout_of(&l, n, r, count, esz);
-		tmp = coll_scratch(comm, l.total);
 		if (!tmp) {
-			st = hvd_error(HVD_ERR_NO_MEMORY,
-				       "hvd: out of memory (%zu bytes)",
-				       l.total);
+			st = HVD_ERR_NO_MEMORY;
 			break;
 		}
 		xfer_begin(&x, &comm->net);

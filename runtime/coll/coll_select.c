@@ -35,12 +35,20 @@ static const char *const kind_names[CK_COUNT] = {
 
 /* The direct reducescatter: how many ranks at most, and from (above) and
  * up to which size; for two ranks, up to which size (case
- * CK_REDUCESCATTER below). */
+ * CK_REDUCESCATTER below).  The direct allreduce (its reducescatter,
+ * then one round): the same ranks and limit, from above AR_DIRECT_FROM. */
 #define RS_DIRECT_RANKS 4
 #define RS_DIRECT_FROM ((size_t)32 << 10)
 #define RS_DIRECT_MAX ((size_t)8 << 20)
 #define RS_PAIR_DIRECT_MAX ((size_t)64 << 10)
 #define AR_DIRECT_FROM ((size_t)128 << 10)
+
+/* Three or four ranks, bytes above from and within the scratch limit. */
+static int direct_fits(const struct coll_place *p, size_t bytes, size_t from)
+{
+	return p->size > 2 && p->size <= RS_DIRECT_RANKS && bytes > from &&
+	       bytes <= RS_DIRECT_MAX;
+}
 
 /* Which algorithms can run which collective. */
 static const unsigned allowed[CK_COUNT] = {
@@ -256,8 +264,7 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 		 * 455-487 / 261-504, 1 MiB 749-813 / 908-1002, 2 MiB
 		 * 1552-1622 / 1642-1771; 4 x 1, 1 MiB 1067-1110 /
 		 * 1131-1209.  At 64 KiB rd is ahead: 106-119 / 141-145). */
-		if (p->size > 2 && p->size <= RS_DIRECT_RANKS &&
-		    bytes > AR_DIRECT_FROM && bytes <= RS_DIRECT_MAX)
+		if (direct_fits(p, bytes, AR_DIRECT_FROM))
 			return ALGO_DIRECT;
 		return coll_allreduce_rd(t, bytes, count, p->size) ? ALGO_RD
 								   : ALGO_RING;
@@ -294,8 +301,7 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 		 * 530-986, 2 MiB 1510-1554 / 1671-1910).  At 32 KiB rd is
 		 * ahead (71-79 / 79-92).  Its scratch is (p-1)/p of the
 		 * buffer, kept on the communicator: not past 8 MiB. */
-		if (p->size > 2 && p->size <= RS_DIRECT_RANKS &&
-		    bytes > RS_DIRECT_FROM && bytes <= RS_DIRECT_MAX)
+		if (direct_fits(p, bytes, RS_DIRECT_FROM))
 			return ALGO_DIRECT;
 		if (bytes <= t->reducescatter_small_max && p->size > 2)
 			return ALGO_RD;

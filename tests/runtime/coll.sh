@@ -101,6 +101,18 @@ for np in 2 4; do
 		HVD_RING_WINDOW=1
 done
 
+# fail_fast PREFIX LIMIT WANT NAME: ok when WANT lines of $T/out that
+# start with PREFIX report HVD_ERR_MISMATCH after less than LIMIT s
+# (FAST in NAME: how many did); else the output as diagnostics.
+fail_fast() {
+	ff_fast=$(sed -n "s/^$1.*HVD_ERR_MISMATCH after \([0-9.]*\) s.*/\1/p" "$T/out" |
+		awk -v limit="$2" '$1 < limit' | wc -l)
+	ff_st=1
+	[ "$ff_fast" -eq "$3" ] && ff_st=0
+	ok $ff_st "$(printf '%s\n' "$4" | sed "s/FAST/$ff_fast/")"
+	[ $ff_st -eq 0 ] || sed 's/^/#   /' "$T/out" | head -n 5
+}
+
 # Counts apart in a direct reducescatter (rank 0 16384 floats, the
 # others 16386; forced, as three and four ranks take it by default only
 # above 32 KiB): a rank receives only its own block from each peer, and
@@ -115,12 +127,8 @@ for how in rs rs-big; do
 		env HVD_SHM=0 HVD_REDUCESCATTER_ALGO=direct timeout 60 \
 			"$LAUNCH" -np $np "$CHECK" straddle $how \
 			>"$T/out" 2>"$T/err"
-		fast=$(sed -n "s/^rank [0-9]*: straddle $how, .*HVD_ERR_MISMATCH after \([0-9.]*\) s.*/\1/p" "$T/out" |
-			awk '$1 < 5' | wc -l)
-		st=1
-		[ "$fast" -eq $np ] && st=0
-		ok $st "direct reducescatter ($how), counts apart on $np ranks: $fast of $np fail with HVD_ERR_MISMATCH within 5 s"
-		[ $st -eq 0 ] || sed 's/^/#   /' "$T/out" | head -n 5
+		fail_fast "rank [0-9]*: straddle $how, " 5 $np \
+			"direct reducescatter ($how), counts apart on $np ranks: FAST of $np fail with HVD_ERR_MISMATCH within 5 s"
 	done
 done
 
@@ -132,24 +140,16 @@ done
 # 2 waited until rank 0 exited 2 s later, and blamed its death).
 env HVD_SHM=0 timeout 60 "$LAUNCH" -np 3 "$CHECK" straddle ring-direct \
 	>"$T/out" 2>"$T/err"
-fast=$(sed -n 's/^rank [0-9]*: straddle ring-direct, .*HVD_ERR_MISMATCH after \([0-9.]*\) s.*/\1/p' "$T/out" |
-	awk '$1 < 1.5' | wc -l)
-st=1
-[ "$fast" -eq 3 ] && st=0
-ok $st "allreduce counts apart, the ring on one rank and direct on two: $fast of 3 fail with HVD_ERR_MISMATCH within 1.5 s"
-[ $st -eq 0 ] || sed 's/^/#   /' "$T/out" | head -n 5
+fail_fast "rank [0-9]*: straddle ring-direct, " 1.5 3 \
+	"allreduce counts apart, the ring on one rank and direct on two: FAST of 3 fail with HVD_ERR_MISMATCH within 1.5 s"
 
 # Two ranks' reducescatter of 16384 floats against 16385: rank 1's
 # block is 8192 floats either way, and it completes; rank 0 fails.
 # Rank 1's next collective must fail with HVD_ERR_MISMATCH at once (rank
 # 0's notice), where it waited on rank 0 until the peer timeout.
 env HVD_SHM=0 timeout 60 "$LAUNCH" -np 2 "$CHECK" blind >"$T/out" 2>"$T/err"
-next=$(sed -n 's/^rank 1: blind spot, next allreduce: HVD_ERR_MISMATCH after \([0-9.]*\) s.*/\1/p' "$T/out" |
-	awk '$1 < 1' | wc -l)
-st=1
-[ "$next" -eq 1 ] && st=0
-ok $st "a rank that completed a reducescatter the other found apart fails its next collective with HVD_ERR_MISMATCH within 1 s"
-[ $st -eq 0 ] || sed 's/^/#   /' "$T/out" | head -n 5
+fail_fast "rank 1: blind spot, next allreduce: " 1 1 \
+	"a rank that completed a reducescatter the other found apart fails its next collective with HVD_ERR_MISMATCH within 1 s"
 
 # small_shm SIZE CMD...: CMD in a mount namespace of its own whose
 # /dev/shm is a tmpfs of SIZE.

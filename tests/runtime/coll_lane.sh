@@ -5,8 +5,9 @@
 # connections, so that the builds that only run one-node tests (ASan,
 # UBSan, TSan) cover it: coll_check on 2 and 3 ranks, with every message
 # from 4 KiB on the lane read as it comes, one rank offering it and the
-# other not, counts across the threshold on either side, and a rank
-# SIGKILLed inside an allreduce whose messages go by the lane.
+# other not, the receive buffer a connection starts with, counts across
+# the threshold on either side, and a rank SIGKILLed inside an allreduce
+# whose messages go by the lane.
 # tests/slurm/coll_netns.sh runs the lane between nodes.
 set -u
 
@@ -26,7 +27,7 @@ if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
 fi
 T=$(mktemp -d "${TMPDIR:-/var/tmp}/coll-lane.XXXXXX")
 trap 'rm -rf "$T"' EXIT
-plan 8
+plan 9
 
 # lane_counts FILE: "sent received" per rank, from hvd_finalize's debug
 # line
@@ -63,6 +64,14 @@ run_check() {
 
 wrap=
 run_check "2 ranks on the lane" 2 2 HVD_TCP_LANE_LOCAL=1
+# Both ends of the pair's connection grew its receive buffer at once, as
+# for a 4 MiB message (the kernel allows half of tcp_rmem's maximum), from
+# tcp_rmem's default (128K on Debian), which a run could keep.
+want=$(awk '{h = int($3 / 2); print h < 4194304 ? h : 4194304}' \
+	/proc/sys/net/ipv4/tcp_rmem)
+bufs=$(sed -n 's/.*TCP lane: .* rank [0-9]* (.*receive buffer \([0-9]*\) bytes)$/\1/p' "$T/err")
+big=$(echo "$bufs" | awk -v w="$want" '$1 >= w' | wc -l)
+is "$big" 2 "both ends of the lane's connection start with a receive buffer of at least $want bytes (got: $(echo $bufs))"
 run_check "3 ranks on the lane" 3 3 HVD_TCP_LANE_LOCAL=1
 run_check "3 ranks, the lane from 4 KiB, read as the bytes come" 3 3 \
 	HVD_TCP_LANE_LOCAL=1 HVD_TCP_LANE_MIN=4K HVD_TCP_LANE_WHOLE=0

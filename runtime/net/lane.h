@@ -64,7 +64,13 @@ struct lane_op;
  * to reach this rank (nip 0 without a lane). */
 hvd_status_t lane_open(struct lane_addr *mine, int world_size, int me,
 		       int one_node);
-/* Every rank's lane_addr, in world rank order (copied). */
+/* Where the job's nodes share this machine and outnumber its CPUs:
+ * *mine's threshold goes up to 64K unless HVD_TCP_LANE_MIN sets it.
+ * Before the addresses are exchanged; each pair takes the larger of its
+ * two thresholds, so ranks that differ here still agree. */
+void lane_crowded(struct lane_addr *mine);
+/* Every rank's lane_addr, in world rank order (copied; this rank's
+ * threshold is taken from it). */
 hvd_status_t lane_start(const struct lane_addr *all, int n);
 /* 1 when a message of len bytes to or from world rank w goes by the lane
  * (the same answer on both sides). */

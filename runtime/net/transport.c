@@ -253,6 +253,15 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 		}
 		st = xfer_end(&x);
 	}
+	if (st == HVD_OK && m.v[0] == ~m.v[1]) {
+		one_machine = 1;
+		host_ranks = w->size;
+		host_cpus = CPU_COUNT(&m.cpus); /* every rank's, agreed */
+		/* Nodes that are namespaces of this machine, more of them
+		 * than its CPUs: each node's ranks send across. */
+		if (w->local_size > 0 && w->size / w->local_size > host_cpus)
+			lane_crowded(&mine);
+	}
 	if (st == HVD_OK) {
 		xfer_begin(&x, &g);
 		st = lane_exchange(&x, w, &mine);
@@ -261,11 +270,6 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 	free(g.world_ranks);
 	if (st != HVD_OK)
 		return hvd_error_prefix(st, "hvd: comparing machines");
-	if (m.v[0] == ~m.v[1]) {
-		one_machine = 1;
-		host_ranks = w->size;
-		host_cpus = CPU_COUNT(&m.cpus); /* every rank's, agreed */
-	}
 	/* The same answer on every rank: from the agreed values only. */
 	job_crowded = m.v[2] == 0 || (one_machine && w->size > host_cpus);
 	hvd_log(HVD_LOG_DEBUG,

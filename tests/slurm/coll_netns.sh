@@ -20,7 +20,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 31
+plan 33
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -82,6 +82,12 @@ ok $(( $(wc -l <<<"$sent") == 2 && $(awk '$1 > 0 && $2 > 0' <<<"$sent" | wc -l) 
 	"the large messages went by the TCP lane on both ranks: $(tr '\n' ';' <<<"$sent")" ||
 	diag "$(grep -i lane "$err.lane" | head -n 5)"
 
+# The lane's threshold: 8 KiB where the nodes do not outnumber the
+# machine's CPUs (2 here), 64 KiB where they do (3 x 1 below).
+from=$(grep -c 'TCP lane: messages from 8 KiB ' "$err.lane")
+ok $(( from == 2 ? 0 : 1 )) "2 x 1: both ranks take the lane from 8 KiB ($from)" ||
+	diag "$(grep 'TCP lane: messages from' "$err.lane")"
+
 # The lane's congestion control (HVD_TCP_LANE_CC, net/lane.c): by
 # default the node's own, but reno where that is bbr (whose pacing
 # doubled a 512 KiB exchange here), as the kernel reports it for the
@@ -92,17 +98,17 @@ want_cc=$sys_cc
 [[ $sys_cc != bbr* ]] || want_cc=reno
 # cc_ends FILE: the congestion control of each end of each lane connection
 cc_ends() {
-	sed -n 's/.*TCP lane: \(connected to\|accepted\) rank [0-9]* (congestion control \([a-z0-9_]*\))$/\2/p' "$1" | sort | uniq -c | tr -s ' \n' ' '
+	sed -n 's/.*TCP lane: \(connected to\|accepted\) rank [0-9]* (congestion control \([a-z0-9_]*\), receive buffer [0-9]* bytes)$/\2/p' "$1" | sort | uniq -c | tr -s ' \n' ' '
 }
 got=$(cc_ends "$err.lane")
-ends=$(grep -c "TCP lane: \(connected to\|accepted\) rank [0-9]* (congestion control ${want_cc:-?})$" "$err.lane")
+ends=$(grep -c "TCP lane: \(connected to\|accepted\) rank [0-9]* (congestion control ${want_cc:-?}, receive buffer [0-9]* bytes)$" "$err.lane")
 ok $(( ends == 2 ? 0 : 1 )) \
 	"the lane's connection uses $want_cc at both ends (the node's: ${sys_cc:-?}; logged:$got)"
 bogus_out=$(HVD_TCP_LANE_CC=no-such-cc HOROVOD_LOG_LEVEL=debug step -N2 --ntasks-per-node=1 \
 	"$BENCH" -o allgather -b 1M -e 1M -n 5 -w 1 -c 1 2>"$err.cc")
 brc=$?
 warned=$(grep -c "warning: HVD_TCP_LANE_CC=no-such-cc: the kernel refuses it (.*); the TCP lane keeps the system's $sys_cc\." "$err.cc")
-kept=$(grep -c "TCP lane: \(connected to\|accepted\) rank [0-9]* (congestion control $sys_cc)$" "$err.cc")
+kept=$(grep -c "TCP lane: \(connected to\|accepted\) rank [0-9]* (congestion control $sys_cc, receive buffer [0-9]* bytes)$" "$err.cc")
 ok $(( brc == 0 && warned == 2 && kept == 2 && $(grep -c '^ *1048576 .* 0 *$' <<<"$bogus_out") == 1 ? 0 : 1 )) \
 	"HVD_TCP_LANE_CC=no-such-cc: a warning on both ranks ($warned), the lane on $sys_cc ($kept ends), the allgather right (srun $brc)" ||
 	diag "$(grep -i 'congestion\|LANE_CC' "$err.cc" | head -n 6)$bogus_out"
@@ -217,6 +223,13 @@ mine=$(grep -c -E "trace: broadcast ctx 1: ([0-9]|[1-9][0-9]{1,3}) B from [0-9]*
 ok $([[ $ranks == "0 1 2" && $other == "$mine" ]] && echo 0 || echo 1) \
 	"3 x 1 on $cpus CPUs: every small broadcast is a $want on ranks ${ranks:-none} ($mine of $other)" ||
 	diag "$(grep 'trace: broadcast' "$err" | sort | uniq -c | head -n 20)"
+# The lane's threshold on 3 x 1: 64 KiB where the 3 nodes outnumber the
+# machine's CPUs, 8 KiB otherwise (lane_crowded, net/lane.c).
+want=8
+((cpus < 3)) && want=64
+from=$(grep -c "TCP lane: messages from $want KiB " "$err")
+ok $(( from == 3 ? 0 : 1 )) "3 x 1 on $cpus CPUs: every rank takes the lane from $want KiB ($from of 3)" ||
+	diag "$(grep 'TCP lane: messages from' "$err")"
 # 3 x 1 allreduce of 128 KiB (rank 0: the ring) against 128 KiB + 4
 # (ranks 1 and 2: the direct one): rank 0 never sends rank 2 the block it
 # waits for, and the mismatch notice of the rank that found the counts

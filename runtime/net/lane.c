@@ -399,19 +399,25 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 /*
  * A job whose nodes are namespaces of one machine with fewer CPUs than
  * nodes (3 netns nodes x 1 on 2 cores) runs out of CPU before it runs
- * out of network, and a message costs the lane more CPU than UCX: a
- * receive for its header and one for its bytes, an ioctl, and a second
- * epoll set to poll at every turn of a wait, where UCX reads it with one
- * recv.  3 x 1, alternated runs of hvd-bench -R 3, OpenMPI's time over
- * ours, the lane from 8K against from 64K: reducescatter 16 KiB
- * 0.84-0.88 -> 0.99-1.05, allgather 32 KiB 0.96-1.02 -> 1.07-1.08,
- * alltoall 32 KiB 0.88-0.99 -> 0.98-1.02, allreduce 16 KiB 1.76-2.10 ->
- * 1.78-2.51, 64 KiB 1.49-1.57 -> 1.56-1.65.  Where a node's ranks meet
- * in shared memory first (2 x 2 on the same 2 cores) only the leaders
- * send across, and the lane from 8K stayed ahead: allreduce 64 KiB 57-87
- * against 102-110 us.
+ * out of network, and a small message costs the lane more of it than
+ * UCX: a receive for its header and one for its bytes, an ioctl, and a
+ * second epoll set to poll at every turn of a wait, where UCX reads it
+ * with one recv.  3 x 1, alternated runs of hvd-bench -R 3, OpenMPI's
+ * time over ours, the lane from 8K against from 64K: reducescatter
+ * 16 KiB 0.84-0.88 -> 0.99-1.05, allgather 32 KiB (11K messages)
+ * 0.96-1.02 -> 1.07-1.08, alltoall 32 KiB 0.88-0.99 -> 0.98-1.02.  But
+ * from 16K messages the lane was ahead again, from 8K, 16K and 64K:
+ * allgather 48 KiB 1.04-1.06, 1.11-1.15, 0.98-1.00; alltoall 48 KiB
+ * 0.97-0.98, 0.99-1.00, 0.87-0.90; alltoall 128 KiB 1.13-1.19,
+ * 1.14-1.26, 0.92-1.08; allreduce 128 KiB 1.17-1.22, 1.25-1.31,
+ * 1.18-1.25 (the reducescatter's recursive doubling, 16-32 KiB
+ * messages one after the other, liked 64K best: 32 KiB 0.88-0.92,
+ * 0.85-0.95, 0.98-1.15).  Hence 16K.  Where a node's ranks meet in
+ * shared memory first (2 x 2 on the same 2 cores) only the leaders send
+ * across, and the lane from 8K stayed ahead: allreduce 64 KiB 57-87
+ * against 102-110 us with 64K.
  */
-#define LANE_MIN_CROWDED_KIB 64u
+#define LANE_MIN_CROWDED_KIB 16u
 
 void lane_crowded(struct lane_addr *a)
 {

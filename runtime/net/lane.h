@@ -65,7 +65,7 @@ struct lane_op;
 hvd_status_t lane_open(struct lane_addr *mine, int world_size, int me,
 		       int one_node);
 /* Where the job's nodes share this machine and outnumber its CPUs:
- * *mine's threshold goes up to 64K unless HVD_TCP_LANE_MIN sets it.
+ * *mine's threshold goes up to 16K unless HVD_TCP_LANE_MIN sets it.
  * Before the addresses are exchanged; each pair takes the larger of its
  * two thresholds, so ranks that differ here still agree. */
 void lane_crowded(struct lane_addr *mine);

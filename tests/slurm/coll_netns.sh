@@ -83,7 +83,7 @@ ok $(( $(wc -l <<<"$sent") == 2 && $(awk '$1 > 0 && $2 > 0' <<<"$sent" | wc -l) 
 	diag "$(grep -i lane "$err.lane" | head -n 5)"
 
 # The lane's threshold: 8 KiB where the nodes do not outnumber the
-# machine's CPUs (2 here), 64 KiB where they do (3 x 1 below).
+# machine's CPUs (2 here), 16 KiB where they do (3 x 1 below).
 from=$(grep -c 'TCP lane: messages from 8 KiB ' "$err.lane")
 ok $(( from == 2 ? 0 : 1 )) "2 x 1: both ranks take the lane from 8 KiB ($from)" ||
 	diag "$(grep 'TCP lane: messages from' "$err.lane")"
@@ -223,10 +223,10 @@ mine=$(grep -c -E "trace: broadcast ctx 1: ([0-9]|[1-9][0-9]{1,3}) B from [0-9]*
 ok $([[ $ranks == "0 1 2" && $other == "$mine" ]] && echo 0 || echo 1) \
 	"3 x 1 on $cpus CPUs: every small broadcast is a $want on ranks ${ranks:-none} ($mine of $other)" ||
 	diag "$(grep 'trace: broadcast' "$err" | sort | uniq -c | head -n 20)"
-# The lane's threshold on 3 x 1: 64 KiB where the 3 nodes outnumber the
+# The lane's threshold on 3 x 1: 16 KiB where the 3 nodes outnumber the
 # machine's CPUs, 8 KiB otherwise (lane_crowded, net/lane.c).
 want=8
-((cpus < 3)) && want=64
+((cpus < 3)) && want=16
 from=$(grep -c "TCP lane: messages from $want KiB " "$err")
 ok $(( from == 3 ? 0 : 1 )) "3 x 1 on $cpus CPUs: every rank takes the lane from $want KiB ($from of 3)" ||
 	diag "$(grep 'TCP lane: messages from' "$err")"

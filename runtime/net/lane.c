@@ -43,6 +43,7 @@
 #define LANE_SCRATCH (256u << 10) /* where unwanted bytes are dropped */
 #define LANE_READ_BUDGET (8u << 20)
 #define LANE_LOWAT_S 2e-3         /* longest wait for a raised mark */
+#define LANE_PROBE_FROM (64u << 10) /* rests read without a probe: up to */
 
 enum { K_LISTEN = 1, K_HELLO, K_CONN };
 
@@ -113,6 +114,7 @@ static size_t lowat_cap;
 static atomic_int n_raised; /* peers whose SO_RCVLOWAT is raised */
 static int completed;
 static unsigned long n_sent, n_recv, n_unexp, n_stall, n_full, n_late;
+static unsigned long n_ahead; /* headers read with a message's end */
 
 /*
  * The lane's congestion control (HVD_TCP_LANE_CC; "" keeps the system's).
@@ -937,21 +939,33 @@ static void rx_read(int w)
 {
 	struct peer *p = &peers_tab[w];
 	size_t budget = LANE_READ_BUDGET;
+	int short_read = 0;
 
-	while (p->fd >= 0 && !p->stalled && budget) {
+	/* Past the budget, a header already in is still taken: nothing
+	 * else may come to wake us for it. */
+	while (p->fd >= 0 && !p->stalled &&
+	       (budget || (!p->in_msg && p->hdr_got == sizeof(p->hdr)))) {
 		char *dst;
 		size_t want;
-		ssize_t r;
+		ssize_t r = 1;
 
 		if (!p->in_msg) {
-			r = recv(p->fd, p->hdr + p->hdr_got,
-				 sizeof(p->hdr) - p->hdr_got, MSG_DONTWAIT);
+			/* The header may be in already: it came with the end
+			 * of the message before. */
+			if (p->hdr_got < sizeof(p->hdr)) {
+				r = recv(p->fd, p->hdr + p->hdr_got,
+					 sizeof(p->hdr) - p->hdr_got,
+					 MSG_DONTWAIT);
+				if (r > 0) {
+					p->rx_t = hvd_now();
+					p->hdr_got += (size_t)r;
+				}
+			}
 			if (r > 0) {
-				p->rx_t = hvd_now();
-				p->hdr_got += (size_t)r;
 				if (p->hdr_got < sizeof(p->hdr))
 					continue;
 				p->hdr_got = 0;
+				short_read = 0;
 				if (get64(p->hdr) == LANE_BYE_TAG) {
 					fail_peer(w, NULL);
 					return;
@@ -973,6 +987,7 @@ static void rx_read(int w)
 			}
 		} else {
 			struct lane_op *op = p->m_op;
+			int tail;
 
 			want = p->m_len - p->m_got;
 			if (op && p->m_got < op->expect) {
@@ -986,18 +1001,52 @@ static void rx_read(int w)
 				if (want > LANE_SCRATCH)
 					want = LANE_SCRATCH;
 			}
-			if (wait_whole(p))
+			/* A rest of up to LANE_PROBE_FROM is simply read: it
+			 * is usually all in, and the probe would be one more
+			 * call; only when a read came up short does it wait
+			 * for the whole rest. */
+			if ((short_read ||
+			     p->m_len - p->m_got > LANE_PROBE_FROM) &&
+			    wait_whole(p))
 				return;
-			r = recv(p->fd, dst, want, MSG_DONTWAIT);
+			/* The read that ends a message also takes the next
+			 * one's header, when it is there: one call less a
+			 * message, and none to learn that nothing follows. */
+			tail = dst != scratch && want == p->m_len - p->m_got;
+			if (tail) {
+				struct iovec iov[2] = {
+				    {.iov_base = dst, .iov_len = want},
+				    {.iov_base = p->hdr,
+				     .iov_len = sizeof(p->hdr)}};
+				struct msghdr mh = {.msg_iov = iov,
+						    .msg_iovlen = 2};
+
+				r = recvmsg(p->fd, &mh, MSG_DONTWAIT);
+			} else {
+				r = recv(p->fd, dst, want, MSG_DONTWAIT);
+			}
 			if (r > 0) {
+				size_t got =
+				    (size_t)r > want ? want : (size_t)r;
+
 				p->rx_t = hvd_now();
-				p->m_got += (size_t)r;
+				p->m_got += got;
 				if (p->m_unexp)
 					p->m_unexp->got = p->m_got;
-				budget -= (size_t)r < budget ? (size_t)r
-							     : budget;
+				budget -= got < budget ? got : budget;
 				if (p->m_got == p->m_len)
 					msg_done(p);
+				else if (got < want)
+					short_read = 1;
+				if ((size_t)r > want) {
+					n_ahead++;
+					p->hdr_got = (size_t)r - want;
+					continue;
+				}
+				/* The socket had no more than the message:
+				 * epoll says when something comes. */
+				if (tail && got == want)
+					return;
 				continue;
 			}
 		}
@@ -1263,9 +1312,11 @@ void lane_close(void)
 			"TCP lane: %lu messages sent, %lu received, %lu before "
 			"their receive (%lu held in the kernel until it came), "
 			"%lu sends waited for room, %lu reads not woken by their "
-			"low-water mark",
-			n_sent, n_recv, n_unexp, n_stall, n_full, n_late);
-	n_sent = n_recv = n_unexp = n_stall = n_full = n_late = 0;
+			"low-water mark, %lu headers read with the end of the "
+			"message before",
+			n_sent, n_recv, n_unexp, n_stall, n_full, n_late,
+			n_ahead);
+	n_sent = n_recv = n_unexp = n_stall = n_full = n_late = n_ahead = 0;
 	up = 0;
 	everywhere = 0;
 	for (int w = 0; peers_tab && w < nranks; w++) {

@@ -4,7 +4,8 @@
 # messages between the ranks of this node go on the lane's own TCP
 # connections, so that the builds that only run one-node tests (ASan,
 # UBSan, TSan) cover it: coll_check on 2 and 3 ranks, with every message
-# from 4 KiB on the lane read as it comes, one rank offering it and the
+# from 4 KiB on the lane read as it comes, the next message's header
+# read with the end of the one before, one rank offering it and the
 # other not, the receive buffer a connection starts with, counts across
 # the threshold on either side, and a rank SIGKILLed inside an allreduce
 # whose messages go by the lane.
@@ -27,7 +28,7 @@ if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
 fi
 T=$(mktemp -d "${TMPDIR:-/var/tmp}/coll-lane.XXXXXX")
 trap 'rm -rf "$T"' EXIT
-plan 9
+plan 10
 
 # lane_counts FILE: "sent received" per rank, from hvd_finalize's debug
 # line
@@ -73,6 +74,12 @@ bufs=$(sed -n 's/.*TCP lane: .* rank [0-9]* (.*receive buffer \([0-9]*\) bytes)$
 big=$(echo "$bufs" | awk -v w="$want" '$1 >= w' | wc -l)
 is "$big" 2 "both ends of the lane's connection start with a receive buffer of at least $want bytes (got: $(echo $bufs))"
 run_check "3 ranks on the lane" 3 3 HVD_TCP_LANE_LOCAL=1
+# The ring's segments follow each other on a connection: the read that
+# ends one also took the next one's header, and coll_check's results
+# above were right with it.
+ahead=$(sed -n 's/.*TCP lane: .*, \([0-9]*\) headers read with the end of the message before$/\1/p' "$T/err" |
+	awk '{ n += $1 } END { print n + 0 }')
+ok "$([ "$ahead" -gt 0 ]; echo $?)" "the read that ends a message took the next one's header ($ahead times on 3 ranks)"
 run_check "3 ranks, the lane from 4 KiB, read as the bytes come" 3 3 \
 	HVD_TCP_LANE_LOCAL=1 HVD_TCP_LANE_MIN=4K HVD_TCP_LANE_WHOLE=0
 # A pair takes the lane only when both ends offer it: rank 0 alone does,

@@ -80,6 +80,7 @@ struct peer {
 	int dead;                /* 1 said goodbye, 2 failed           */
 	int tx_out;              /* waiting for room to write          */
 	int hup;                 /* hung up while stalled: off epoll   */
+	uint32_t ev;             /* the connection's events in epoll   */
 	struct lane_op *txh, *txt;
 	struct lane_op *ph, *pt; /* posted receives                    */
 	struct unexp *uh, *ut;   /* arrived before their receive       */
@@ -279,15 +280,24 @@ static void fd_close(int *fd)
 	}
 }
 
+/* The pair's connection in epoll, waiting for events ev. */
+static void ep_conn(int w, uint32_t ev, int op)
+{
+	ep_set(peers_tab[w].fd, K_CONN, w, ev, op);
+	peers_tab[w].ev = ev;
+}
+
 /* What the pair's connection waits for: bytes to read unless a message
- * is stalled, room to write while sends are blocked. */
+ * is stalled, room to write while sends are blocked.  A stall takes the
+ * bytes out lazily: only once epoll reports them while it lasts
+ * (progress_locked), since its receive is usually posted first. */
 static void ep_update(int w)
 {
 	struct peer *p = &peers_tab[w];
 	uint32_t ev = (p->stalled ? 0 : EPOLLIN) | (p->tx_out ? EPOLLOUT : 0);
 
-	if (p->fd >= 0 && !p->hup)
-		ep_set(p->fd, K_CONN, w, ev, EPOLL_CTL_MOD);
+	if (p->fd >= 0 && !p->hup && ev != p->ev)
+		ep_conn(w, ev, EPOLL_CTL_MOD);
 }
 
 static void complete(struct lane_op *op, int status)
@@ -646,7 +656,7 @@ static void hello_read(int slot)
 	/* This end sends too. */
 	conn_tune(peers_tab[src].fd);
 	conn_log(peers_tab[src].fd, src, "accepted");
-	ep_set(peers_tab[src].fd, K_CONN, src, EPOLLIN, EPOLL_CTL_MOD);
+	ep_conn(src, EPOLLIN, EPOLL_CTL_MOD);
 	if (peers_tab[src].txh)
 		tx_write(src);
 }
@@ -674,6 +684,7 @@ static void fail_peer(int w, const char *why)
 	fd_close(&p->fd);
 	p->dead = why ? 2 : 1;
 	p->stalled = p->tx_out = p->hup = 0;
+	p->ev = 0;
 	while (p->txh) {
 		struct lane_op *op = p->txh;
 
@@ -778,7 +789,7 @@ static int connect_to(int w)
 		fail_peer(w, "could not be made");
 		return -1;
 	}
-	ep_set(p->fd, K_CONN, w, EPOLLIN, EPOLL_CTL_ADD);
+	ep_conn(w, EPOLLIN, EPOLL_CTL_ADD);
 	return 0;
 }
 
@@ -975,7 +986,6 @@ static void rx_read(int w)
 					n_stall++;
 					p->stalled = 1;
 					p->stall_t = hvd_now();
-					ep_update(w);
 					return;
 				}
 				if (r < 0) {
@@ -1107,8 +1117,7 @@ struct lane_op *lane_recv(int w, uint64_t tag, void *buf, size_t len,
 			} else {
 				if (p->hup) {
 					p->hup = 0;
-					ep_set(p->fd, K_CONN, w, EPOLLIN,
-					       EPOLL_CTL_ADD);
+					ep_conn(w, EPOLLIN, EPOLL_CTL_ADD);
 				}
 				ep_update(w);
 				rx_read(w);
@@ -1283,8 +1292,11 @@ static int progress_locked(void)
 				/* Read on when the stalled message's receive
 				 * comes; until then not woken again. */
 				p->hup = 1;
+				p->ev = 0;
 				(void)epoll_ctl(epfd, EPOLL_CTL_DEL, p->fd,
 						NULL);
+			} else {
+				ep_update(idx); /* stalled: bytes out */
 			}
 			break;
 		}

@@ -320,6 +320,26 @@ struct rs_call {
 	uint32_t dt, op;
 };
 
+/* 1, with HVD_ERR_MISMATCH on x, when group rank peer's call c is not
+ * this rank's (me). */
+static int rs_call_apart(struct xfer *x, int peer, const struct rs_call *c,
+			 const struct rs_call *me)
+{
+	if (c->count == me->count && c->dt == me->dt && c->op == me->op)
+		return 0;
+	x->st = hvd_error(HVD_ERR_MISMATCH,
+			  "hvd: rank %d called it with %llu x %s, %s, where "
+			  "this rank has %llu x %s, %s: ranks called the "
+			  "collective with different counts or types",
+			  x->g->world_ranks[peer], (unsigned long long)c->count,
+			  or_unknown(hvd_dtype_name((hvd_dtype_t)c->dt)),
+			  or_unknown(hvd_op_name((hvd_op_t)c->op)),
+			  (unsigned long long)me->count,
+			  hvd_dtype_name((hvd_dtype_t)me->dt),
+			  hvd_op_name((hvd_op_t)me->op));
+	return 1;
+}
+
 /*
  * The scratch: n - 1 receive slots of rstride bytes (a block, and its
  * call when inline), n - 1 send slots of sstride bytes (inline only: the
@@ -434,24 +454,9 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 	}
 	if (xfer_waitall(x) != HVD_OK)
 		goto out;
-	for (int s = 1; l.checked && s < n; s++) {
-		const struct rs_call *c = &theirs[s];
-
-		if (c->count == me->count && c->dt == me->dt &&
-		    c->op == me->op)
-			continue;
-		x->st = hvd_error(
-		    HVD_ERR_MISMATCH,
-		    "hvd: rank %d called it with %llu x %s, %s, where this "
-		    "rank has %zu x %s, %s: ranks called the collective with "
-		    "different counts or types",
-		    x->g->world_ranks[(r - s + n) % n],
-		    (unsigned long long)c->count,
-		    or_unknown(hvd_dtype_name((hvd_dtype_t)c->dt)),
-		    or_unknown(hvd_op_name((hvd_op_t)c->op)), count,
-		    hvd_dtype_name(dt), hvd_op_name(op));
-		break;
-	}
+	for (int s = 1; l.checked && s < n; s++)
+		if (rs_call_apart(x, (r - s + n) % n, &theirs[s], me))
+			break;
 out:
 	free(ops);
 	return x->st;
@@ -495,6 +500,127 @@ static hvd_status_t direct_allreduce(hvd_comm_t *comm, const void *src,
 	return xfer_end(&x);
 }
 
+/* The first element after blocks [0, b) of a reducescatter of count. */
+static size_t blocks_end(size_t count, int b, int n)
+{
+	return b >= n ? count : hvd_reducescatter_offset(count, b, n);
+}
+
+/*
+ * Recursive halving (a power of two of ranks, coll_select.c): in each of
+ * log2(n) rounds a rank and its partner (rank ^ m) split the blocks they
+ * still hold in two, each sends the other the half it gives up and adds
+ * what comes to the half it keeps; after the last round a rank holds the
+ * sum of its own block.  Every byte of (n-1)/n of the buffer crosses
+ * once, in log2(n) messages, where the direct algorithm sends n - 1 and
+ * the ring takes n - 1 rounds, and rd sends the whole buffer each round.
+ * The first round adds what comes to the input into scratch (acc);
+ * later rounds add to acc in place, sending from its other half (a part
+ * no later round writes).
+ *
+ * Every message carries the sender's call (count, type, op) as
+ * rs_direct's blocks do, at its end up to RS_CALL_INLINE_MAX (the part is
+ * copied, out) or in a message of its own behind it, and a rank checks
+ * its partner's before it sends in the next round.  So a rank that
+ * returns HVD_OK had, through its partners and theirs in earlier rounds
+ * (a binomial tree over every rank), all calls alike: where counts
+ * differ but every message has the size its receiver expects (4 ranks,
+ * 16384 floats on rank 0 and 16386 on the others), no rank completes,
+ * and the ones left waiting end on the mismatch notice.
+ */
+static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
+			       const char *src, char *dst, size_t count,
+			       hvd_dtype_t dt, hvd_op_t op)
+{
+	int n = x->g->size, r = x->me, lo = 0, hi = n, sent = -1;
+	size_t esz = hvd_dtype_size(dt), cs = sizeof(struct rs_call);
+	size_t base = 0, most, room, oroom;
+	const char *from = src;
+	struct rs_call *me, *theirs;
+	char *acc, *in, *out;
+
+	/* The first round keeps the most (its half of the blocks); a
+	 * round sends at most the other half or a part of that one.  The
+	 * scratch: acc, in (a part and a call), out (an inline part and
+	 * its call), this rank's call and the partner's. */
+	most = r < n / 2 ? blocks_end(count, n / 2, n)
+			 : count - blocks_end(count, n / 2, n);
+	room = round8(most * esz + cs);
+	oroom = (count - most > most ? count - most : most) * esz;
+	oroom = round8(
+	    (oroom < RS_CALL_INLINE_MAX ? oroom : RS_CALL_INLINE_MAX) + cs);
+	acc = coll_scratch(comm, 2 * room + oroom + 2 * cs);
+	if (!acc)
+		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
+					 "hvd: out of memory (%zu bytes)",
+					 2 * room + oroom + 2 * cs);
+	in = acc + room;
+	out = in + room;
+	me = (struct rs_call *)(void *)(out + oroom);
+	theirs = me + 1;
+	me->count = count;
+	me->dt = (uint32_t)dt;
+	me->op = (uint32_t)op;
+	for (int m = n / 2; m >= 1; m /= 2) {
+		int peer = r ^ m, mid = lo + (hi - lo) / 2, low = r < mid;
+		int klo = low ? lo : mid, khi = low ? mid : hi;
+		int slo = low ? mid : lo, shi = low ? hi : mid;
+		size_t ko = blocks_end(count, klo, n);
+		size_t kb = (blocks_end(count, khi, n) - ko) * esz;
+		size_t so = blocks_end(count, slo, n);
+		size_t sb = (blocks_end(count, shi, n) - so) * esz;
+		const char *part = from + (so - base) * esz;
+		int rv, rc = -1;
+
+		/* Both ends choose inline from the same length when their
+		 * counts agree; when not, a length or a call differs. */
+		if (kb <= RS_CALL_INLINE_MAX) {
+			rv = xfer_recv(x, peer, in, kb + cs);
+		} else {
+			rv = xfer_recv(x, peer, in, kb);
+			rc =
+			    rv < 0 ? -1 : xfer_recv_as(x, peer, theirs, cs, kb);
+		}
+		if (rv < 0 || (kb > RS_CALL_INLINE_MAX && rc < 0))
+			return x->st;
+		if (sb <= RS_CALL_INLINE_MAX) {
+			if (sent >= 0 && xfer_wait(x, sent) != HVD_OK)
+				return x->st;
+			memcpy(out, part, sb);
+			memcpy(out + sb, me, cs);
+			sent = xfer_send(x, peer, out, sb + cs);
+		} else if (xfer_send(x, peer, part, sb) < 0 ||
+			   (sent = xfer_send_as(x, peer, me, cs, sb)) < 0) {
+			return x->st;
+		}
+		if (sent < 0 || xfer_wait(x, rv) != HVD_OK ||
+		    (rc >= 0 && xfer_wait(x, rc) != HVD_OK))
+			return x->st;
+		if (rc < 0)
+			memcpy(theirs, in + kb, cs);
+		if (rs_call_apart(x, peer, theirs, me))
+			return x->st;
+		if (from == src) {
+			reduce_apply3(acc, src + ko * esz, in, kb / esz, dt,
+				      op);
+			from = acc;
+			base = ko;
+		} else {
+			reduce_apply(acc + (ko - base) * esz, in, kb / esz, dt,
+				     op);
+		}
+		lo = klo;
+		hi = khi;
+	}
+	/* The sends read acc and, in place, dst's buffer: done first. */
+	if (xfer_waitall(x) == HVD_OK && count)
+		memcpy(dst,
+		       from +
+			   (hvd_reducescatter_offset(count, r, n) - base) * esz,
+		       hvd_reducescatter_count(count, r, n) * esz);
+	return x->st;
+}
+
 hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 				void *recvbuf, size_t count, hvd_dtype_t dt,
 				hvd_op_t op)
@@ -528,10 +654,11 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 	 * of place on one node there is no scratch: ranks reduce their slice
 	 * straight from the segment into recvbuf.  By local index, the
 	 * reordered copy is the scratch (kept on comm). */
-	slice_only = ((a == ALGO_SHM || a == ALGO_DIRECT) && !in_place) ||
-		     (a == ALGO_HIER &&
-		      !coll_leaders(coll_tuning(), CK_REDUCESCATTER,
-				    count * esz, &p));
+	slice_only =
+	    ((a == ALGO_SHM || a == ALGO_DIRECT || a == ALGO_HALVING) &&
+	     !in_place) ||
+	    (a == ALGO_HIER &&
+	     !coll_leaders(coll_tuning(), CK_REDUCESCATTER, count * esz, &p));
 	full = slice_only ? NULL : in_place ? recvbuf : malloc(count * esz);
 	if (!full && !slice_only)
 		return hvd_error(HVD_ERR_NO_MEMORY,
@@ -563,6 +690,13 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		st = xfer_end(&x);
 		break;
 	}
+	case ALGO_HALVING:
+		xfer_begin(&x, &comm->net);
+		rs_halving(comm, &x, src,
+			   in_place ? full + moff * esz : recvbuf, count, dt,
+			   rop);
+		st = xfer_end(&x);
+		break;
 	case ALGO_HIER:
 		/* across even nodes: small, the whole sum through the node
 		 * leaders, then the slice; larger, by local index */

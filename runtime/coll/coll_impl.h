@@ -38,6 +38,7 @@ enum coll_algo {
 	ALGO_PAIRWISE, /* n-1 exchange steps (alltoall)                     */
 	ALGO_DISSEM,   /* dissemination (barrier)                           */
 	ALGO_BRUCK,    /* log2(p) rounds of doubling blocks (allgather)     */
+	ALGO_HALVING,  /* recursive halving, 2^k ranks (reducescatter)      */
 	ALGO_COUNT
 };
 

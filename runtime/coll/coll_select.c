@@ -24,7 +24,7 @@ static const char *const algo_names[ALGO_COUNT] = {
 	[ALGO_HIER] = "hier",         [ALGO_BINOMIAL] = "binomial",
 	[ALGO_CHAIN] = "chain",       [ALGO_DIRECT] = "direct",
 	[ALGO_PAIRWISE] = "pairwise", [ALGO_DISSEM] = "dissemination",
-	[ALGO_BRUCK] = "bruck",
+	[ALGO_BRUCK] = "bruck",       [ALGO_HALVING] = "halving",
 };
 
 static const char *const kind_names[CK_COUNT] = {
@@ -42,6 +42,7 @@ static const char *const kind_names[CK_COUNT] = {
 #define RS_DIRECT_MAX ((size_t)8 << 20)
 #define RS_PAIR_DIRECT_MAX ((size_t)64 << 10)
 #define AR_DIRECT_FROM ((size_t)128 << 10)
+#define RS_HALVING_MAX ((size_t)8 << 20)
 
 /* Three or four ranks, bytes above from and within the scratch limit. */
 static int direct_fits(const struct coll_place *p, size_t bytes, size_t from)
@@ -60,7 +61,8 @@ static const unsigned allowed[CK_COUNT] = {
 			 1u << ALGO_SHM,
 	[CK_ALLTOALL] = 1u << ALGO_PAIRWISE | 1u << ALGO_HIER,
 	[CK_REDUCESCATTER] = 1u << ALGO_RD | 1u << ALGO_RING | 1u << ALGO_SHM |
-			     1u << ALGO_HIER | 1u << ALGO_DIRECT,
+			     1u << ALGO_HIER | 1u << ALGO_DIRECT |
+			     1u << ALGO_HALVING,
 	[CK_BARRIER] = 1u << ALGO_DISSEM | 1u << ALGO_SHM,
 };
 
@@ -207,6 +209,8 @@ static int usable(enum coll_kind k, enum coll_algo a,
 	if (a == ALGO_HIER)
 		return p->shm && p->nodes > 1 && p->uniform &&
 		       p->local_size > 1;
+	if (a == ALGO_HALVING)
+		return p->size > 1 && (p->size & (p->size - 1)) == 0;
 	return 1;
 }
 
@@ -292,10 +296,23 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 		 * alike; 256 KiB 46.5-46.8 against 47.8-48.3). */
 		if (p->size == 2 && bytes <= RS_PAIR_DIRECT_MAX)
 			return ALGO_DIRECT;
-		/* Three or four ranks past 32 KiB: every block to its owner
-		 * at once, one round, where recursive doubling moves the
-		 * whole buffer three times and the ring's two rounds follow
-		 * each other (3 netns nodes x 1, us, direct against rd: 64
+		/* Four, eight, ... ranks: recursive halving, log2(p)
+		 * messages a rank, each byte once (4 netns nodes x 1 on 2
+		 * cores, OpenMPI's time over ours, halving / direct / the
+		 * ring: 16 KiB 0.98-1.05 / 0.59-0.75 / 0.62-0.78, 48 KiB
+		 * 0.88-0.94 / 0.63-0.68 / 0.69-0.89, 256 KiB 2.54-2.93 /
+		 * 2.07-2.25 / 1.61-1.79, 1 MiB 1.78-2.36 / 1.64-1.80 /
+		 * 1.38-1.56; 4 KiB 0.97-1.07 against rd's 0.82-0.89; 2 and
+		 * 8 MiB alike).  Its scratch is the buffer: not past 8 MiB,
+		 * where the ring's segments keep memory small. */
+		if (p->size > 2 && usable(k, ALGO_HALVING, p) &&
+		    bytes <= RS_HALVING_MAX)
+			return ALGO_HALVING;
+		/* Three ranks past 32 KiB (four took halving above): every
+		 * block to its owner at once, one round, where recursive
+		 * doubling moves the whole buffer three times and the ring's
+		 * two rounds follow each other (3 netns nodes x 1, us,
+		 * direct against rd: 64
 		 * KiB 80-101 / 104-120; against the ring: 96 KiB 106-112 /
 		 * 99-103, 128 KiB 121-167 / 110-179, 1 MiB 394-440 /
 		 * 530-986, 2 MiB 1510-1554 / 1671-1910).  At 32 KiB rd is

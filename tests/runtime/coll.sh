@@ -41,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 26))"
+echo "1..$(($# + 31))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -83,13 +83,17 @@ for w in 8 2; do
 	run_check "5 ranks, UCX only, $w alltoall steps in flight" 5 \
 		HVD_SHM=0 HVD_ALLTOALL_WINDOW=$w
 done
-# The direct reducescatter (2 ranks up to 64 KiB, 3 and 4 ranks above
-# 32 KiB to 8 MiB by default: the 4-rank UCX run above, the 2-rank one
-# below) and the direct allreduce (3 and 4 ranks above 128 KiB to 8 MiB)
-# forced at every size, with empty blocks (count < ranks) and on more
-# ranks than they are chosen for.
+# The direct reducescatter (2 ranks up to 64 KiB, 3 ranks above 32 KiB
+# to 8 MiB by default: the 2-rank run below) and the direct allreduce (3
+# and 4 ranks above 128 KiB to 8 MiB) forced at every size, with empty
+# blocks (count < ranks) and on more ranks than they are chosen for.
 run_check "5 ranks, UCX only, the direct reducescatter and allreduce at every size" 5 \
 	HVD_SHM=0 HVD_REDUCESCATTER_ALGO=direct HVD_ALLREDUCE_ALGO=direct
+# Recursive halving (a power of two of ranks up to 8 MiB: the 4-rank UCX
+# run above takes it by default) in three rounds, forced at every count,
+# those below the ranks (empty blocks) too.
+run_check "8 ranks, UCX only, the reducescatter by recursive halving at every size" 8 \
+	HVD_SHM=0 HVD_REDUCESCATTER_ALGO=halving
 run_check "3 ranks, UCX ring everywhere with 4 KiB segments" 3 HVD_SHM=0 \
 	HVD_ALLREDUCE_ALGO=ring HVD_REDUCESCATTER_ALGO=ring \
 	HVD_ALLGATHER_ALGO=ring HVD_BCAST_ALGO=chain HVD_RING_SEGMENT=4K \
@@ -129,6 +133,17 @@ for how in rs rs-big; do
 			>"$T/out" 2>"$T/err"
 		fail_fast "rank [0-9]*: straddle $how, " 5 $np \
 			"direct reducescatter ($how), counts apart on $np ranks: FAST of $np fail with HVD_ERR_MISMATCH within 5 s"
+	done
+done
+# The same by recursive halving, four and eight ranks' choice: without
+# the calls its messages carry, ranks 2 and 3 of 4 returned HVD_OK ("rs":
+# every message they got had the size they expected).
+for how in rs rs-big; do
+	for np in 4 8; do
+		env HVD_SHM=0 timeout 60 "$LAUNCH" -np $np "$CHECK" straddle $how \
+			>"$T/out" 2>"$T/err"
+		fail_fast "rank [0-9]*: straddle $how, " 5 $np \
+			"reducescatter by recursive halving ($how), counts apart on $np ranks: FAST of $np fail with HVD_ERR_MISMATCH within 5 s"
 	done
 done
 

@@ -805,8 +805,9 @@ static int run_after_blind(void)
  * timeout.  "pair": two ranks allreduce 512 KiB (rank 0: recursive
  * doubling, up to HVD_ALLREDUCE_PAIR_MAX) and 512 KiB + 4 (the ring):
  * both must fail so.  "rs": a reducescatter of 16384 floats on rank 0
- * and 16386 on the others (the direct one on 2-4 ranks): every rank
- * must fail so; "rs-big" the same with 144001 and 144003, whose blocks
+ * and 16386 on the others (the direct one on 2-4 ranks when forced, and
+ * on 3 by default; recursive halving on 4 and 8): every rank must fail
+ * so; "rs-big" the same with 144001 and 144003, whose blocks and halves
  * on 3 and 4 ranks are past RS_CALL_INLINE_MAX (the counts travel in a
  * message of their own; on 3 ranks block 0 is 48001 floats either way,
  * on 4 ranks 36001).  "ring-direct": three ranks allreduce 32768 floats

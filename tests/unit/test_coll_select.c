@@ -51,7 +51,7 @@ int main(void)
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 	struct coll_place crowded;
 
-	plan(95);
+	plan(102);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.allreduce_pair_max, 512 << 10,
@@ -116,7 +116,10 @@ int main(void)
 	       ALGO_RING, "two ranks, 1 MiB: the ring (the 3-4 rank rule is "
 			  "not theirs)");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 4096, 1024, &one_per_node),
-	       ALGO_RD, "small reducescatter of four ranks: rd");
+	       ALGO_HALVING, "small reducescatter of four ranks: recursive "
+			     "halving");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 12, 3, &one_per_node),
+	       ALGO_RD, "four ranks, fewer elements than ranks: rd");
 
 	/* other collectives */
 	is_int(coll_select(&t, CK_BROADCAST, 100, 100, &two_nodes),
@@ -157,8 +160,8 @@ int main(void)
 			 "300 KiB broadcast to 4 ranks: binomial"},
 			{CK_REDUCESCATTER, 4096, &duo, ALGO_DIRECT,
 			 "4 KiB reducescatter of 2 ranks: the exchange"},
-			{CK_REDUCESCATTER, 4096, &two_nodes, ALGO_RD,
-			 "4 KiB reducescatter, 2 x 4: recursive doubling"},
+			{CK_REDUCESCATTER, 4096, &two_nodes, ALGO_HALVING,
+			 "4 KiB reducescatter, 2 x 4: recursive halving"},
 			{CK_ALLGATHER, 100, &two_nodes, ALGO_DIRECT,
 			 "small allgather, 2 x 4: direct"},
 		};
@@ -208,11 +211,26 @@ int main(void)
 	is_int(coll_select(&t, CK_BARRIER, 0, 0, &two_nodes), ALGO_DISSEM,
 	       "barrier across nodes: dissemination");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &no_shm),
-	       ALGO_DIRECT, "1 MiB reducescatter of 4 ranks: direct");
+	       ALGO_HALVING, "1 MiB reducescatter of 4 ranks: recursive "
+			     "halving, not direct");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 8 << 20, 1 << 21, &no_shm),
+	       ALGO_HALVING, "8 MiB, 4 ranks: recursive halving (inclusive)");
 	is_int(coll_select(&t, CK_REDUCESCATTER, (8 << 20) + 4,
 			   (1 << 21) + 1, &no_shm),
-	       ALGO_RING, "above 8 MiB, 4 ranks: ring (the direct one's "
-			  "scratch would be most of the buffer)");
+	       ALGO_RING, "above 8 MiB, 4 ranks: ring (the halving's "
+			  "scratch would be the whole buffer)");
+	{
+		struct coll_place six = place(6, 6, 1, 1, 1);
+
+		is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18,
+				   &six),
+		       ALGO_RING, "1 MiB reducescatter of 6 ranks (not a "
+				  "power of two): ring");
+		is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18,
+				   &huge),
+		       ALGO_HIER, "1 MiB reducescatter, 1024 nodes x 8: by "
+				  "local index");
+	}
 	{
 		struct coll_place three = place(3, 3, 1, 1, 1);
 
@@ -274,7 +292,10 @@ int main(void)
 	is_int(coll_select(&t, CK_ALLGATHER, 100, 100, &two_nodes),
 	       ALGO_DIRECT, "hierarchy off: small allgathers direct");
 	is_int(coll_select(&t, CK_REDUCESCATTER, 1 << 20, 1 << 18, &two_nodes),
-	       ALGO_RING, "hierarchy off: large reducescatters by the ring");
+	       ALGO_HALVING, "hierarchy off: 1 MiB reducescatter of 8 ranks "
+			     "by recursive halving");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 16 << 20, 1 << 22, &two_nodes),
+	       ALGO_RING, "hierarchy off: 16 MiB reducescatter by the ring");
 	is_int(coll_select(&t, CK_ALLTOALL, 4096, 1024, &two_nodes),
 	       ALGO_PAIRWISE, "hierarchy off: small alltoalls pairwise");
 	is_int(nwarn, 3, "three warnings");
@@ -303,5 +324,14 @@ int main(void)
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(coll_select(&t, CK_REDUCESCATTER, 64, 16, &uneven), ALGO_DIRECT,
 	       "HVD_REDUCESCATTER_ALGO=direct: forced at any size and ranks");
+	nenv = 0;
+	setenv_("HVD_REDUCESCATTER_ALGO", "halving");
+	coll_tuning_parse(&t, lookup, warn);
+	is_int(coll_select(&t, CK_REDUCESCATTER, 64 << 20, 1 << 24,
+			   &one_per_node),
+	       ALGO_HALVING, "HVD_REDUCESCATTER_ALGO=halving: forced at any "
+			     "size on 4 ranks");
+	is_int(coll_select(&t, CK_REDUCESCATTER, 64 << 10, 16384, &uneven),
+	       ALGO_RD, "... and on 5 ranks libhvd picks (rd at 64 KiB)");
 	return done_testing();
 }

@@ -359,9 +359,17 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 		/* Small totals: one round to everyone while that is few
 		 * messages; past 16 ranks Bruck's log2(p) rounds, since
 		 * "direct" is p(p-1) messages (the engine's allgather of
-		 * request lengths at 8192 ranks: 67 million). */
+		 * request lengths at 8192 ranks: 67 million).  Where the
+		 * job is crowded a message costs CPU that another rank
+		 * waits for, and from four ranks Bruck's fewer messages
+		 * win (4 netns nodes x 1 on 2 cores, OpenMPI's time over
+		 * ours, Bruck / direct: 4 KiB 0.90-0.98 / 0.77-0.96, 16 KiB
+		 * 0.92-1.22 / 0.71-0.78, 48 KiB 0.92-0.96 / 0.58-0.76,
+		 * 64 KiB 0.89-1.04 / 0.73-0.97). */
 		if (bytes <= t->allgather_small_max)
-			return p->size > 16 ? ALGO_BRUCK : ALGO_DIRECT;
+			return p->size > 16 || (p->crowded && p->size > 3)
+				   ? ALGO_BRUCK
+				   : ALGO_DIRECT;
 		/* Larger ones across even nodes: a ring among the ranks of
 		 * each local index, then shared memory within the node
 		 * (2 x 2, 128 KiB-2 MiB: 1.5-4x faster than the flat ring). */

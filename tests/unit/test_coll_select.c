@@ -51,7 +51,7 @@ int main(void)
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 	struct coll_place crowded;
 
-	plan(102);
+	plan(106);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.allreduce_pair_max, 512 << 10,
@@ -135,6 +135,15 @@ int main(void)
 	       ALGO_CHAIN, "small broadcast, 3 x 1 on a crowded machine: chain");
 	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &crowded),
 	       ALGO_CHAIN, "large broadcast, 3 x 1, crowded: chain as before");
+	is_int(coll_select(&t, CK_ALLGATHER, 48 << 10, 12288, &crowded),
+	       ALGO_DIRECT, "small allgather, 3 x 1, crowded: direct");
+	crowded.size = crowded.nodes = 4;
+	is_int(coll_select(&t, CK_ALLGATHER, 48 << 10, 12288, &crowded),
+	       ALGO_BRUCK, "small allgather, 4 x 1, crowded: Bruck");
+	is_int(coll_select(&t, CK_ALLGATHER, 48 << 10, 12288, &one_per_node),
+	       ALGO_DIRECT, "small allgather, 4 x 1, not crowded: direct");
+	is_int(coll_select(&t, CK_ALLGATHER, (64 << 10) + 4, 16385, &crowded),
+	       ALGO_RING, "above 64 KiB, 4 x 1, crowded: the ring");
 	is_int(coll_select(&t, CK_BROADCAST, 1 << 20, 1 << 20, &one_node),
 	       ALGO_SHM, "broadcast within a node: shm");
 

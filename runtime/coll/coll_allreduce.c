@@ -57,6 +57,10 @@ static hvd_status_t ring_allreduce(hvd_comm_t *comm, const void *src,
 	return xfer_end(&x);
 }
 
+static hvd_status_t halving_allreduce(hvd_comm_t *comm, const void *src,
+				      void *dst, size_t count, hvd_dtype_t dt,
+				      hvd_op_t op);
+
 hvd_status_t coll_allreduce_flat(hvd_comm_t *comm, const void *sendbuf,
 				 void *recvbuf, size_t count, hvd_dtype_t dt,
 				 hvd_op_t op)
@@ -66,12 +70,17 @@ hvd_status_t coll_allreduce_flat(hvd_comm_t *comm, const void *sendbuf,
 	size_t bytes = count * hvd_dtype_size(dt);
 	enum coll_algo a = t->algo[CK_ALLREDUCE];
 
-	if (a != ALGO_RD && a != ALGO_RING)
+	if (a != ALGO_RD && a != ALGO_RING && a != ALGO_HALVING)
 		a = coll_allreduce_rd(t, bytes, count, comm->net.size)
 			    ? ALGO_RD
+			: coll_allreduce_halving(t, bytes, count,
+						 comm->net.size)
+			    ? ALGO_HALVING
 			    : ALGO_RING;
 	if (a == ALGO_RD || comm->net.size == 1)
 		return svc_allreduce(&comm->net, src, recvbuf, count, dt, op);
+	if (a == ALGO_HALVING && !(comm->net.size & (comm->net.size - 1)))
+		return halving_allreduce(comm, src, recvbuf, count, dt, op);
 	return ring_allreduce(comm, src, recvbuf, count, dt, op);
 }
 
@@ -207,6 +216,9 @@ hvd_status_t host_allreduce(hvd_comm_t *comm, const void *sendbuf,
 		break;
 	case ALGO_DIRECT:
 		st = direct_allreduce(comm, src, recvbuf, count, dt, rop);
+		break;
+	case ALGO_HALVING:
+		st = halving_allreduce(comm, src, recvbuf, count, dt, rop);
 		break;
 	default:
 		st = coll_allreduce_flat(comm, src, recvbuf, count, dt, rop);
@@ -619,6 +631,49 @@ static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
 			   (hvd_reducescatter_offset(count, r, n) - base) * esz,
 		       hvd_reducescatter_count(count, r, n) * esz);
 	return x->st;
+}
+
+/*
+ * The allreduce of a power of two of ranks past the small sizes
+ * (coll_select.c; Rabenseifner's): recursive halving leaves each rank
+ * the sum of its block, then recursive doubling gathers the blocks, a
+ * rank and its partner (rank ^ 1, ^ 2, ...) swapping the aligned groups
+ * of blocks they hold, which doubles each round.  2 log2(p) rounds where
+ * the ring makes 2(p - 1), each byte of 2(p-1)/p of the buffer sent
+ * once.  The halving checked every call (rs_halving); a rank that failed
+ * there sends nothing more, and its partners' waits end on the notice.
+ * The blocks sent from dst are never written again in the collective.
+ */
+static hvd_status_t halving_allreduce(hvd_comm_t *comm, const void *src,
+				      void *dst, size_t count, hvd_dtype_t dt,
+				      hvd_op_t op)
+{
+	int n = comm->net.size, r = comm->net.rank;
+	size_t esz = hvd_dtype_size(dt);
+	char *out = dst;
+	struct xfer x;
+
+	xfer_begin(&x, &comm->net);
+	if (rs_halving(comm, &x, src,
+		       out + hvd_reducescatter_offset(count, r, n) * esz,
+		       count, dt, op) == HVD_OK)
+		for (int m = 1; m < n; m <<= 1) {
+			int peer = r ^ m, mine = r & ~(m - 1);
+			int theirs = peer & ~(m - 1);
+			size_t mo = blocks_end(count, mine, n);
+			size_t to = blocks_end(count, theirs, n);
+			int rv = xfer_recv(
+			    &x, peer, out + to * esz,
+			    (blocks_end(count, theirs + m, n) - to) * esz);
+
+			if (rv < 0 ||
+			    xfer_send(&x, peer, out + mo * esz,
+				      (blocks_end(count, mine + m, n) - mo) *
+					  esz) < 0 ||
+			    xfer_wait(&x, rv) != HVD_OK)
+				break;
+		}
+	return xfer_end(&x);
 }
 
 hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,

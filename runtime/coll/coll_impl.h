@@ -99,6 +99,10 @@ enum coll_algo coll_select_flat(const struct coll_tuning *t,
  * rule of coll_select, and of the hierarchy's step between nodes). */
 int coll_allreduce_rd(const struct coll_tuning *t, size_t bytes,
 		      size_t count, int size);
+/* Pure: whether it goes by recursive halving and doubling instead (a
+ * power of two of ranks from four, past recursive doubling's sizes). */
+int coll_allreduce_halving(const struct coll_tuning *t, size_t bytes,
+			   size_t count, int size);
 
 /* Pure: a reducescatter or allgather of 'bytes' (allgather: the total)
  * that the allreduce through the node leaders does, or an alltoall of

@@ -43,6 +43,7 @@ static const char *const kind_names[CK_COUNT] = {
 #define RS_PAIR_DIRECT_MAX ((size_t)64 << 10)
 #define AR_DIRECT_FROM ((size_t)128 << 10)
 #define RS_HALVING_MAX ((size_t)8 << 20)
+#define AR_HALVING_PER_RANK ((size_t)256 << 10)
 
 /* Three or four ranks, bytes above from and within the scratch limit. */
 static int direct_fits(const struct coll_place *p, size_t bytes, size_t from)
@@ -54,7 +55,8 @@ static int direct_fits(const struct coll_place *p, size_t bytes, size_t from)
 /* Which algorithms can run which collective. */
 static const unsigned allowed[CK_COUNT] = {
 	[CK_ALLREDUCE] = 1u << ALGO_RD | 1u << ALGO_RING | 1u << ALGO_SHM |
-			 1u << ALGO_HIER | 1u << ALGO_DIRECT,
+			 1u << ALGO_HIER | 1u << ALGO_DIRECT |
+			 1u << ALGO_HALVING,
 	[CK_ALLGATHER] = 1u << ALGO_DIRECT | 1u << ALGO_RING |
 			 1u << ALGO_BRUCK | 1u << ALGO_HIER,
 	[CK_BROADCAST] = 1u << ALGO_BINOMIAL | 1u << ALGO_CHAIN |
@@ -246,6 +248,27 @@ int coll_allreduce_rd(const struct coll_tuning *t, size_t bytes,
 	       (size == 2 && bytes <= t->allreduce_pair_max);
 }
 
+/*
+ * Past recursive doubling's sizes, a power of two of ranks (from four)
+ * takes recursive halving and doubling (Rabenseifner's) while the ring's
+ * 2(p - 1) rounds would cost more than its pipelined segments save: up
+ * to 256K per rank, and within the halving's scratch (RS_HALVING_MAX).
+ * 4 netns nodes x 1 on 2 cores, us, halving / direct / the ring, three
+ * alternations: 128 KiB 198-273 / 265-275 / 269-275, 1 MiB 952-1013 /
+ * 973-1096 / 1095-1140; at 2 MiB the ring's segments win (1830-2154
+ * against 2188-2353 / 2050-2228).  For more ranks the limit is the
+ * cost model's (doc/design.md, "At scale"): at 1024 nodes the ring's
+ * 2046 rounds are milliseconds of latency alone.
+ */
+int coll_allreduce_halving(const struct coll_tuning *t, size_t bytes,
+			   size_t count, int size)
+{
+	return size > 2 && (size & (size - 1)) == 0 &&
+	       !coll_allreduce_rd(t, bytes, count, size) &&
+	       bytes <= RS_HALVING_MAX &&
+	       bytes <= (size_t)size * AR_HALVING_PER_RANK;
+}
+
 enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 			   size_t bytes, size_t count,
 			   const struct coll_place *p)
@@ -268,6 +291,8 @@ enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,
 		 * 455-487 / 261-504, 1 MiB 749-813 / 908-1002, 2 MiB
 		 * 1552-1622 / 1642-1771; 4 x 1, 1 MiB 1067-1110 /
 		 * 1131-1209.  At 64 KiB rd is ahead: 106-119 / 141-145). */
+		if (coll_allreduce_halving(t, bytes, count, p->size))
+			return ALGO_HALVING;
 		if (direct_fits(p, bytes, AR_DIRECT_FROM))
 			return ALGO_DIRECT;
 		return coll_allreduce_rd(t, bytes, count, p->size) ? ALGO_RD

@@ -89,11 +89,12 @@ done
 # blocks (count < ranks) and on more ranks than they are chosen for.
 run_check "5 ranks, UCX only, the direct reducescatter and allreduce at every size" 5 \
 	HVD_SHM=0 HVD_REDUCESCATTER_ALGO=direct HVD_ALLREDUCE_ALGO=direct
-# Recursive halving (a power of two of ranks up to 8 MiB: the 4-rank UCX
-# run above takes it by default) in three rounds, forced at every count,
-# those below the ranks (empty blocks) too.
-run_check "8 ranks, UCX only, the reducescatter by recursive halving at every size" 8 \
-	HVD_SHM=0 HVD_REDUCESCATTER_ALGO=halving
+# Recursive halving, and for the allreduce halving then doubling (a
+# power of two of ranks: the 4-rank UCX run above takes them by default)
+# in three rounds each, forced at every count, those below the ranks
+# (empty blocks) too.
+run_check "8 ranks, UCX only, recursive halving (and doubling) at every size" 8 \
+	HVD_SHM=0 HVD_REDUCESCATTER_ALGO=halving HVD_ALLREDUCE_ALGO=halving
 run_check "3 ranks, UCX ring everywhere with 4 KiB segments" 3 HVD_SHM=0 \
 	HVD_ALLREDUCE_ALGO=ring HVD_REDUCESCATTER_ALGO=ring \
 	HVD_ALLGATHER_ALGO=ring HVD_BCAST_ALGO=chain HVD_RING_SEGMENT=4K \

@@ -51,7 +51,7 @@ int main(void)
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 	struct coll_place crowded;
 
-	plan(106);
+	plan(112);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.allreduce_pair_max, 512 << 10,
@@ -74,7 +74,8 @@ int main(void)
 	is_int(coll_select(&t, CK_ALLREDUCE, 64 << 10, 16384, &no_shm),
 	       ALGO_RD, "no shm, 64 KiB: still rd (threshold inclusive)");
 	is_int(coll_select(&t, CK_ALLREDUCE, (64 << 10) + 4, 16385, &no_shm),
-	       ALGO_RING, "no shm, above 64 KiB: ring");
+	       ALGO_HALVING, "no shm, above 64 KiB, 4 ranks: recursive "
+			     "halving and doubling");
 	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &two_nodes),
 	       ALGO_HIER, "two even nodes: hierarchical");
 	is_int(coll_select(&t, CK_ALLREDUCE, 8 << 20, 2 << 20, &uneven),
@@ -90,9 +91,24 @@ int main(void)
 			   &pair),
 	       ALGO_RING, "two ranks, above 512 KiB: ring");
 	is_int(coll_select(&t, CK_ALLREDUCE, 128 << 10, 32768, &one_per_node),
-	       ALGO_RING, "four ranks, 128 KiB: ring (the pair rule is for two)");
-	is_int(coll_select(&t, CK_ALLREDUCE, 256 << 10, 65536, &one_per_node),
-	       ALGO_DIRECT, "four ranks, 256 KiB: direct");
+	       ALGO_HALVING, "four ranks, 128 KiB: halving (the pair rule is "
+			     "for two)");
+	is_int(coll_select(&t, CK_ALLREDUCE, 1 << 20, 1 << 18, &one_per_node),
+	       ALGO_HALVING, "four ranks, 1 MiB: halving (256K a rank, "
+			     "inclusive)");
+	is_int(coll_select(&t, CK_ALLREDUCE, (1 << 20) + 4, (1 << 18) + 1,
+			   &one_per_node),
+	       ALGO_DIRECT, "four ranks, above 1 MiB: direct");
+	is_int(coll_allreduce_halving(&t, 2 << 20, 1 << 19, 8), 1,
+	       "eight ranks, 2 MiB: halving");
+	is_int(coll_allreduce_halving(&t, 8 << 20, 1 << 21, 1024), 1,
+	       "the hierarchy's step between 1024 nodes, 8 MiB: halving");
+	is_int(coll_allreduce_halving(&t, (8 << 20) + 4, (1 << 21) + 1, 1024),
+	       0, "... above 8 MiB (its scratch): not");
+	is_int(coll_allreduce_halving(&t, 1 << 20, 1 << 18, 6), 0,
+	       "six ranks (not a power of two): not");
+	is_int(coll_allreduce_halving(&t, 1 << 20, 1 << 18, 2), 0,
+	       "two ranks: not (rd, then the ring)");
 	is_int(coll_allreduce_rd(&t, 512 << 10, 131072, 2), 1,
 	       "the hierarchy's step between two nodes, 512 KiB: rd");
 	is_int(coll_allreduce_rd(&t, 512 << 10, 131072, 3), 0,

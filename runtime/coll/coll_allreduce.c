@@ -79,7 +79,7 @@ hvd_status_t coll_allreduce_flat(hvd_comm_t *comm, const void *sendbuf,
 			    : ALGO_RING;
 	if (a == ALGO_RD || comm->net.size == 1)
 		return svc_allreduce(&comm->net, src, recvbuf, count, dt, op);
-	if (a == ALGO_HALVING && !(comm->net.size & (comm->net.size - 1)))
+	if (a == ALGO_HALVING && coll_pow2(comm->net.size))
 		return halving_allreduce(comm, src, recvbuf, count, dt, op);
 	return ring_allreduce(comm, src, recvbuf, count, dt, op);
 }

@@ -38,7 +38,7 @@ enum coll_algo {
 	ALGO_PAIRWISE, /* n-1 exchange steps (alltoall)                     */
 	ALGO_DISSEM,   /* dissemination (barrier)                           */
 	ALGO_BRUCK,    /* log2(p) rounds of doubling blocks (allgather)     */
-	ALGO_HALVING,  /* recursive halving, 2^k ranks (reducescatter)      */
+	ALGO_HALVING,  /* recursive halving (and doubling), 2^k ranks       */
 	ALGO_COUNT
 };
 
@@ -212,6 +212,12 @@ hvd_status_t leader_hdr_status(struct leader_hdr *h, int leader,
  * with comm); one user at a time: a collective does not nest another on
  * the same comm while it holds it.  NULL: out of memory. */
 void *coll_scratch(hvd_comm_t *comm, size_t bytes);
+/* n is a power of two (1, 2, 4, ...): the ranks recursive halving and
+ * doubling pair off by rank ^ m. */
+static inline int coll_pow2(int n)
+{
+	return n > 0 && (n & (n - 1)) == 0;
+}
 static inline const void *coll_src(const void *sendbuf, void *recvbuf)
 {
 	return sendbuf == HVD_IN_PLACE ? recvbuf : sendbuf;

@@ -212,7 +212,7 @@ static int usable(enum coll_kind k, enum coll_algo a,
 		return p->shm && p->nodes > 1 && p->uniform &&
 		       p->local_size > 1;
 	if (a == ALGO_HALVING)
-		return p->size > 1 && (p->size & (p->size - 1)) == 0;
+		return p->size > 1 && coll_pow2(p->size);
 	return 1;
 }
 
@@ -263,7 +263,7 @@ int coll_allreduce_rd(const struct coll_tuning *t, size_t bytes,
 int coll_allreduce_halving(const struct coll_tuning *t, size_t bytes,
 			   size_t count, int size)
 {
-	return size > 2 && (size & (size - 1)) == 0 &&
+	return size > 2 && coll_pow2(size) &&
 	       !coll_allreduce_rd(t, bytes, count, size) &&
 	       bytes <= RS_HALVING_MAX &&
 	       bytes <= (size_t)size * AR_HALVING_PER_RANK;

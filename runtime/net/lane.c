@@ -412,9 +412,12 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
  * A job whose nodes are namespaces of one machine with fewer CPUs than
  * nodes (3 netns nodes x 1 on 2 cores) runs out of CPU before it runs
  * out of network, and a small message costs the lane more of it than
- * UCX: a receive for its header and one for its bytes, an ioctl, and a
- * second epoll set to poll at every turn of a wait, where UCX reads it
- * with one recv.  3 x 1, alternated runs of hvd-bench -R 3, OpenMPI's
+ * UCX: then a receive for its header and one for its bytes, an ioctl,
+ * and a second epoll set to poll at every turn of a wait, where UCX
+ * reads it with one recv.  (rx_read has since dropped the ioctl and,
+ * for messages back to back, the header's receive; 3 x 1 alltoall
+ * 32 KiB was alike from 16K and from 8K after that: 0.96-1.00 and
+ * 0.97-0.99.)  3 x 1, alternated runs of hvd-bench -R 3, OpenMPI's
  * time over ours, the lane from 8K against from 64K: reducescatter
  * 16 KiB 0.84-0.88 -> 0.99-1.05, allgather 32 KiB (11K messages)
  * 0.96-1.02 -> 1.07-1.08, alltoall 32 KiB 0.88-0.99 -> 0.98-1.02.  But

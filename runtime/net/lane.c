@@ -51,9 +51,12 @@ struct lane_op {
 	struct lane_op *next;
 	uint64_t tag;
 	int w, recv;
-	/* send: the bytes still to go (p, left), the header's progress */
+	/* send: the header's progress, the bytes still to go (p, left),
+	 * then the tail's progress (lane_send_tail) */
 	const char *p;
 	size_t left, hdr_off;
+	size_t tail_len, tail_off;
+	uint8_t tail[LANE_TAIL_MAX];
 	char *owned;        /* a cancelled send's copy of its rest */
 	int orphan;         /* cancelled: freed by the lane when done */
 	/* receive */
@@ -719,10 +722,11 @@ static void tx_write(int w)
 
 	while (p->txh) {
 		struct lane_op *op = p->txh;
-		struct iovec iov[2];
+		struct iovec iov[3];
 		struct msghdr mh;
 		int k = 0;
 		ssize_t r;
+		size_t b;
 
 		if (op->hdr_off < sizeof(op->hdr)) {
 			iov[k].iov_base = op->hdr + op->hdr_off;
@@ -731,6 +735,10 @@ static void tx_write(int w)
 		if (op->left) {
 			iov[k].iov_base = (void *)op->p;
 			iov[k++].iov_len = op->left;
+		}
+		if (op->tail_off < op->tail_len) {
+			iov[k].iov_base = op->tail + op->tail_off;
+			iov[k++].iov_len = op->tail_len - op->tail_off;
 		}
 		memset(&mh, 0, sizeof(mh));
 		mh.msg_iov = iov;
@@ -760,9 +768,11 @@ static void tx_write(int w)
 			op->hdr_off = sizeof(op->hdr);
 			r -= (ssize_t)h;
 		}
-		op->p += r;
-		op->left -= (size_t)r;
-		if (op->left)
+		b = (size_t)r < op->left ? (size_t)r : op->left;
+		op->p += b;
+		op->left -= b;
+		op->tail_off += (size_t)r - b;
+		if (op->left || op->tail_off < op->tail_len)
 			continue;
 		p->txh = op->next;
 		if (!p->txh)
@@ -815,6 +825,13 @@ static struct lane_op *op_new(int w, uint64_t tag, hvd_status_t *st)
 struct lane_op *lane_send(int w, uint64_t tag, const void *buf, size_t len,
 			  hvd_status_t *st)
 {
+	return lane_send_tail(w, tag, buf, len, NULL, 0, st);
+}
+
+struct lane_op *lane_send_tail(int w, uint64_t tag, const void *buf,
+			       size_t len, const void *tail, size_t tail_len,
+			       hvd_status_t *st)
+{
 	struct lane_op *op = op_new(w, tag, st);
 	struct peer *p;
 
@@ -822,6 +839,10 @@ struct lane_op *lane_send(int w, uint64_t tag, const void *buf, size_t len,
 		return NULL;
 	op->p = buf;
 	op->left = len;
+	if (tail_len)
+		memcpy(op->tail, tail, tail_len);
+	op->tail_len = tail_len;
+	len += tail_len;
 	put64(op->hdr, tag);
 	put64(op->hdr + 8, len);
 	pthread_mutex_lock(&lk);
@@ -1182,15 +1203,23 @@ void lane_cancel(struct lane_op *op)
 		atomic_fetch_sub(&busy, 1);
 		free(op);
 	} else if (p->txh == op && op->hdr_off) {
-		/* Partly written: the stream needs the rest, from a copy. */
-		op->owned = op->left ? malloc(op->left) : NULL;
+		/* Partly written: the stream needs the rest, from a copy
+		 * (the tail's rest after the body's). */
+		size_t t = op->tail_len - op->tail_off;
+
+		op->owned = op->left + t ? malloc(op->left + t) : NULL;
 		op->orphan = 1;
-		if (op->left && !op->owned) {
+		if (op->left + t && !op->owned) {
 			fail_peer(op->w, "failed (out of memory)");
 		} else {
 			if (op->left)
 				memcpy(op->owned, op->p, op->left);
+			if (t)
+				memcpy(op->owned + op->left,
+				       op->tail + op->tail_off, t);
 			op->p = op->owned;
+			op->left += t;
+			op->tail_off = op->tail_len;
 		}
 	} else {
 		unlink_op(&p->txh, &p->txt, op);

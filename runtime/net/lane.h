@@ -79,9 +79,17 @@ int lane_wants(int w, size_t len);
  * every rank: they all hold the same table). */
 int lane_everywhere(void);
 
+/* The most bytes lane_send_tail copies behind a message. */
+#define LANE_TAIL_MAX 32
+
 /* Post a send or a receive.  NULL with *st on an error. */
 struct lane_op *lane_send(int w, uint64_t tag, const void *buf, size_t len,
 			  hvd_status_t *st);
+/* A send of len bytes from buf followed, in the same message, by
+ * tail_len (at most LANE_TAIL_MAX) bytes from tail, which are copied. */
+struct lane_op *lane_send_tail(int w, uint64_t tag, const void *buf,
+			       size_t len, const void *tail, size_t tail_len,
+			       hvd_status_t *st);
 struct lane_op *lane_recv(int w, uint64_t tag, void *buf, size_t len,
 			  hvd_status_t *st);
 /* Done?  Then *status (0 ok, 1 longer than expected, 2 failed) and

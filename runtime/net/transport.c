@@ -24,6 +24,7 @@
 #include "net/ucx.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,14 @@ struct tp_op {
 	int done;
 	ucs_status_t status;
 	size_t expect, length;
+	struct tail_iov *tail; /* a UCX send's gather (xfer_send_tail) */
+};
+
+/* What UCX reads a send with a tail from until the send completes: the
+ * two pieces, and the tail's copy. */
+struct tail_iov {
+	ucp_dt_iov_t iov[2];
+	char tail[XFER_TAIL_MAX];
 };
 
 /* HVD_POLL_SPIN_US, HVD_POLL_YIELD_US: see wait_until */
@@ -386,6 +395,26 @@ void xfer_begin(struct xfer *x, struct net_group *g)
 	x->next_check = x->last_progress + 0.05;
 }
 
+struct xfer_kept {
+	struct xfer_kept *next;
+	max_align_t data[];
+};
+
+void *xfer_keep(struct xfer *x, size_t len)
+{
+	struct xfer_kept *k = malloc(sizeof(*k) + len);
+
+	if (!k) {
+		if (x->st == HVD_OK)
+			x->st = hvd_error(HVD_ERR_NO_MEMORY,
+					  "hvd: out of memory");
+		return NULL;
+	}
+	k->next = x->kept;
+	x->kept = k;
+	return k->data;
+}
+
 static struct tp_op *new_op(struct xfer *x, int peer, int *idx)
 {
 	if (x->nops == x->cap) {
@@ -416,13 +445,8 @@ static hvd_status_t peer_error(struct xfer *x, int w, const char *fmt,
 			 why);
 }
 
-int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
-{
-	return xfer_send_as(x, peer, buf, len, len);
-}
-
-int xfer_send_as(struct xfer *x, int peer, const void *buf, size_t len,
-		 size_t route)
+static int post_send(struct xfer *x, int peer, const void *buf, size_t len,
+		     const void *tail, size_t tail_len, size_t route)
 {
 	ucp_request_param_t prm;
 	struct tp_op *op;
@@ -432,21 +456,51 @@ int xfer_send_as(struct xfer *x, int peer, const void *buf, size_t len,
 
 	if (x->st != HVD_OK)
 		return -1;
+	if (tail_len > XFER_TAIL_MAX) {
+		x->st = hvd_error(HVD_ERR_INVALID_ARG,
+				  "hvd: internal: a tail of %zu bytes (at "
+				  "most %d)",
+				  tail_len, XFER_TAIL_MAX);
+		return -1;
+	}
 	op = new_op(x, peer, &idx);
 	if (!op)
 		return -1;
 	w = x->g->world_ranks[peer];
 	if (!x->lane_off && lane_wants(w, route)) {
-		op->lop = lane_send(w, auth_tag(x->tag_base | (uint64_t)x->me),
-				    buf, len, &x->st);
+		op->lop = lane_send_tail(
+		    w, auth_tag(x->tag_base | (uint64_t)x->me), buf, len,
+		    tail, tail_len, &x->st);
 		return op->lop ? idx : -1;
 	}
 	ep = ucx_ep(w, &x->st);
 	if (!ep)
 		return -1;
 	ucx_bytes_send_params(&prm);
-	r = ucp_tag_send_nbx(ep, buf, len,
-			     auth_tag(x->tag_base | (uint64_t)x->me), &prm);
+	if (tail_len) {
+		struct tail_iov *t = malloc(sizeof(*t));
+
+		if (!t) {
+			op->done = 1;
+			x->st = hvd_error(HVD_ERR_NO_MEMORY,
+					  "hvd: out of memory");
+			return -1;
+		}
+		memcpy(t->tail, tail, tail_len);
+		t->iov[0].buffer = (void *)buf;
+		t->iov[0].length = len;
+		t->iov[1].buffer = t->tail;
+		t->iov[1].length = tail_len;
+		op->tail = t;
+		prm.datatype = ucp_dt_make_iov();
+		r = ucp_tag_send_nbx(ep, t->iov, 2,
+				     auth_tag(x->tag_base | (uint64_t)x->me),
+				     &prm);
+	} else {
+		r = ucp_tag_send_nbx(ep, buf, len,
+				     auth_tag(x->tag_base | (uint64_t)x->me),
+				     &prm);
+	}
 	if (r == NULL) {
 		op->done = 1;
 	} else if (UCS_PTR_IS_ERR(r)) {
@@ -459,6 +513,23 @@ int xfer_send_as(struct xfer *x, int peer, const void *buf, size_t len,
 		op->req = r;
 	}
 	return idx;
+}
+
+int xfer_send(struct xfer *x, int peer, const void *buf, size_t len)
+{
+	return post_send(x, peer, buf, len, NULL, 0, len);
+}
+
+int xfer_send_as(struct xfer *x, int peer, const void *buf, size_t len,
+		 size_t route)
+{
+	return post_send(x, peer, buf, len, NULL, 0, route);
+}
+
+int xfer_send_tail(struct xfer *x, int peer, const void *buf, size_t len,
+		   const void *tail, size_t tail_len)
+{
+	return post_send(x, peer, buf, len, tail, tail_len, len + tail_len);
 }
 
 /* A receive's op (NULL: x->st says why). */
@@ -1123,8 +1194,53 @@ static void drain_sends(struct xfer *x)
 	}
 }
 
+/*
+ * Receives cancelled after an error.  A receive UCX already matched to a
+ * message of several fragments goes on until the last one is in: it
+ * writes the buffer, or calls the receive-reduce's unpack (which reads
+ * its descriptor), however it was cancelled.  So wait for them as for
+ * the sends (the rest of a message from a live peer is on its way), and
+ * say whether some are still in flight: from a failed peer, or after
+ * DRAIN_S.  Those are released, and what they point at is not freed.
+ */
+static int drain_recvs(struct xfer *x)
+{
+	double until = hvd_now() + DRAIN_S;
+	int left;
+
+	for (;;) {
+		left = 0;
+		for (int i = 0; i < x->nops; i++) {
+			struct tp_op *op = &x->ops[i];
+
+			if (!op->recv || !op->req || op_test(op) ||
+			    peers_failed(x->g->world_ranks[op->peer]))
+				continue;
+			left++;
+		}
+		if (!left || hvd_now() > until)
+			break;
+		ucp_worker_progress(ucx_worker);
+	}
+	left = 0;
+	for (int i = 0; i < x->nops; i++) {
+		struct tp_op *op = &x->ops[i];
+
+		if (!op->recv || !op->req)
+			continue;
+		atomic_store(&op->req->done, 0);
+		ucp_request_free(op->req);
+		op->req = NULL;
+		op->done = 1;
+		left++;
+	}
+	return left;
+}
+
 hvd_status_t xfer_end(struct xfer *x)
 {
+	int in_flight = 0;
+
 	if (x->st == HVD_OK)
 		xfer_waitall(x);
 	if (x->st != HVD_OK) {
@@ -1145,21 +1261,39 @@ hvd_status_t xfer_end(struct xfer *x)
 			}
 			if (op->done || !op->req)
 				continue;
-			if (op->recv)
+			if (op->recv) {
 				ucp_request_cancel(ucx_worker, op->req);
+				continue; /* drain_recvs */
+			}
+			op->tail = NULL; /* leaked: UCX may still read it */
 			atomic_store(&op->req->done, 0);
 			ucp_request_free(op->req);
 			op->req = NULL;
 			op->done = 1;
 		}
+		in_flight = drain_recvs(x);
 		if (x->st == HVD_ERR_PEER_FAILED ||
 		    x->st == HVD_ERR_MISMATCH)
 			x->g->broken = x->st;
 	}
+	for (int i = 0; i < x->nops; i++)
+		free(x->ops[i].tail);
 	free(x->ops);
 	x->ops = NULL;
 	x->nops = x->cap = 0;
+	if (in_flight) {
+		/* What a receive still in flight may write or call back
+		 * into: leaked, not freed under it. */
+		x->rr = NULL;
+		x->kept = NULL;
+	}
 	rr_free(x); /* after every request is released */
+	while (x->kept) {
+		struct xfer_kept *k = x->kept;
+
+		x->kept = k->next;
+		free(k);
+	}
 	if (x->fg) {
 		x->fg = 0;
 		atomic_fetch_sub_explicit(&foreground, 1, memory_order_relaxed);

@@ -87,6 +87,7 @@ struct xfer {
 	int lane_off;        /* UCX only, not the TCP lane (net/lane.h) */
 	int told;            /* no mismatch notice to send: one came, or
 	                      * the group broke before                 */
+	struct xfer_kept *kept; /* xfer_keep's blocks                   */
 };
 
 /* The calling thread runs background collectives (the engine's): its
@@ -114,6 +115,18 @@ int xfer_send_as(struct xfer *x, int peer, const void *buf, size_t len,
 		 size_t route);
 int xfer_recv_as(struct xfer *x, int peer, void *buf, size_t len,
 		 size_t route);
+/* len bytes that live until xfer_end, for a receive whose poster may
+ * return first (an error elsewhere) while it is still posted.  NULL
+ * (x->st says why) when out of memory. */
+void *xfer_keep(struct xfer *x, size_t len);
+/* A send of len bytes from buf with tail_len (at most XFER_TAIL_MAX)
+ * bytes from tail behind them, in one message of len + tail_len bytes
+ * that the receiver takes with one xfer_recv: the tail is copied when
+ * posted, the body is not (a gather on either path).  For the few bytes
+ * that describe a block to travel with it. */
+#define XFER_TAIL_MAX 32
+int xfer_send_tail(struct xfer *x, int peer, const void *buf, size_t len,
+		   const void *tail, size_t tail_len);
 /* Receive count elements from group rank peer and reduce them as they
  * land: dst = src op (what arrived), element by element (dst may be
  * src).  Only where xfer_recv_reduce_ok() (HVD_RECV_REDUCE, default 1);

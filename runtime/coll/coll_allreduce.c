@@ -306,79 +306,32 @@ static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
  *
  * A rank receives only its own block from each peer, so ranks whose
  * counts differ but split to the same block here would see nothing
- * wrong (3 ranks, 16384 and 16386 floats: block 0 is 5462 either way)
- * and return HVD_OK while the others fail.  With more than two ranks
- * each block therefore carries the sender's count, type and op, and any
- * difference is HVD_ERR_MISMATCH on every rank.  Blocks of up to
- * RS_CALL_INLINE_MAX bytes carry it at their end, in the same message:
- * the block is copied into the scratch with the call behind it, which
- * costs less than a message of its own (3 netns nodes x 1, 32 KiB:
- * the separate message took 113-136 us against 78-87 without any).
- * Larger blocks are not copied: the call follows in a message of its own
- * on the block's path (xfer_send_as), a few us against the block's
- * hundreds.  Two ranks make the one exchange the two-rank ring made,
- * which has the same blind spot (16384 against 16385 floats: block 1 is
- * 8192 either way), without it.
+ * wrong (3 ranks, 16384 and 16386 floats: block 0 is 5462 either way;
+ * 2 ranks, 16384 and 16385: block 1 is 8192 either way) and return
+ * HVD_OK while the others fail.  So each block carries the sender's
+ * count, type and op behind it, in the same message (xfer_send_tail: a
+ * gather, nothing copied), and any difference is HVD_ERR_MISMATCH on
+ * every rank.
  */
-#define RS_CALL_INLINE_MAX ((size_t)128 << 10)
-
-static const char *or_unknown(const char *name)
-{
-	return name ? name : "?";
-}
-
-struct rs_call {
-	uint64_t count;
-	uint32_t dt, op;
-};
-
-/* 1, with HVD_ERR_MISMATCH on x, when group rank peer's call c is not
- * this rank's (me). */
-static int rs_call_apart(struct xfer *x, int peer, const struct rs_call *c,
-			 const struct rs_call *me)
-{
-	if (c->count == me->count && c->dt == me->dt && c->op == me->op)
-		return 0;
-	x->st = hvd_error(HVD_ERR_MISMATCH,
-			  "hvd: rank %d called it with %llu x %s, %s, where "
-			  "this rank has %llu x %s, %s: ranks called the "
-			  "collective with different counts or types",
-			  x->g->world_ranks[peer], (unsigned long long)c->count,
-			  or_unknown(hvd_dtype_name((hvd_dtype_t)c->dt)),
-			  or_unknown(hvd_op_name((hvd_op_t)c->op)),
-			  (unsigned long long)me->count,
-			  hvd_dtype_name((hvd_dtype_t)me->dt),
-			  hvd_op_name((hvd_op_t)me->op));
-	return 1;
-}
-
-/*
- * The scratch: n - 1 receive slots of rstride bytes (a block, and its
- * call when inline), n - 1 send slots of sstride bytes (inline only: the
- * block copied and the call behind it), then, 8-byte aligned at calls,
- * n calls (this rank's in [0]).
- */
-struct rs_layout {
-	size_t bl, rstride, sstride, calls, total;
-	int checked, inl;
-};
-
 static size_t round8(size_t v)
 {
 	return (v + 7) / 8 * 8;
 }
 
+/*
+ * The scratch: n - 1 receive slots of stride bytes (a block and the call
+ * behind it), then n calls (this rank's in [0]).
+ */
+struct rs_layout {
+	size_t bl, stride, calls, total;
+};
+
 static void rs_layout_of(struct rs_layout *l, int n, int r, size_t count,
 			 size_t esz)
 {
-	size_t big = hvd_reducescatter_count(count, 0, n) * esz;
-
 	l->bl = hvd_reducescatter_count(count, r, n) * esz;
-	l->checked = n > 2;
-	l->inl = l->checked && big <= RS_CALL_INLINE_MAX;
-	l->rstride = l->inl ? round8(l->bl + sizeof(struct rs_call)) : l->bl;
-	l->sstride = l->inl ? round8(big + sizeof(struct rs_call)) : 0;
-	l->calls = round8((size_t)(n - 1) * (l->rstride + l->sstride));
+	l->stride = round8(l->bl + sizeof(struct rs_call));
+	l->calls = (size_t)(n - 1) * l->stride;
 	l->total = l->calls + (size_t)n * sizeof(struct rs_call);
 }
 
@@ -407,12 +360,10 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 	struct rs_layout l;
 	struct rs_call *theirs;
 	const struct rs_call *me;
-	char *sends;
 
 	rs_layout_of(&l, n, r, count, esz);
 	theirs = (struct rs_call *)(void *)(tmp + l.calls);
 	me = &theirs[0];
-	sends = tmp + (size_t)(n - 1) * l.rstride;
 	ops = malloc((size_t)n * sizeof(int));
 	if (!ops)
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
@@ -427,48 +378,27 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 		size_t tl = hvd_reducescatter_count(count, to, n) * esz;
 		const char *blk =
 		    src + hvd_reducescatter_offset(count, to, n) * esz;
-		char *in = tmp + (size_t)(s - 1) * l.rstride;
 
-		if (l.inl) {
-			char *out = sends + (size_t)(s - 1) * l.sstride;
-
-			memcpy(out, blk, tl);
-			memcpy(out + tl, me, sizeof(*me));
-			ops[s] = xfer_recv(x, from, in,
-					   l.bl + sizeof(*me));
-			if (ops[s] < 0 ||
-			    xfer_send(x, to, out, tl + sizeof(*me)) < 0)
-				goto out;
-			continue;
-		}
-		/* A pair's messages match in the order sent: the block,
-		 * then the call, on the block's path. */
-		ops[s] = xfer_recv(x, from, in, l.bl);
+		ops[s] = xfer_recv(x, from, tmp + (size_t)(s - 1) * l.stride,
+				   l.bl + sizeof(*me));
 		if (ops[s] < 0 ||
-		    (l.checked && xfer_recv_as(x, from, &theirs[s],
-					       sizeof(*theirs), l.bl) < 0) ||
-		    xfer_send(x, to, blk, tl) < 0 ||
-		    (l.checked &&
-		     xfer_send_as(x, to, me, sizeof(*me), tl) < 0))
+		    xfer_send_tail(x, to, blk, tl, me, sizeof(*me)) < 0)
 			goto out;
 	}
 	src += hvd_reducescatter_offset(count, r, n) * esz;
 	if (dst != src)
 		memcpy(dst, src, l.bl);
 	for (int s = 1; s < n; s++) {
-		const char *in = tmp + (size_t)(s - 1) * l.rstride;
+		const char *in = tmp + (size_t)(s - 1) * l.stride;
 
 		if (xfer_wait(x, ops[s]) != HVD_OK)
 			goto out;
-		reduce_apply(dst, in, mine, dt, op);
-		if (l.inl)
-			memcpy(&theirs[s], in + l.bl, sizeof(*theirs));
-	}
-	if (xfer_waitall(x) != HVD_OK)
-		goto out;
-	for (int s = 1; l.checked && s < n; s++)
+		memcpy(&theirs[s], in + l.bl, sizeof(*theirs));
 		if (rs_call_apart(x, (r - s + n) % n, &theirs[s], me))
-			break;
+			goto out;
+		reduce_apply(dst, in, mine, dt, op);
+	}
+	xfer_waitall(x);
 out:
 	free(ops);
 	return x->st;
@@ -530,46 +460,38 @@ static size_t blocks_end(size_t count, int b, int n)
  * later rounds add to acc in place, sending from its other half (a part
  * no later round writes).
  *
- * Every message carries the sender's call (count, type, op) as
- * rs_direct's blocks do, at its end up to RS_CALL_INLINE_MAX (the part is
- * copied, out) or in a message of its own behind it, and a rank checks
- * its partner's before it sends in the next round.  So a rank that
- * returns HVD_OK had, through its partners and theirs in earlier rounds
- * (a binomial tree over every rank), all calls alike: where counts
- * differ but every message has the size its receiver expects (4 ranks,
- * 16384 floats on rank 0 and 16386 on the others), no rank completes,
- * and the ones left waiting end on the mismatch notice.
+ * Every message carries the sender's call (count, type, op) behind it,
+ * as rs_direct's blocks do, and a rank checks its partner's before it
+ * sends in the next round.  So a rank that returns HVD_OK had, through
+ * its partners and theirs in earlier rounds (a binomial tree over every
+ * rank), all calls alike: where counts differ but every message has the
+ * size its receiver expects (4 ranks, 16384 floats on rank 0 and 16386
+ * on the others), no rank completes, and the ones left waiting end on
+ * the mismatch notice.
  */
 static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
 			       const char *src, char *dst, size_t count,
 			       hvd_dtype_t dt, hvd_op_t op)
 {
-	int n = x->g->size, r = x->me, lo = 0, hi = n, sent = -1;
+	int n = x->g->size, r = x->me, lo = 0, hi = n;
 	size_t esz = hvd_dtype_size(dt), cs = sizeof(struct rs_call);
-	size_t base = 0, most, room, oroom;
+	size_t base = 0, most, room;
 	const char *from = src;
-	struct rs_call *me, *theirs;
-	char *acc, *in, *out;
+	struct rs_call *me;
+	char *acc, *in;
 
-	/* The first round keeps the most (its half of the blocks); a
-	 * round sends at most the other half or a part of that one.  The
-	 * scratch: acc, in (a part and a call), out (an inline part and
-	 * its call), this rank's call and the partner's. */
+	/* The first round keeps the most (its half of the blocks).  The
+	 * scratch: acc, in (a part and a call), this rank's call. */
 	most = r < n / 2 ? blocks_end(count, n / 2, n)
 			 : count - blocks_end(count, n / 2, n);
 	room = round8(most * esz + cs);
-	oroom = (count - most > most ? count - most : most) * esz;
-	oroom = round8(
-	    (oroom < RS_CALL_INLINE_MAX ? oroom : RS_CALL_INLINE_MAX) + cs);
-	acc = coll_scratch(comm, 2 * room + oroom + 2 * cs);
+	acc = coll_scratch(comm, 2 * room + cs);
 	if (!acc)
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
 					 "hvd: out of memory (%zu bytes)",
-					 2 * room + oroom + 2 * cs);
+					 2 * room + cs);
 	in = acc + room;
-	out = in + room;
-	me = (struct rs_call *)(void *)(out + oroom);
-	theirs = me + 1;
+	me = (struct rs_call *)(void *)(in + room);
 	me->count = count;
 	me->dt = (uint32_t)dt;
 	me->op = (uint32_t)op;
@@ -581,36 +503,17 @@ static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
 		size_t kb = (blocks_end(count, khi, n) - ko) * esz;
 		size_t so = blocks_end(count, slo, n);
 		size_t sb = (blocks_end(count, shi, n) - so) * esz;
-		const char *part = from + (so - base) * esz;
-		int rv, rc = -1;
+		struct rs_call c;
+		int rv;
 
-		/* Both ends choose inline from the same length when their
-		 * counts agree; when not, a length or a call differs. */
-		if (kb <= RS_CALL_INLINE_MAX) {
-			rv = xfer_recv(x, peer, in, kb + cs);
-		} else {
-			rv = xfer_recv(x, peer, in, kb);
-			rc =
-			    rv < 0 ? -1 : xfer_recv_as(x, peer, theirs, cs, kb);
-		}
-		if (rv < 0 || (kb > RS_CALL_INLINE_MAX && rc < 0))
+		rv = xfer_recv(x, peer, in, kb + cs);
+		if (rv < 0 ||
+		    xfer_send_tail(x, peer, from + (so - base) * esz, sb, me,
+				   cs) < 0 ||
+		    xfer_wait(x, rv) != HVD_OK)
 			return x->st;
-		if (sb <= RS_CALL_INLINE_MAX) {
-			if (sent >= 0 && xfer_wait(x, sent) != HVD_OK)
-				return x->st;
-			memcpy(out, part, sb);
-			memcpy(out + sb, me, cs);
-			sent = xfer_send(x, peer, out, sb + cs);
-		} else if (xfer_send(x, peer, part, sb) < 0 ||
-			   (sent = xfer_send_as(x, peer, me, cs, sb)) < 0) {
-			return x->st;
-		}
-		if (sent < 0 || xfer_wait(x, rv) != HVD_OK ||
-		    (rc >= 0 && xfer_wait(x, rc) != HVD_OK))
-			return x->st;
-		if (rc < 0)
-			memcpy(theirs, in + kb, cs);
-		if (rs_call_apart(x, peer, theirs, me))
+		memcpy(&c, in + kb, cs);
+		if (rs_call_apart(x, peer, &c, me))
 			return x->st;
 		if (from == src) {
 			reduce_apply3(acc, src + ko * esz, in, kb / esz, dt,

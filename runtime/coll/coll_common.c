@@ -140,3 +140,26 @@ hvd_status_t coll_mate_failed(hvd_status_t st, int failed, const char *why,
 	}
 	return hvd_error(st, "hvd: %s: %s", what, why);
 }
+
+static const char *or_unknown(const char *name)
+{
+	return name ? name : "?";
+}
+
+int rs_call_apart(struct xfer *x, int peer, const struct rs_call *c,
+		  const struct rs_call *me)
+{
+	if (c->count == me->count && c->dt == me->dt && c->op == me->op)
+		return 0;
+	x->st = hvd_error(HVD_ERR_MISMATCH,
+			  "hvd: rank %d called it with %llu x %s, %s, where "
+			  "this rank has %llu x %s, %s: ranks called the "
+			  "collective with different counts or types",
+			  x->g->world_ranks[peer], (unsigned long long)c->count,
+			  or_unknown(hvd_dtype_name((hvd_dtype_t)c->dt)),
+			  or_unknown(hvd_op_name((hvd_op_t)c->op)),
+			  (unsigned long long)me->count,
+			  hvd_dtype_name((hvd_dtype_t)me->dt),
+			  hvd_op_name((hvd_op_t)me->op));
+	return 1;
+}

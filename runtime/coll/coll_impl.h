@@ -179,6 +179,18 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 hvd_status_t ring_allgather(struct xfer *x, void *buf, const size_t *off,
 			    const size_t *len);
 
+/* A reducescatter's call as a rank made it, carried behind its blocks
+ * (xfer_send_tail), so that ranks whose counts differ while every
+ * message has the size its receiver expects still fail, all of them. */
+struct rs_call {
+	uint64_t count;
+	uint32_t dt, op;
+};
+/* 1, with HVD_ERR_MISMATCH on x, when group rank peer's call c is not
+ * this rank's (me). */
+int rs_call_apart(struct xfer *x, int peer, const struct rs_call *c,
+		  const struct rs_call *me);
+
 /* Error exit of a collective: marks comm broken after a peer failure,
  * names the failed world rank, prefixes what was running. */
 hvd_status_t coll_fail(hvd_comm_t *comm, hvd_status_t st, const char *fmt,

@@ -64,15 +64,17 @@ static void tmp_key_make(void)
 	(void)pthread_key_create(&tmp_key, free);
 }
 
-/* Scratch of n bytes for this thread's ring; ring_tmp_put gives it back. */
-static char *ring_tmp_get(size_t n)
+/* Scratch of n bytes for this thread's ring.  Past RING_TMP_KEEP, for
+ * this collective only: it lives until xfer_end, as receives into it may
+ * still be posted when an error returns from the ring. */
+static char *ring_tmp_get(struct xfer *x, size_t n)
 {
 	void *b;
 
 	if (n <= tmp_cap)
 		return tmp_buf;
 	if (n > RING_TMP_KEEP)
-		return malloc(n);
+		return xfer_keep(x, n);
 	if (pthread_once(&tmp_once, tmp_key_make) != 0 || !(b = malloc(n)))
 		return NULL;
 	free(tmp_buf);
@@ -80,12 +82,6 @@ static char *ring_tmp_get(size_t n)
 	tmp_cap = n;
 	(void)pthread_setspecific(tmp_key, b);
 	return b;
-}
-
-static void ring_tmp_put(char *b)
-{
-	if (b != tmp_buf)
-		free(b);
 }
 
 static inline int mod(int a, int n)
@@ -105,6 +101,7 @@ struct ring_pass {
 	char *mine;           /* reduce-scatter: block r's place, not dst  */
 	hvd_dtype_t dt;
 	hvd_op_t op;
+	const struct rs_call *call; /* reduce-scatter: checked (ring_run) */
 };
 
 /* Where the reduction of block b's bytes at offset o goes. */
@@ -155,26 +152,61 @@ static int before(const struct cursor *a, const struct cursor *b)
 	return a->s < b->s || (a->s == b->s && a->j < b->j);
 }
 
+/*
+ * The reduce-scatter's check of the calls (p->call): each rank sends its
+ * call to its right neighbour behind its first segment (a message of its
+ * own where that is not possible: UCX reducing as it receives, or an
+ * empty first block), and checks its left neighbour's before it reduces
+ * anything or forwards a segment (the first receive's completion; the
+ * forwarded segments wait for it).  A rank completes only when the
+ * others have forwarded to it, so when each checked its left neighbour:
+ * around the ring, every call alike.  Two ranks check each other.  Where
+ * they differ, the ranks that found it stop forwarding, and the others'
+ * waits end on the mismatch notice.
+ */
+#define CALL_ROOM 16 /* sizeof(struct rs_call), 8-byte aligned */
+_Static_assert(sizeof(struct rs_call) == CALL_ROOM, "a call's room");
+
 static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 			     int win)
 {
 	int right = mod(p->r + 1, p->n), left = mod(p->r - 1, p->n);
 	struct cursor post = {0, 0}, done = {0, 0}, snd = {0, 0};
 	int *rop, *sop, k_post = 0, k_done = 0, s_head = 0, s_out = 0;
+	int tail_in = 0, tail_out = 0, crv = -1;
+	size_t slot = p->seg + (p->call ? CALL_ROOM : 0);
+	struct rs_call theirs, *apart = &theirs;
 	char *tmp = NULL;
 
 	rop = malloc(2 * (size_t)win * sizeof(int));
 	if (p->reduce && !p->in_recv)
-		tmp = ring_tmp_get((size_t)win * p->seg);
+		tmp = ring_tmp_get(x, (size_t)win * slot);
 	if (!rop || (p->reduce && !p->in_recv && !tmp)) {
 		free(rop);
-		ring_tmp_put(tmp);
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
 					 "hvd: out of memory (ring scratch "
 					 "of %zu bytes)",
-					 (size_t)win * p->seg);
+					 (size_t)win * slot);
 	}
 	sop = rop + win;
+	if (p->call) {
+		tail_in = !p->in_recv && p->len[recv_block(p, 0)];
+		tail_out = !p->in_recv && p->len[send_block(p, 0)];
+		/* Its own message lands where it may after an error
+		 * returns from here. */
+		if (!tail_in && (apart = xfer_keep(x, sizeof(*apart))))
+			crv = xfer_recv(x, left, apart, sizeof(*apart));
+		if ((!tail_in && crv < 0) ||
+		    (!tail_out &&
+		     xfer_send(x, right, p->call, sizeof(*p->call)) < 0))
+			goto out;
+		/* Nothing to receive at step 0: nothing to wait for
+		 * before forwarding, so the check comes first. */
+		if (!p->len[recv_block(p, 0)] &&
+		    (xfer_wait(x, crv) != HVD_OK ||
+		     rs_call_apart(x, left, apart, p->call)))
+			goto out;
+	}
 	for (;;) {
 		int more_recv, more_send, w;
 
@@ -202,7 +234,12 @@ static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 			from = (snd.s == 0 && p->reduce ? p->src : p->dst) +
 			       p->off[b] + snd.j * p->seg;
 			sop[(s_head + s_out) % win] =
-				xfer_send(x, right, from, seg_len(p, b, snd.j));
+			    tail_out && snd.s == 0 && snd.j == 0
+				? xfer_send_tail(x, right, from,
+						 seg_len(p, b, 0), p->call,
+						 sizeof(*p->call))
+				: xfer_send(x, right, from,
+					    seg_len(p, b, snd.j));
 			if (sop[(s_head + s_out) % win] < 0)
 				goto out;
 			s_out++;
@@ -220,8 +257,9 @@ static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 					l / hvd_dtype_size(p->dt), p->dt, p->op);
 			else if (p->reduce)
 				rop[k_post % win] = xfer_recv(
-					x, left, tmp + (size_t)(k_post % win) * p->seg,
-					l);
+				    x, left, tmp + (size_t)(k_post % win) * slot,
+				    l + (k_post == 0 && tail_in ? CALL_ROOM
+								: 0));
 			else
 				rop[k_post % win] = xfer_recv(x, left, p->dst + o, l);
 			if (rop[k_post % win] < 0)
@@ -251,13 +289,23 @@ static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 			goto out;
 		if (w != rop[k_done % win])
 			continue;
+		if (k_done == 0 && p->call && p->len[recv_block(p, 0)]) {
+			if (tail_in)
+				memcpy(&theirs,
+				       tmp + seg_len(p, recv_block(p, 0), 0),
+				       sizeof(theirs));
+			else if (xfer_wait(x, crv) != HVD_OK)
+				goto out;
+			if (rs_call_apart(x, left, apart, p->call))
+				goto out;
+		}
 		if (p->reduce && !p->in_recv) {
 			int b = recv_block(p, done.s);
 			size_t o = p->off[b] + done.j * p->seg;
 			size_t esz = hvd_dtype_size(p->dt);
 
 			reduce_apply3(red_at(p, b, o), p->src + o,
-				      tmp + (size_t)(k_done % win) * p->seg,
+				      tmp + (size_t)(k_done % win) * slot,
 				      seg_len(p, b, done.j) / esz, p->dt, p->op);
 		}
 		k_done++;
@@ -268,7 +316,6 @@ static hvd_status_t ring_run(struct xfer *x, const struct ring_pass *p,
 	xfer_waitall(x);
 out:
 	free(rop);
-	ring_tmp_put(tmp);
 	return x->st;
 }
 
@@ -311,6 +358,7 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 	const struct coll_tuning *t = coll_tuning();
 	int n = x->g->size;
 	size_t esz = hvd_dtype_size(dt), seg, blk, *off;
+	struct rs_call call = {count, (uint32_t)dt, (uint32_t)op};
 	struct ring_pass p = {
 		.n = n,
 		.r = x->me,
@@ -320,6 +368,7 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 		.mine = mine,
 		.dt = dt,
 		.op = op,
+		.call = &call,
 	};
 
 	if (n == 1) {

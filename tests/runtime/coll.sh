@@ -41,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 31))"
+echo "1..$(($# + 38))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -160,12 +160,30 @@ fail_fast "rank [0-9]*: straddle ring-direct, " 1.5 3 \
 	"allreduce counts apart, the ring on one rank and direct on two: FAST of 3 fail with HVD_ERR_MISMATCH within 1.5 s"
 
 # Two ranks' reducescatter of 16384 floats against 16385: rank 1's
-# block is 8192 floats either way, and it completes; rank 0 fails.
-# Rank 1's next collective must fail with HVD_ERR_MISMATCH at once (rank
-# 0's notice), where it waited on rank 0 until the peer timeout.
+# block is 8192 floats either way, and it completed while rank 0 failed,
+# until each block carried the sender's call.  Both must fail, and their
+# next collective too, at once (the communicator is broken), where rank
+# 1 once waited on rank 0 until the peer timeout.
 env HVD_SHM=0 timeout 60 "$LAUNCH" -np 2 "$CHECK" blind >"$T/out" 2>"$T/err"
-fail_fast "rank 1: blind spot, next allreduce: " 1 1 \
-	"a rank that completed a reducescatter the other found apart fails its next collective with HVD_ERR_MISMATCH within 1 s"
+ok_st=1
+[ "$(grep -c '^rank [01]: blind spot, reducescatter of [0-9]* floats: HVD_ERR_MISMATCH' "$T/out")" -eq 2 ] && ok_st=0
+ok $ok_st "two ranks' reducescatter with counts apart (16384/16385 floats, block 1 alike): both fail with HVD_ERR_MISMATCH"
+[ $ok_st -eq 0 ] || sed 's/^/#   /' "$T/out" | head -n 5
+fail_fast "rank [01]: blind spot, next allreduce: " 1 2 \
+	"the next collective after it fails with HVD_ERR_MISMATCH within 1 s on FAST of 2 ranks"
+# The same by the ring: two ranks at 16384/16385 floats forced, and at
+# 131072/131073 (512 KiB, past the exchange: two ranks' ring by
+# default), where block 1 is 65536 floats either way; three and four
+# ranks forced, with the counts of "rs" and "rs-big" above.
+for spec in "2 rs-pair" "2 rs-pair-big" "3 rs" "3 rs-big" "4 rs" "4 rs-big"; do
+	set -- $spec
+	ring=HVD_REDUCESCATTER_ALGO=ring
+	[ $2 = rs-pair-big ] && ring=
+	env HVD_SHM=0 $ring timeout 60 "$LAUNCH" -np $1 "$CHECK" straddle $2 \
+		>"$T/out" 2>"$T/err"
+	fail_fast "rank [0-9]*: straddle $2, " 5 $1 \
+		"ring reducescatter ($2), counts apart on $1 ranks: FAST of $1 fail with HVD_ERR_MISMATCH within 5 s"
+done
 
 # small_shm SIZE CMD...: CMD in a mount namespace of its own whose
 # /dev/shm is a tmpfs of SIZE.

@@ -764,10 +764,11 @@ static int run_kill(int victim, size_t n, const char *call)
 
 /*
  * Two ranks reducescatter 16384 floats (rank 0) and 16385 (rank 1):
- * block 1 is 8192 floats either way, so rank 1 sees nothing wrong and
- * completes, while rank 0 fails with HVD_ERR_MISMATCH.  Then both
- * allreduce one float: rank 1 must fail there with HVD_ERR_MISMATCH at
- * once (rank 0's notice), not wait for the peer timeout on rank 0.
+ * block 1 is 8192 floats either way, so rank 1 saw nothing wrong and
+ * completed while rank 0 failed, until blocks carried the sender's call;
+ * now both fail with HVD_ERR_MISMATCH.  Then both allreduce one float:
+ * the communicator is broken, and both must fail there with
+ * HVD_ERR_MISMATCH at once, not wait for the peer timeout.
  */
 static int run_after_blind(void)
 {
@@ -808,20 +809,28 @@ static int run_after_blind(void)
  * and 16386 on the others (the direct one on 2-4 ranks when forced, and
  * on 3 by default; recursive halving on 4 and 8): every rank must fail
  * so; "rs-big" the same with 144001 and 144003, whose blocks and halves
- * on 3 and 4 ranks are past RS_CALL_INLINE_MAX (the counts travel in a
- * message of their own; on 3 ranks block 0 is 48001 floats either way,
- * on 4 ranks 36001).  "ring-direct": three ranks allreduce 32768 floats
- * (rank 0: the ring) and 32769 (the others: the direct one); rank 0
- * never sends rank 2 what it waits for, and only the notice of the rank
- * that found the counts apart ends rank 2's wait in seconds.
+ * on 3 and 4 ranks are past 128 KiB (on 3 ranks block 0 is 48001 floats
+ * either way, on 4 ranks 36001).  "rs-pair": 16384 floats on rank 0 and
+ * 16385 on the others, "rs-pair-big" 131072 and 131073: on two ranks
+ * block 1 is the same size either way (8192 and 65536 floats), so rank 1
+ * got what it expected until blocks carried the sender's call (the
+ * exchange of up to 64 KiB; the ring above).  "ring-direct": three
+ * ranks allreduce 32768 floats (rank 0: the ring) and 32769 (the others:
+ * the direct one); rank 0 never sends rank 2 what it waits for, and
+ * only the notice of the rank that found the counts apart ends rank 2's
+ * wait in seconds.
  */
 static int run_straddle(const char *how)
 {
 	int big = strcmp(how, "big") == 0, pair = strcmp(how, "pair") == 0;
 	int rs_big = strcmp(how, "rs-big") == 0;
-	int rs = rs_big || strcmp(how, "rs") == 0;
+	int rs_pair = strcmp(how, "rs-pair") == 0;
+	int rs_pair_big = strcmp(how, "rs-pair-big") == 0;
+	int rs = rs_big || rs_pair || rs_pair_big || strcmp(how, "rs") == 0;
 	int ar3 = strcmp(how, "ring-direct") == 0;
-	size_t mine = rs ? (rs_big ? 144001 : 16384) + 2 * (size_t)(rank_ != 0)
+	size_t mine = rs_pair       ? 16384 + (size_t)(rank_ != 0)
+		      : rs_pair_big ? 131072 + (size_t)(rank_ != 0)
+		      : rs ? (rs_big ? 144001 : 16384) + 2 * (size_t)(rank_ != 0)
 		      : ar3  ? 32768 + (size_t)(rank_ != 0)
 		      : pair ? 131072 + (size_t)(rank_ != 0)
 		      : (rank_ == 0) == big ? 131072 : 1024;

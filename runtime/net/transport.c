@@ -1173,7 +1173,9 @@ hvd_status_t xfer_sendrecv(struct xfer *x, int dst, const void *sbuf,
  */
 #define DRAIN_S 0.5
 
-static void drain_sends(struct xfer *x)
+/* Wait for the sends (recv 0) or the cancelled receives (1) still in
+ * flight with live peers, for up to DRAIN_S, progressing. */
+static void drain(struct xfer *x, int recv)
 {
 	double until = hvd_now() + DRAIN_S;
 
@@ -1183,7 +1185,7 @@ static void drain_sends(struct xfer *x)
 		for (int i = 0; i < x->nops; i++) {
 			struct tp_op *op = &x->ops[i];
 
-			if (op->recv || !op->req || op_test(op) ||
+			if (!op->recv != !recv || !op->req || op_test(op) ||
 			    peers_failed(x->g->world_ranks[op->peer]))
 				continue;
 			left++;
@@ -1198,31 +1200,17 @@ static void drain_sends(struct xfer *x)
  * Receives cancelled after an error.  A receive UCX already matched to a
  * message of several fragments goes on until the last one is in: it
  * writes the buffer, or calls the receive-reduce's unpack (which reads
- * its descriptor), however it was cancelled.  So wait for them as for
- * the sends (the rest of a message from a live peer is on its way), and
- * say whether some are still in flight: from a failed peer, or after
- * DRAIN_S.  Those are released, and what they point at is not freed.
+ * its descriptor), however it was cancelled.  So they are drained as the
+ * sends are (the rest of a message from a live peer is on its way).
+ * What is still in flight then (from a failed peer, or after DRAIN_S) is
+ * released, and what it points at must not be freed: the number of such
+ * receives.
  */
-static int drain_recvs(struct xfer *x)
+static int release_recvs(struct xfer *x)
 {
-	double until = hvd_now() + DRAIN_S;
-	int left;
+	int left = 0;
 
-	for (;;) {
-		left = 0;
-		for (int i = 0; i < x->nops; i++) {
-			struct tp_op *op = &x->ops[i];
-
-			if (!op->recv || !op->req || op_test(op) ||
-			    peers_failed(x->g->world_ranks[op->peer]))
-				continue;
-			left++;
-		}
-		if (!left || hvd_now() > until)
-			break;
-		ucp_worker_progress(ucx_worker);
-	}
-	left = 0;
+	drain(x, 1);
 	for (int i = 0; i < x->nops; i++) {
 		struct tp_op *op = &x->ops[i];
 
@@ -1244,7 +1232,7 @@ hvd_status_t xfer_end(struct xfer *x)
 	if (x->st == HVD_OK)
 		xfer_waitall(x);
 	if (x->st != HVD_OK) {
-		drain_sends(x);
+		drain(x, 0);
 		if (x->st == HVD_ERR_MISMATCH && !x->told)
 			mismatch_tell(x);
 		/* Abandon what is still in flight: cancel receives (their
@@ -1263,7 +1251,7 @@ hvd_status_t xfer_end(struct xfer *x)
 				continue;
 			if (op->recv) {
 				ucp_request_cancel(ucx_worker, op->req);
-				continue; /* drain_recvs */
+				continue; /* release_recvs */
 			}
 			op->tail = NULL; /* leaked: UCX may still read it */
 			atomic_store(&op->req->done, 0);
@@ -1271,7 +1259,7 @@ hvd_status_t xfer_end(struct xfer *x)
 			op->req = NULL;
 			op->done = 1;
 		}
-		in_flight = drain_recvs(x);
+		in_flight = release_recvs(x);
 		if (x->st == HVD_ERR_PEER_FAILED ||
 		    x->st == HVD_ERR_MISMATCH)
 			x->g->broken = x->st;

@@ -300,9 +300,10 @@ static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
  * three times, with the hand-over and the hand-back) and the ring makes
  * p - 1 rounds one after the other.  The own block is read from src and
  * the sum written to dst (they may be the same memory); tmp (from
- * rs_direct_scratch) holds the p - 1 incoming blocks, then the calls
- * below, so that nothing a pending operation points at is freed before
- * xfer_end.
+ * rs_direct_scratch) holds the p - 1 incoming blocks, each with the
+ * sender's call behind it (below), so that nothing a pending operation
+ * points at is freed before xfer_end; the calls sent are copied when
+ * posted (xfer_send_tail).
  *
  * A rank receives only its own block from each peer, so ranks whose
  * counts differ but split to the same block here would see nothing
@@ -320,10 +321,10 @@ static size_t round8(size_t v)
 
 /*
  * The scratch: n - 1 receive slots of stride bytes (a block and the call
- * behind it), then n calls (this rank's in [0]).
+ * behind it).
  */
 struct rs_layout {
-	size_t bl, stride, calls, total;
+	size_t bl, stride, total;
 };
 
 static void rs_layout_of(struct rs_layout *l, int n, int r, size_t count,
@@ -331,8 +332,7 @@ static void rs_layout_of(struct rs_layout *l, int n, int r, size_t count,
 {
 	l->bl = hvd_reducescatter_count(count, r, n) * esz;
 	l->stride = round8(l->bl + sizeof(struct rs_call));
-	l->calls = (size_t)(n - 1) * l->stride;
-	l->total = l->calls + (size_t)n * sizeof(struct rs_call);
+	l->total = (size_t)(n - 1) * l->stride;
 }
 
 /* The scratch rs_direct takes, kept on comm (NULL: out of memory, and
@@ -358,19 +358,13 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 	size_t esz = hvd_dtype_size(dt);
 	size_t mine = hvd_reducescatter_count(count, r, n);
 	struct rs_layout l;
-	struct rs_call *theirs;
-	const struct rs_call *me;
+	struct rs_call me = rs_call_of(count, dt, op), theirs;
 
 	rs_layout_of(&l, n, r, count, esz);
-	theirs = (struct rs_call *)(void *)(tmp + l.calls);
-	me = &theirs[0];
 	ops = malloc((size_t)n * sizeof(int));
 	if (!ops)
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
 					 "hvd: out of memory");
-	theirs[0].count = count;
-	theirs[0].dt = (uint32_t)dt;
-	theirs[0].op = (uint32_t)op;
 	/* Everything posted before anything is waited for; the receives
 	 * first, so that the blocks land in place. */
 	for (int s = 1; s < n; s++) {
@@ -380,9 +374,9 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 		    src + hvd_reducescatter_offset(count, to, n) * esz;
 
 		ops[s] = xfer_recv(x, from, tmp + (size_t)(s - 1) * l.stride,
-				   l.bl + sizeof(*me));
+				   l.bl + sizeof(me));
 		if (ops[s] < 0 ||
-		    xfer_send_tail(x, to, blk, tl, me, sizeof(*me)) < 0)
+		    xfer_send_tail(x, to, blk, tl, &me, sizeof(me)) < 0)
 			goto out;
 	}
 	src += hvd_reducescatter_offset(count, r, n) * esz;
@@ -393,8 +387,8 @@ static hvd_status_t rs_direct(struct xfer *x, const char *src, char *dst,
 
 		if (xfer_wait(x, ops[s]) != HVD_OK)
 			goto out;
-		memcpy(&theirs[s], in + l.bl, sizeof(*theirs));
-		if (rs_call_apart(x, (r - s + n) % n, &theirs[s], me))
+		memcpy(&theirs, in + l.bl, sizeof(theirs));
+		if (rs_call_apart(x, (r - s + n) % n, &theirs, &me))
 			goto out;
 		reduce_apply(dst, in, mine, dt, op);
 	}
@@ -477,24 +471,20 @@ static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
 	size_t esz = hvd_dtype_size(dt), cs = sizeof(struct rs_call);
 	size_t base = 0, most, room;
 	const char *from = src;
-	struct rs_call *me;
+	struct rs_call me = rs_call_of(count, dt, op);
 	char *acc, *in;
 
 	/* The first round keeps the most (its half of the blocks).  The
-	 * scratch: acc, in (a part and a call), this rank's call. */
+	 * scratch: acc, then in (a part and a call). */
 	most = r < n / 2 ? blocks_end(count, n / 2, n)
 			 : count - blocks_end(count, n / 2, n);
 	room = round8(most * esz + cs);
-	acc = coll_scratch(comm, 2 * room + cs);
+	acc = coll_scratch(comm, 2 * room);
 	if (!acc)
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
 					 "hvd: out of memory (%zu bytes)",
-					 2 * room + cs);
+					 2 * room);
 	in = acc + room;
-	me = (struct rs_call *)(void *)(in + room);
-	me->count = count;
-	me->dt = (uint32_t)dt;
-	me->op = (uint32_t)op;
 	for (int m = n / 2; m >= 1; m /= 2) {
 		int peer = r ^ m, mid = lo + (hi - lo) / 2, low = r < mid;
 		int klo = low ? lo : mid, khi = low ? mid : hi;
@@ -508,12 +498,12 @@ static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
 
 		rv = xfer_recv(x, peer, in, kb + cs);
 		if (rv < 0 ||
-		    xfer_send_tail(x, peer, from + (so - base) * esz, sb, me,
+		    xfer_send_tail(x, peer, from + (so - base) * esz, sb, &me,
 				   cs) < 0 ||
 		    xfer_wait(x, rv) != HVD_OK)
 			return x->st;
 		memcpy(&c, in + kb, cs);
-		if (rs_call_apart(x, peer, &c, me))
+		if (rs_call_apart(x, peer, &c, &me))
 			return x->st;
 		if (from == src) {
 			reduce_apply3(acc, src + ko * esz, in, kb / esz, dt,

@@ -186,6 +186,11 @@ struct rs_call {
 	uint64_t count;
 	uint32_t dt, op;
 };
+static inline struct rs_call rs_call_of(size_t count, hvd_dtype_t dt,
+					hvd_op_t op)
+{
+	return (struct rs_call){count, (uint32_t)dt, (uint32_t)op};
+}
 /* 1, with HVD_ERR_MISMATCH on x, when group rank peer's call c is not
  * this rank's (me). */
 int rs_call_apart(struct xfer *x, int peer, const struct rs_call *c,

@@ -358,7 +358,7 @@ hvd_status_t ring_reduce_scatter(struct xfer *x, const void *src, void *dst,
 	const struct coll_tuning *t = coll_tuning();
 	int n = x->g->size;
 	size_t esz = hvd_dtype_size(dt), seg, blk, *off;
-	struct rs_call call = {count, (uint32_t)dt, (uint32_t)op};
+	struct rs_call call = rs_call_of(count, dt, op);
 	struct ring_pass p = {
 		.n = n,
 		.r = x->me,

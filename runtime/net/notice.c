@@ -111,26 +111,12 @@ static void take_in(void)
 
 static void send_out(int f)
 {
-	int n = peers_count(), me = peers_self();
+	int n = peers_count();
 
-	auth_notice_seal(&notice_out[f], f, me, ++notice_seq);
-	for (int w = 0; w < n; w++) {
-		hvd_status_t st = HVD_OK;
-		ucp_request_param_t prm;
-		ucp_ep_h ep;
-		void *r;
-
-		if (w == me || peers_failed(w))
-			continue;
-		ep = ucx_ep(w, &st);
-		if (!ep)
-			continue;
-		memset(&prm, 0, sizeof(prm));
-		r = ucp_tag_send_nbx(ep, &notice_out[f], sizeof(notice_out[f]),
-				     notice_tag(), &prm);
-		if (r && !UCS_PTR_IS_ERR(r))
-			ucp_request_free(r);
-	}
+	auth_notice_seal(&notice_out[f], f, peers_self(), ++notice_seq);
+	for (int w = 0; w < n; w++)
+		ucx_send_forget(w, &notice_out[f], sizeof(notice_out[f]),
+				notice_tag());
 }
 
 void notice_poll(void)

@@ -841,21 +841,10 @@ static void mismatch_tell(struct xfer *x)
 	 * caller's stays the mismatch's. */
 	char *kept = strdup(hvd_last_error());
 
-	for (int i = 0; i < x->g->size; i++) {
-		int w = x->g->world_ranks[i];
-		hvd_status_t st = HVD_OK;
-		ucp_request_param_t prm;
-		ucp_ep_h ep;
-		void *r;
-
-		if (i == x->me || peers_failed(w) || !(ep = ucx_ep(w, &st)))
-			continue;
-		memset(&prm, 0, sizeof(prm));
-		r = ucp_tag_send_nbx(ep, &tell_body, sizeof(tell_body),
-				     auth_tag(x->tag_base | TP_TELL_SRC), &prm);
-		if (r && !UCS_PTR_IS_ERR(r))
-			ucp_request_free(r);
-	}
+	for (int i = 0; i < x->g->size; i++)
+		ucx_send_forget(x->g->world_ranks[i], &tell_body,
+				sizeof(tell_body),
+				auth_tag(x->tag_base | TP_TELL_SRC));
 	if (kept && strcmp(kept, hvd_last_error()) != 0)
 		hvd_error(HVD_ERR_MISMATCH, "%s", kept);
 	free(kept);

@@ -486,6 +486,21 @@ void ucx_wake_sleepers(void)
 		ucp_worker_signal(ucx_worker);
 }
 
+void ucx_send_forget(int w, const void *buf, size_t len, uint64_t tag)
+{
+	hvd_status_t st = HVD_OK;
+	ucp_request_param_t prm;
+	ucp_ep_h ep;
+	void *r;
+
+	if (w == peers_self() || peers_failed(w) || !(ep = ucx_ep(w, &st)))
+		return;
+	memset(&prm, 0, sizeof(prm));
+	r = ucp_tag_send_nbx(ep, buf, len, tag, &prm);
+	if (r && !UCS_PTR_IS_ERR(r))
+		ucp_request_free(r);
+}
+
 void ucx_bytes_send_params(ucp_request_param_t *prm)
 {
 	memset(prm, 0, sizeof(*prm));

@@ -43,6 +43,10 @@ void ucx_set_oversubscribed(int oversubscribed);
 void ucx_send_cb(void *request, ucs_status_t status, void *user_data);
 void ucx_recv_cb(void *request, ucs_status_t status,
 		 const ucp_tag_recv_info_t *info, void *user_data);
+/* Fire and forget: len bytes of buf to world rank w under tag, unless w
+ * is this rank, has failed or has no endpoint (which records its error).
+ * buf must outlive the send: nothing waits for it. */
+void ucx_send_forget(int w, const void *buf, size_t len, uint64_t tag);
 /* Request parameters for a send / receive of plain bytes through the
  * callbacks above (a receive always completes through its callback:
  * UCP_OP_ATTR_FLAG_NO_IMM_CMPL). */

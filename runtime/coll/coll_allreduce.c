@@ -450,9 +450,11 @@ static size_t blocks_end(size_t count, int b, int n)
  * sum of its own block.  Every byte of (n-1)/n of the buffer crosses
  * once, in log2(n) messages, where the direct algorithm sends n - 1 and
  * the ring takes n - 1 rounds, and rd sends the whole buffer each round.
- * The first round adds what comes to the input into scratch (acc);
- * later rounds add to acc in place, sending from its other half (a part
- * no later round writes).
+ * The first round adds what comes to the input into acc; later rounds
+ * add to acc in place, sending from its other half (a part no later
+ * round writes).  acc is scratch, or with whole (the allreduce's output)
+ * the same places in whole: the blocks a round gives up are the ones the
+ * allgather overwrites, and the own block is left where it belongs.
  *
  * Every message carries the sender's call (count, type, op) behind it,
  * as rs_direct's blocks do, and a rank checks its partner's before it
@@ -464,27 +466,28 @@ static size_t blocks_end(size_t count, int b, int n)
  * the mismatch notice.
  */
 static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
-			       const char *src, char *dst, size_t count,
-			       hvd_dtype_t dt, hvd_op_t op)
+			       const char *src, char *dst, char *whole,
+			       size_t count, hvd_dtype_t dt, hvd_op_t op)
 {
 	int n = x->g->size, r = x->me, lo = 0, hi = n;
 	size_t esz = hvd_dtype_size(dt), cs = sizeof(struct rs_call);
-	size_t base = 0, most, room;
+	size_t base = 0, first, most, room;
 	const char *from = src;
 	struct rs_call me = rs_call_of(count, dt, op);
 	char *acc, *in;
 
-	/* The first round keeps the most (its half of the blocks).  The
-	 * scratch: acc, then in (a part and a call). */
-	most = r < n / 2 ? blocks_end(count, n / 2, n)
-			 : count - blocks_end(count, n / 2, n);
+	/* The first round keeps the most (its half of the blocks, from
+	 * first).  The scratch: in (a part and a call), then acc unless
+	 * whole holds it. */
+	first = r < n / 2 ? 0 : blocks_end(count, n / 2, n);
+	most = r < n / 2 ? blocks_end(count, n / 2, n) : count - first;
 	room = round8(most * esz + cs);
-	acc = coll_scratch(comm, 2 * room);
-	if (!acc)
+	in = coll_scratch(comm, whole ? room : 2 * room);
+	if (!in)
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
 					 "hvd: out of memory (%zu bytes)",
-					 2 * room);
-	in = acc + room;
+					 whole ? room : 2 * room);
+	acc = whole ? whole + first * esz : in + room;
 	for (int m = n / 2; m >= 1; m /= 2) {
 		int peer = r ^ m, mid = lo + (hi - lo) / 2, low = r < mid;
 		int klo = low ? lo : mid, khi = low ? mid : hi;
@@ -505,7 +508,7 @@ static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
 		memcpy(&c, in + kb, cs);
 		if (rs_call_apart(x, peer, &c, &me))
 			return x->st;
-		if (from == src) {
+		if (m == n / 2) { /* from the input (acc may be it) */
 			reduce_apply3(acc, src + ko * esz, in, kb / esz, dt,
 				      op);
 			from = acc;
@@ -518,11 +521,12 @@ static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
 		hi = khi;
 	}
 	/* The sends read acc and, in place, dst's buffer: done first. */
-	if (xfer_waitall(x) == HVD_OK && count)
-		memcpy(dst,
-		       from +
-			   (hvd_reducescatter_offset(count, r, n) - base) * esz,
-		       hvd_reducescatter_count(count, r, n) * esz);
+	if (xfer_waitall(x) == HVD_OK && count) {
+		from += (hvd_reducescatter_offset(count, r, n) - base) * esz;
+		if (from != dst)
+			memcpy(dst, from,
+			       hvd_reducescatter_count(count, r, n) * esz);
+	}
 	return x->st;
 }
 
@@ -548,7 +552,7 @@ static hvd_status_t halving_allreduce(hvd_comm_t *comm, const void *src,
 
 	xfer_begin(&x, &comm->net);
 	if (rs_halving(comm, &x, src,
-		       out + hvd_reducescatter_offset(count, r, n) * esz,
+		       out + hvd_reducescatter_offset(count, r, n) * esz, out,
 		       count, dt, op) == HVD_OK)
 		for (int m = 1; m < n; m <<= 1) {
 			int peer = r ^ m, mine = r & ~(m - 1);
@@ -641,8 +645,8 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 	case ALGO_HALVING:
 		xfer_begin(&x, &comm->net);
 		rs_halving(comm, &x, src,
-			   in_place ? full + moff * esz : recvbuf, count, dt,
-			   rop);
+			   in_place ? full + moff * esz : recvbuf, NULL, count,
+			   dt, rop);
 		st = xfer_end(&x);
 		break;
 	case ALGO_HIER:

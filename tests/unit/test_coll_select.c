@@ -1,10 +1,16 @@
 /*
  * test_coll_select.c - the collective tuning table and algorithm
  * selection (runtime/coll/coll_select.c), driven by a fake environment.
+ *
+ * With --choices it reads "ranks bytes ..." lines and prints "ranks
+ * bytes algorithm" for a float32 allreduce of that many bytes on that
+ * many ranks, one a node, with the default tuning: tests/unit/
+ * cost_model.sh holds contrib/bench/cost-model's choices to these.
  */
 #include "coll/coll_impl.h"
 #include "tap.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *env[32][2];
@@ -39,7 +45,33 @@ static struct coll_place place(int size, int nodes, int uniform, int ls,
 	return p;
 }
 
-int main(void)
+static int print_choices(void)
+{
+	struct coll_tuning t;
+	char line[256];
+
+	coll_tuning_parse(&t, lookup, warn);
+	while (fgets(line, sizeof(line), stdin)) {
+		unsigned long long bytes;
+		int p;
+		struct coll_place at;
+
+		if (sscanf(line, "%d %llu", &p, &bytes) != 2 || p < 1) {
+			fprintf(stderr, "test_coll_select --choices: expected "
+					"'ranks bytes', got: %s",
+				line);
+			return 2;
+		}
+		at = place(p, p, 1, 1, 1);
+		printf("%d %llu %s\n", p, bytes,
+		       coll_algo_name(coll_select(&t, CK_ALLREDUCE,
+						  (size_t)bytes,
+						  (size_t)bytes / 4, &at)));
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	struct coll_tuning t;
 	struct coll_place one_node = place(4, 1, 1, 4, 1);
@@ -51,6 +83,8 @@ int main(void)
 	struct coll_place huge = place(8192, 1024, 1, 8, 1);
 	struct coll_place crowded;
 
+	if (argc > 1 && strcmp(argv[1], "--choices") == 0)
+		return print_choices();
 	plan(112);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");

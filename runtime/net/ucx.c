@@ -604,6 +604,48 @@ static void end_closes(void **reqs, int n)
 	neps = 0;
 }
 
+/*
+ * Messages nobody received, in w's unexpected queue: what a collective
+ * that failed left behind (its peers' blocks, a mismatch notice).
+ * Destroying the worker warned once for each ("UCX WARN unexpected
+ * tag-receive descriptor ... was not matched") after an error the caller
+ * had already been given.  Each is taken in, truncated into a few bytes,
+ * and dropped; a receive that has not ended after limit seconds in all
+ * (a rendezvous whose sender is gone) is cancelled, and the rest left to
+ * the warnings.
+ */
+static void drop_unexpected(ucp_worker_h w, double limit)
+{
+	double deadline = hvd_now() + limit;
+	ucp_tag_recv_info_t info;
+	ucp_tag_message_h m;
+	char sink[64];
+	int n = 0;
+
+	while ((m = ucp_tag_probe_nb(w, 0, 0, 1, &info)) != NULL) {
+		ucp_request_param_t prm;
+		struct tp_req *r;
+
+		ucx_bytes_recv_params(&prm);
+		r = ucp_tag_msg_recv_nbx(w, sink, sizeof(sink), m, &prm);
+		if (UCS_PTR_IS_ERR(r) || !r)
+			continue;
+		while (!atomic_load(&r->done) && hvd_now() < deadline)
+			ucp_worker_progress(w);
+		if (!atomic_load(&r->done)) {
+			ucp_request_cancel(w, r);
+			ucp_worker_progress(w);
+		}
+		ucp_request_free(r);
+		n++;
+		if (hvd_now() >= deadline)
+			break;
+	}
+	if (n)
+		hvd_log(HVD_LOG_DEBUG, "dropped %d message%s nobody received",
+			n, n == 1 ? "" : "s");
+}
+
 void ucx_finalize(int fence)
 {
 	void **reqs;
@@ -633,6 +675,7 @@ void ucx_finalize(int fence)
 			"finalize: not every rank reached hvd_finalize() "
 			"within 30 s");
 	end_closes(reqs, nreq);
+	drop_unexpected(ucx_worker, 1.0);
 	ucp_worker_release_address(ucx_worker, my_addr);
 	ucp_worker_destroy(ucx_worker);
 	ucx_worker_discard();
@@ -745,6 +788,8 @@ void ucx_worker_switch(void)
 	while (nreq && reap_closes(reqs, nreq) && hvd_now() < deadline)
 		;
 	end_closes(reqs, nreq);
+	/* the new world waits: a tenth of a second at most */
+	drop_unexpected(ucx_worker, 0.1);
 	ucp_worker_release_address(ucx_worker, my_addr);
 	ucp_worker_destroy(ucx_worker);
 	if (next_context) {

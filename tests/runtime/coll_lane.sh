@@ -3,7 +3,7 @@
 # HVD_TCP_LANE_LOCAL=1 and without shared memory (HVD_SHM=0) the large
 # messages between the ranks of this node go on the lane's own TCP
 # connections, so that the builds that only run one-node tests (ASan,
-# UBSan, TSan) cover it: coll_check on 2 and 3 ranks, with every message
+# UBSan, TSan) cover it: coll_check on 2, 3 and 4 ranks, with every message
 # from 4 KiB on the lane read as it comes, the next message's header
 # read with the end of the one before, one rank offering it and the
 # other not, the receive buffer a connection starts with, counts across
@@ -28,7 +28,7 @@ if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
 fi
 T=$(mktemp -d "${TMPDIR:-/var/tmp}/coll-lane.XXXXXX")
 trap 'rm -rf "$T"' EXIT
-plan 10
+plan 11
 
 # lane_counts FILE: "sent received" per rank, from hvd_finalize's debug
 # line
@@ -74,6 +74,10 @@ bufs=$(sed -n 's/.*TCP lane: .* rank [0-9]* (.*receive buffer \([0-9]*\) bytes)$
 big=$(echo "$bufs" | awk -v w="$want" '$1 >= w' | wc -l)
 is "$big" 2 "both ends of the lane's connection start with a receive buffer of at least $want bytes (got: $(echo $bufs))"
 run_check "3 ranks on the lane" 3 3 HVD_TCP_LANE_LOCAL=1
+# Four ranks take recursive halving and doubling from 64 KiB to 1 MiB:
+# each message with the sender's call behind it, the allreduce's sums
+# made in its output and sent from there.
+run_check "4 ranks on the lane (recursive halving)" 4 4 HVD_TCP_LANE_LOCAL=1
 # The ring's segments follow each other on a connection: the read that
 # ends one also took the next one's header, and coll_check's results
 # above were right with it.

@@ -79,7 +79,7 @@ hvd_status_t coll_allreduce_flat(hvd_comm_t *comm, const void *sendbuf,
 			    : ALGO_RING;
 	if (a == ALGO_RD || comm->net.size == 1)
 		return svc_allreduce(&comm->net, src, recvbuf, count, dt, op);
-	if (a == ALGO_HALVING && coll_pow2(comm->net.size))
+	if (a == ALGO_HALVING)
 		return halving_allreduce(comm, src, recvbuf, count, dt, op);
 	return ring_allreduce(comm, src, recvbuf, count, dt, op);
 }
@@ -465,11 +465,20 @@ static size_t blocks_end(size_t count, int b, int n)
  * on the others), no rank completes, and the ones left waiting end on
  * the mismatch notice.
  */
+/* The group rank of rank v of a halving over n - rem of n ranks, where
+ * the first 2 x rem fold in pairs and the odd one of each pair goes on
+ * (halving_allreduce); rem 0: v itself. */
+static int fold_rank(int v, int rem)
+{
+	return v < rem ? 2 * v + 1 : v + rem;
+}
+
 static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
 			       const char *src, char *dst, char *whole,
-			       size_t count, hvd_dtype_t dt, hvd_op_t op)
+			       size_t count, hvd_dtype_t dt, hvd_op_t op,
+			       int n, int r, int rem)
 {
-	int n = x->g->size, r = x->me, lo = 0, hi = n;
+	int lo = 0, hi = n;
 	size_t esz = hvd_dtype_size(dt), cs = sizeof(struct rs_call);
 	size_t base = 0, first, most, room;
 	const char *from = src;
@@ -489,7 +498,8 @@ static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
 					 whole ? room : 2 * room);
 	acc = whole ? whole + first * esz : in + room;
 	for (int m = n / 2; m >= 1; m /= 2) {
-		int peer = r ^ m, mid = lo + (hi - lo) / 2, low = r < mid;
+		int peer = fold_rank(r ^ m, rem), mid = lo + (hi - lo) / 2;
+		int low = r < mid;
 		int klo = low ? lo : mid, khi = low ? mid : hi;
 		int slo = low ? mid : lo, shi = low ? hi : mid;
 		size_t ko = blocks_end(count, klo, n);
@@ -540,36 +550,80 @@ static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
  * once.  The halving checked every call (rs_halving); a rank that failed
  * there sends nothing more, and its partners' waits end on the notice.
  * The blocks sent from dst are never written again in the collective.
+ *
+ * Any other number of ranks p folds first, as MPICH does: with q the
+ * largest power of two below p and rem = p - q, each even rank of the
+ * first 2 x rem sends its whole input, its call behind, to the odd rank
+ * after it, which adds it to its own and takes part in the halving and
+ * doubling over q ranks (fold_rank); at the end it sends the sum back.
+ * Two more messages of the whole buffer, where a ring of p ranks takes
+ * 2(p - 1) rounds: worth it where a message's latency is dear and p
+ * large (coll_select.c).  The folded-out rank sends before it posts the
+ * receive of the sum, so that an in-place sum never lands on what it
+ * still sends.
  */
 static hvd_status_t halving_allreduce(hvd_comm_t *comm, const void *src,
 				      void *dst, size_t count, hvd_dtype_t dt,
 				      hvd_op_t op)
 {
-	int n = comm->net.size, r = comm->net.rank;
-	size_t esz = hvd_dtype_size(dt);
-	char *out = dst;
+	int n = comm->net.size, r = comm->net.rank, q = 1, rem, vr, rv;
+	size_t esz = hvd_dtype_size(dt), bytes = count * esz;
+	size_t cs = sizeof(struct rs_call);
+	struct rs_call me = rs_call_of(count, dt, op), c;
+	char *out = dst, *in;
 	struct xfer x;
 
+	while (q * 2 <= n)
+		q *= 2;
+	rem = n - q;
 	xfer_begin(&x, &comm->net);
+	if (r < 2 * rem && r % 2 == 0) {
+		rv = xfer_send_tail(&x, r + 1, src, bytes, &me, cs);
+		if (rv >= 0 && xfer_wait(&x, rv) == HVD_OK &&
+		    (rv = xfer_recv(&x, r + 1, out, bytes)) >= 0)
+			xfer_wait(&x, rv);
+		return xfer_end(&x);
+	}
+	if (r < 2 * rem) {
+		in = coll_scratch(comm, bytes + cs);
+		if (!in) {
+			x.st = hvd_error(HVD_ERR_NO_MEMORY,
+					 "hvd: out of memory (%zu bytes)",
+					 bytes + cs);
+			return xfer_end(&x);
+		}
+		rv = xfer_recv(&x, r - 1, in, bytes + cs);
+		if (rv < 0 || xfer_wait(&x, rv) != HVD_OK)
+			return xfer_end(&x);
+		memcpy(&c, in + bytes, cs);
+		if (rs_call_apart(&x, r - 1, &c, &me))
+			return xfer_end(&x);
+		if (count)
+			reduce_apply3(out, src, in, count, dt, op);
+		src = out;
+	}
+	vr = r < 2 * rem ? r / 2 : r - rem;
 	if (rs_halving(comm, &x, src,
-		       out + hvd_reducescatter_offset(count, r, n) * esz, out,
-		       count, dt, op) == HVD_OK)
-		for (int m = 1; m < n; m <<= 1) {
-			int peer = r ^ m, mine = r & ~(m - 1);
+		       out + hvd_reducescatter_offset(count, vr, q) * esz, out,
+		       count, dt, op, q, vr, rem) == HVD_OK)
+		for (int m = 1; m < q; m <<= 1) {
+			int peer = vr ^ m, mine = vr & ~(m - 1);
 			int theirs = peer & ~(m - 1);
-			size_t mo = blocks_end(count, mine, n);
-			size_t to = blocks_end(count, theirs, n);
-			int rv = xfer_recv(
-			    &x, peer, out + to * esz,
-			    (blocks_end(count, theirs + m, n) - to) * esz);
+			size_t mo = blocks_end(count, mine, q);
+			size_t to = blocks_end(count, theirs, q);
 
+			rv = xfer_recv(
+			    &x, fold_rank(peer, rem), out + to * esz,
+			    (blocks_end(count, theirs + m, q) - to) * esz);
 			if (rv < 0 ||
-			    xfer_send(&x, peer, out + mo * esz,
-				      (blocks_end(count, mine + m, n) - mo) *
+			    xfer_send(&x, fold_rank(peer, rem), out + mo * esz,
+				      (blocks_end(count, mine + m, q) - mo) *
 					  esz) < 0 ||
 			    xfer_wait(&x, rv) != HVD_OK)
 				break;
 		}
+	if (x.st == HVD_OK && r < 2 * rem)
+		xfer_send(&x, r - 1, out, bytes);
 	return xfer_end(&x);
 }
 
@@ -646,7 +700,7 @@ hvd_status_t host_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 		xfer_begin(&x, &comm->net);
 		rs_halving(comm, &x, src,
 			   in_place ? full + moff * esz : recvbuf, NULL, count,
-			   dt, rop);
+			   dt, rop, n, r, 0);
 		st = xfer_end(&x);
 		break;
 	case ALGO_HIER:

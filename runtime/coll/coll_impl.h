@@ -100,7 +100,8 @@ enum coll_algo coll_select_flat(const struct coll_tuning *t,
 int coll_allreduce_rd(const struct coll_tuning *t, size_t bytes,
 		      size_t count, int size);
 /* Pure: whether it goes by recursive halving and doubling instead (a
- * power of two of ranks from four, past recursive doubling's sizes). */
+ * power of two of ranks from four, past recursive doubling's sizes; other
+ * numbers of ranks folded onto a power of two, where that pays). */
 int coll_allreduce_halving(const struct coll_tuning *t, size_t bytes,
 			   size_t count, int size);
 

@@ -44,6 +44,7 @@ static const char *const kind_names[CK_COUNT] = {
 #define AR_DIRECT_FROM ((size_t)128 << 10)
 #define RS_HALVING_MAX ((size_t)8 << 20)
 #define AR_HALVING_PER_RANK ((size_t)256 << 10)
+#define AR_FOLD_STEP ((size_t)32 << 10)
 
 /* Three or four ranks, bytes above from and within the scratch limit. */
 static int direct_fits(const struct coll_place *p, size_t bytes, size_t from)
@@ -211,8 +212,12 @@ static int usable(enum coll_kind k, enum coll_algo a,
 	if (a == ALGO_HIER)
 		return p->shm && p->nodes > 1 && p->uniform &&
 		       p->local_size > 1;
+	/* The allreduce folds any number of ranks onto a power of two
+	 * (halving_allreduce); the reducescatter's blocks are the ranks'. */
 	if (a == ALGO_HALVING)
-		return p->size > 1 && coll_pow2(p->size);
+		return p->size > 1 &&
+		       (coll_pow2(p->size) ||
+			(k == CK_ALLREDUCE && p->size > 2));
 	return 1;
 }
 
@@ -259,14 +264,29 @@ int coll_allreduce_rd(const struct coll_tuning *t, size_t bytes,
  * against 2188-2353 / 2050-2228).  For more ranks the limit is the
  * cost model's (doc/design.md, "At scale"): at 1024 nodes the ring's
  * 2046 rounds are milliseconds of latency alone.
+ *
+ * Any other number of ranks folds onto the power of two q below it
+ * first: two more messages of the whole buffer, against the ring's
+ * 2(p - 1) rounds.  On the cost model (α per message, β per byte) it
+ * wins while bytes < (p - 2 - log2 q) α/β, and AR_FOLD_STEP is α/β:
+ * 32 KiB, below what a 25 GbE TCP or 100-200 Gb/s InfiniBand port
+ * gives (~40-75 KiB), so 7 ranks fold up to 96 KiB, 12 up to 224 KiB,
+ * 100 up to 2.9 MiB, 1000 up to the halving's 8 MiB.
  */
 int coll_allreduce_halving(const struct coll_tuning *t, size_t bytes,
 			   size_t count, int size)
 {
-	return size > 2 && coll_pow2(size) &&
-	       !coll_allreduce_rd(t, bytes, count, size) &&
-	       bytes <= RS_HALVING_MAX &&
-	       bytes <= (size_t)size * AR_HALVING_PER_RANK;
+	int lg = 0;
+
+	if (size <= 2 || coll_allreduce_rd(t, bytes, count, size) ||
+	    bytes > RS_HALVING_MAX)
+		return 0;
+	if (coll_pow2(size))
+		return bytes <= (size_t)size * AR_HALVING_PER_RANK;
+	while ((2 << lg) <= size)
+		lg++;
+	return size - 2 - lg > 0 &&
+	       bytes <= (size_t)(size - 2 - lg) * AR_FOLD_STEP;
 }
 
 enum coll_algo coll_select(const struct coll_tuning *t, enum coll_kind k,

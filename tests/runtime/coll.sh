@@ -41,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 39))"
+echo "1..$(($# + 44))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -95,6 +95,13 @@ run_check "5 ranks, UCX only, the direct reducescatter and allreduce at every si
 # (empty blocks) too.
 run_check "8 ranks, UCX only, recursive halving (and doubling) at every size" 8 \
 	HVD_SHM=0 HVD_REDUCESCATTER_ALGO=halving HVD_ALLREDUCE_ALGO=halving
+# The allreduce's halving on other numbers of ranks folds the first
+# 2 x rem onto the power of two below (one, one and two pairs), forced
+# at every size: large jobs of such sizes take it by default.
+for np in 3 5 6; do
+	run_check "$np ranks, UCX only, the allreduce's halving folded onto a power of two" \
+		$np HVD_SHM=0 HVD_ALLREDUCE_ALGO=halving
+done
 run_check "3 ranks, UCX ring everywhere with 4 KiB segments" 3 HVD_SHM=0 \
 	HVD_ALLREDUCE_ALGO=ring HVD_REDUCESCATTER_ALGO=ring \
 	HVD_ALLGATHER_ALGO=ring HVD_BCAST_ALGO=chain HVD_RING_SEGMENT=4K \
@@ -158,6 +165,16 @@ env HVD_SHM=0 timeout 60 "$LAUNCH" -np 3 "$CHECK" straddle ring-direct \
 	>"$T/out" 2>"$T/err"
 fail_fast "rank [0-9]*: straddle ring-direct, " 1.5 3 \
 	"allreduce counts apart, the ring on one rank and direct on two: FAST of 3 fail with HVD_ERR_MISMATCH within 1.5 s"
+
+# Counts apart in the folded halving (rank 0 131072 floats, the others
+# 131073): rank 1 finds rank 0's input a float short; rank 0 waits for
+# the sum, the others in the halving, until the notice.
+for np in 3 5; do
+	env HVD_SHM=0 HVD_ALLREDUCE_ALGO=halving timeout 60 "$LAUNCH" -np $np \
+		"$CHECK" straddle pair >"$T/out" 2>"$T/err"
+	fail_fast "rank [0-9]*: straddle pair, " 5 $np \
+		"allreduce by the folded halving, counts apart on $np ranks: FAST of $np fail with HVD_ERR_MISMATCH within 5 s"
+done
 
 # Two ranks' reducescatter of 16384 floats against 16385: rank 1's
 # block is 8192 floats either way, and it completed while rank 0 failed,

@@ -16,10 +16,10 @@ trap 'rm -rf "$T"' EXIT
 echo "1..2"
 python3 "$srcdir/contrib/bench/cost-model" --choices >"$T/model"
 n=$(grep -c '^[0-9]* [0-9]* [a-z]*$' "$T/model")
-if [ "$n" -ge 100 ]; then
+if [ "$n" -ge 200 ]; then
 	echo "ok 1 - cost-model --choices prints $n points"
 else
-	echo "not ok 1 - cost-model --choices prints $n points (expected 100 or more)"
+	echo "not ok 1 - cost-model --choices prints $n points (expected 200 or more)"
 fi
 if "$sel" --choices <"$T/model" >"$T/select" &&
 	diff "$T/model" "$T/select" >"$T/diff"; then

@@ -85,7 +85,7 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "--choices") == 0)
 		return print_choices();
-	plan(112);
+	plan(118);
 	coll_tuning_parse(&t, lookup, warn);
 	is_int(t.allreduce_small_max, 64 << 10, "default rd threshold 64K");
 	is_int(t.allreduce_pair_max, 512 << 10,
@@ -140,7 +140,20 @@ int main(int argc, char **argv)
 	is_int(coll_allreduce_halving(&t, (8 << 20) + 4, (1 << 21) + 1, 1024),
 	       0, "... above 8 MiB (its scratch): not");
 	is_int(coll_allreduce_halving(&t, 1 << 20, 1 << 18, 6), 0,
-	       "six ranks (not a power of two): not");
+	       "six ranks, 1 MiB: not (folded onto four, it pays up to "
+	       "64 KiB, rd's)");
+	is_int(coll_allreduce_halving(&t, 96 << 10, 24576, 7), 1,
+	       "seven ranks, 96 KiB: folded onto four (3 x 32K)");
+	is_int(coll_allreduce_halving(&t, (96 << 10) + 4, 24577, 7), 0,
+	       "... above: the ring");
+	is_int(coll_allreduce_halving(&t, 224 << 10, 57344, 12), 1,
+	       "twelve ranks, 224 KiB: folded onto eight (7 x 32K)");
+	is_int(coll_allreduce_halving(&t, (224 << 10) + 4, 57345, 12), 0,
+	       "... above: the ring");
+	is_int(coll_allreduce_halving(&t, 8 << 20, 1 << 21, 1000), 1,
+	       "1000 nodes, 8 MiB: folded onto 512");
+	is_int(coll_allreduce_halving(&t, 1 << 20, 1 << 18, 5), 0,
+	       "five ranks, 1 MiB: the ring (the fold never pays on five)");
 	is_int(coll_allreduce_halving(&t, 1 << 20, 1 << 18, 2), 0,
 	       "two ranks: not (rd, then the ring)");
 	is_int(coll_allreduce_rd(&t, 512 << 10, 131072, 2), 1,

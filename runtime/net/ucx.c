@@ -616,10 +616,12 @@ static void end_closes(void **reqs, int n)
  */
 static void drop_unexpected(ucp_worker_h w, double limit)
 {
+	/* Not on the stack: a cancelled receive is only released with the
+	 * worker, after this returns. */
+	static char sink[64];
 	double deadline = hvd_now() + limit;
 	ucp_tag_recv_info_t info;
 	ucp_tag_message_h m;
-	char sink[64];
 	int n = 0;
 
 	while ((m = ucp_tag_probe_nb(w, 0, 0, 1, &info)) != NULL) {

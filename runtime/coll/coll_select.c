@@ -269,9 +269,11 @@ int coll_allreduce_rd(const struct coll_tuning *t, size_t bytes,
  * first: two more messages of the whole buffer, against the ring's
  * 2(p - 1) rounds.  On the cost model (α per message, β per byte) it
  * wins while bytes < (p - 2 - log2 q) α/β, and AR_FOLD_STEP is α/β:
- * 32 KiB, below what a 25 GbE TCP or 100-200 Gb/s InfiniBand port
- * gives (~40-75 KiB), so 7 ranks fold up to 96 KiB, 12 up to 224 KiB,
- * 100 up to 2.9 MiB, 1000 up to the halving's 8 MiB.
+ * 32 KiB, amid what a port's latency is worth in bytes (100 Gb/s
+ * InfiniBand at 1.5-2 us ~20 KiB, 200 Gb/s ~40, 25 GbE TCP at 15 us
+ * ~45, the cost model's 3 us at 25 GB/s 75), so 7 ranks fold up to
+ * 96 KiB, 12 up to 224 KiB, 100 up to 2.9 MiB, 1000 up to the
+ * halving's 8 MiB.
  */
 int coll_allreduce_halving(const struct coll_tuning *t, size_t bytes,
 			   size_t count, int size)

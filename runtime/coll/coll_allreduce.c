@@ -465,14 +465,6 @@ static size_t blocks_end(size_t count, int b, int n)
  * on the others), no rank completes, and the ones left waiting end on
  * the mismatch notice.
  */
-/* The group rank of rank v of a halving over n - rem of n ranks, where
- * the first 2 x rem fold in pairs and the odd one of each pair goes on
- * (halving_allreduce); rem 0: v itself. */
-static int fold_rank(int v, int rem)
-{
-	return v < rem ? 2 * v + 1 : v + rem;
-}
-
 static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
 			       const char *src, char *dst, char *whole,
 			       size_t count, hvd_dtype_t dt, hvd_op_t op,
@@ -498,7 +490,7 @@ static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
 					 whole ? room : 2 * room);
 	acc = whole ? whole + first * esz : in + room;
 	for (int m = n / 2; m >= 1; m /= 2) {
-		int peer = fold_rank(r ^ m, rem), mid = lo + (hi - lo) / 2;
+		int peer = svc_fold_rank(r ^ m, rem), mid = lo + (hi - lo) / 2;
 		int low = r < mid;
 		int klo = low ? lo : mid, khi = low ? mid : hi;
 		int slo = low ? mid : lo, shi = low ? hi : mid;
@@ -555,7 +547,8 @@ static hvd_status_t rs_halving(hvd_comm_t *comm, struct xfer *x,
  * largest power of two below p and rem = p - q, each even rank of the
  * first 2 x rem sends its whole input, its call behind, to the odd rank
  * after it, which adds it to its own and takes part in the halving and
- * doubling over q ranks (fold_rank); at the end it sends the sum back.
+ * doubling over q ranks (svc_fold_rank, recursive doubling's pairing);
+ * at the end it sends the sum back.
  * Two more messages of the whole buffer, where a ring of p ranks takes
  * 2(p - 1) rounds: worth it where a message's latency is dear and p
  * large (coll_select.c).  The folded-out rank sends before it posts the
@@ -566,16 +559,14 @@ static hvd_status_t halving_allreduce(hvd_comm_t *comm, const void *src,
 				      void *dst, size_t count, hvd_dtype_t dt,
 				      hvd_op_t op)
 {
-	int n = comm->net.size, r = comm->net.rank, q = 1, rem, vr, rv;
+	int n = comm->net.size, r = comm->net.rank, q = svc_pof2(n);
+	int rem = n - q, vr, rv;
 	size_t esz = hvd_dtype_size(dt), bytes = count * esz;
 	size_t cs = sizeof(struct rs_call);
 	struct rs_call me = rs_call_of(count, dt, op), c;
 	char *out = dst, *in;
 	struct xfer x;
 
-	while (q * 2 <= n)
-		q *= 2;
-	rem = n - q;
 	xfer_begin(&x, &comm->net);
 	if (r < 2 * rem && r % 2 == 0) {
 		rv = xfer_send_tail(&x, r + 1, src, bytes, &me, cs);
@@ -609,14 +600,15 @@ static hvd_status_t halving_allreduce(hvd_comm_t *comm, const void *src,
 		for (int m = 1; m < q; m <<= 1) {
 			int peer = vr ^ m, mine = vr & ~(m - 1);
 			int theirs = peer & ~(m - 1);
+			int partner = svc_fold_rank(peer, rem);
 			size_t mo = blocks_end(count, mine, q);
 			size_t to = blocks_end(count, theirs, q);
 
 			rv = xfer_recv(
-			    &x, fold_rank(peer, rem), out + to * esz,
+			    &x, partner, out + to * esz,
 			    (blocks_end(count, theirs + m, q) - to) * esz);
 			if (rv < 0 ||
-			    xfer_send(&x, fold_rank(peer, rem), out + mo * esz,
+			    xfer_send(&x, partner, out + mo * esz,
 				      (blocks_end(count, mine + m, q) - mo) *
 					  esz) < 0 ||
 			    xfer_wait(&x, rv) != HVD_OK)

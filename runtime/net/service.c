@@ -20,13 +20,10 @@ static char empty;
 static hvd_status_t rd_run(struct xfer *x, void *dst, size_t count,
 			   hvd_dtype_t dt, hvd_op_t op)
 {
-	int n = x->g->size, r = x->me, pof2 = 1, rem, vr;
+	int n = x->g->size, r = x->me, pof2 = svc_pof2(n), rem = n - pof2, vr;
 	size_t bytes = count * hvd_dtype_size(dt);
 	void *tmp;
 
-	while (pof2 * 2 <= n)
-		pof2 *= 2;
-	rem = n - pof2;
 	tmp = malloc(bytes ? bytes : 1);
 	if (!tmp)
 		return x->st = hvd_error(HVD_ERR_NO_MEMORY,
@@ -48,8 +45,7 @@ static hvd_status_t rd_run(struct xfer *x, void *dst, size_t count,
 	}
 	if (vr >= 0) {
 		for (int mask = 1; mask < pof2; mask <<= 1) {
-			int vp = vr ^ mask;
-			int peer = vp < rem ? vp * 2 + 1 : vp + rem;
+			int peer = svc_fold_rank(vr ^ mask, rem);
 
 			if (xfer_sendrecv(x, peer, dst, bytes, peer, tmp,
 					  bytes) != HVD_OK)

@@ -19,6 +19,24 @@
 
 #pragma GCC visibility push(hidden)
 
+/* How recursive doubling (svc_allreduce) and the collective layer's
+ * halving pair off any number n of ranks: q, the largest power of two
+ * not above n, run the power-of-two algorithm; the first 2 (n - q) fold
+ * in pairs onto the odd rank of each.  svc_pof2: q.  svc_fold_rank: the
+ * group rank of rank v of the q, given rem = n - q (v itself for 0). */
+static inline int svc_pof2(int n)
+{
+	int q = 1;
+
+	while (q * 2 <= n)
+		q *= 2;
+	return q;
+}
+static inline int svc_fold_rank(int v, int rem)
+{
+	return v < rem ? 2 * v + 1 : v + rem;
+}
+
 /* Recursive doubling (non-powers of two fold in and out).  sendbuf may be
  * HVD_IN_PLACE or equal recvbuf; op must not be HVD_AVERAGE. */
 hvd_status_t svc_allreduce(struct net_group *g, const void *sendbuf,

@@ -13,6 +13,7 @@
 
 #include "net/auth.h"
 #include "net/lane.h"
+#include "net/lane_if.h"
 #include "net/peers.h"
 #include "net/ucx.h"
 
@@ -318,29 +319,72 @@ static void complete(struct lane_op *op, int status)
 
 /* ------------------------------------------------------------ setup */
 
-/* This rank's IPv4 addresses that are up and not loopback (of the
- * interface HVD_TCP_LANE_IF only, when set). */
+/* This rank's interfaces (net/lane_if.h), those offered first. */
+static struct lane_if ifs[LANE_IF_MAX];
+static int nifs, noffer;
+
+/* The addresses this rank offers, best first (net/lane_if.h). */
 static int my_addrs(uint32_t ip[LANE_ADDRS], int local)
 {
 	const char *want = getenv("HVD_TCP_LANE_IF");
-	struct ifaddrs *ifa, *i;
+	const char *ucx = getenv("UCX_NET_DEVICES");
 	int n = 0;
 
-	if (getifaddrs(&ifa) != 0)
-		return 0;
-	for (i = ifa; i && n < LANE_ADDRS; i = i->ifa_next) {
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
-		    !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
-			continue;
-		if (want && *want && strcmp(want, i->ifa_name) != 0)
-			continue;
-		ip[n++] = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
-	}
-	freeifaddrs(ifa);
+	nifs = lane_if_scan(ifs, LANE_IF_MAX);
+	noffer = lane_if_rank(ifs, nifs, want, ucx);
+	for (int i = 0; i < noffer && n < LANE_ADDRS; i++)
+		ip[n++] = ifs[i].ip;
 	/* Within a node (HVD_TCP_LANE_LOCAL) loopback will do. */
 	if (n == 0 && local)
 		ip[n++] = htonl(INADDR_LOOPBACK);
+	if (n == 0 && nifs > 0) {
+		const char *by = want && *want ? "HVD_TCP_LANE_IF"
+				 : ucx && *ucx && strcmp(ucx, "all") != 0
+				     ? "UCX_NET_DEVICES"
+				     : NULL;
+
+		if (by)
+			hvd_log(HVD_LOG_INFO,
+				"no TCP lane: no interface named by %s=%s is "
+				"up with a carrier: large messages go by UCX",
+				by, getenv(by));
+		else
+			hvd_log(HVD_LOG_INFO,
+				"no TCP lane: no interface but loopback, "
+				"docker* and virbr* is up with a carrier: "
+				"large messages go by UCX");
+	}
 	return n;
+}
+
+/* Debug: the offered addresses, their interfaces and speeds. */
+static void offer_log(int me, const struct lane_addr *a)
+{
+	char line[512], ip[INET_ADDRSTRLEN];
+	size_t off = 0;
+
+	line[0] = '\0';
+	for (int i = 0; i < a->nip && off < sizeof(line); i++) {
+		const struct lane_if *f = NULL;
+
+		for (int j = 0; j < noffer; j++)
+			if (ifs[j].ip == a->ip[i])
+				f = &ifs[j];
+		inet_ntop(AF_INET, &a->ip[i], ip, sizeof(ip));
+		if (f && f->mbps)
+			off += (size_t)snprintf(line + off, sizeof(line) - off,
+						"%s%s (%s, %u Mb/s%s)",
+						i ? ", " : "", ip, f->name,
+						(unsigned)f->mbps,
+						f->dflt ? ", default route" : "");
+		else
+			off += (size_t)snprintf(line + off, sizeof(line) - off,
+						"%s%s (%s%s)", i ? ", " : "", ip,
+						f ? f->name : "loopback",
+						f && f->dflt ? ", default route"
+							     : "");
+	}
+	hvd_log(HVD_LOG_DEBUG, "TCP lane: rank %d offers %s", me, line);
 }
 
 hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
@@ -407,6 +451,7 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 			me, a, (unsigned)ntohs(out->port), nip,
 			nip > 1 ? "es" : "", now,
 			cc[0] ? "" : " (the system's)");
+		offer_log(me, out);
 	}
 	return HVD_OK;
 }
@@ -526,15 +571,20 @@ static int progress_locked(void);
 static int unlink_op(struct lane_op **h, struct lane_op **t,
 		     struct lane_op *op);
 
-/* Connect to w's lane: each of its addresses in turn, 5 s each. */
+/* Connect to w's lane: each of its addresses in turn, 5 s each, those
+ * on a subnet of this rank's first (lane_if_dial_order). */
 static int dial(int w)
 {
 	const struct lane_addr *a = &tab[w];
 	uint8_t hello[LANE_HELLO_BYTES];
+	int order[LANE_ADDRS], n;
 
 	if (hello_make(hello, self, w) != 0)
 		return -1;
-	for (int i = 0; i < a->nip && i < LANE_ADDRS; i++) {
+	n = lane_if_dial_order(a->ip, a->nip < LANE_ADDRS ? a->nip : LANE_ADDRS,
+			       ifs, noffer, nifs, order);
+	for (int k = 0; k < n; k++) {
+		int i = order[k];
 		struct sockaddr_in sa;
 		struct pollfd p;
 		int fd, err = 0;
@@ -568,6 +618,14 @@ static int dial(int w)
 		    (ssize_t)sizeof(hello)) {
 			close(fd);
 			continue;
+		}
+		if (hvd_log_enabled(HVD_LOG_DEBUG)) {
+			char ip[INET_ADDRSTRLEN] = "?";
+
+			inet_ntop(AF_INET, &a->ip[i], ip, sizeof(ip));
+			hvd_log(HVD_LOG_DEBUG,
+				"TCP lane: rank %d reached rank %d at %s:%u", self,
+				w, ip, (unsigned)ntohs(a->port));
 		}
 		conn_log(fd, w, "connected to");
 		return fd;

@@ -30,10 +30,11 @@
  * fails marks its peer failed (net/peers.h), like UCX's error callback.
  *
  * Used only without RDMA devices (there UCX's rendezvous is zero-copy),
- * with HVD_TCP_LANE=1 (the default) and between ranks that published a
- * lane.  HVD_TCP_LANE_LOCAL=1 on both ends puts ranks of one node on it
- * too: slower than shared memory, it is there so that the tests that run
- * on one node (the sanitizer builds among them) cover the lane.  All
+ * with HVD_TCP_LANE=1 (the default), between ranks that published a
+ * lane, over the interfaces net/lane_if.h picks.
+ * HVD_TCP_LANE_LOCAL=1 on both ends puts ranks of one node on it too:
+ * slower than shared memory, it is there so that the tests that run on
+ * one node (the sanitizer builds among them) cover the lane.  All
  * functions are thread-safe: one lock, which progress only tries.
  */
 #ifndef HVD_NET_LANE_H

@@ -1,0 +1,202 @@
+/*
+ * net/lane_if.c - the TCP lane's interfaces (net/lane_if.h).
+ */
+#include "config.h"
+
+#include "net/lane_if.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Is name one of the comma-separated entries of list? */
+static int in_list(const char *name, const char *list)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; *p;) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (n == len && strncmp(p, name, n) == 0)
+			return 1;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return 0;
+}
+
+int lane_if_allowed(const char *name, const char *lane_ifs,
+		    const char *ucx_devices)
+{
+	if (lane_ifs && *lane_ifs)
+		return in_list(name, lane_ifs);
+	if (ucx_devices && *ucx_devices && strcmp(ucx_devices, "all") != 0)
+		return in_list(name, ucx_devices);
+	return strncmp(name, "docker", 6) != 0 &&
+	       strncmp(name, "virbr", 5) != 0;
+}
+
+static int usable(const struct lane_if *f, const char *lane_ifs,
+		  const char *ucx_devices)
+{
+	return (f->flags & IFF_UP) && (f->flags & IFF_RUNNING) &&
+	       !(f->flags & IFF_LOOPBACK) &&
+	       lane_if_allowed(f->name, lane_ifs, ucx_devices);
+}
+
+/* Insertion sort on (usable, speed, default route, kernel order), the
+ * unusable in the kernel's order: a handful of entries. */
+static int better(const struct lane_if *a, int ua, const struct lane_if *b,
+		  int ub)
+{
+	if (ua != ub)
+		return ua > ub;
+	if (!ua)
+		return a->order < b->order;
+	if (a->mbps != b->mbps)
+		return a->mbps > b->mbps;
+	if (a->dflt != b->dflt)
+		return a->dflt > b->dflt;
+	return a->order < b->order;
+}
+
+int lane_if_rank(struct lane_if *v, int n, const char *lane_ifs,
+		 const char *ucx_devices)
+{
+	int offer = 0;
+
+	for (int i = 1; i < n; i++) {
+		struct lane_if t = v[i];
+		int ut = usable(&t, lane_ifs, ucx_devices), j = i;
+
+		while (j > 0 && better(&t, ut, &v[j - 1],
+				       usable(&v[j - 1], lane_ifs,
+					      ucx_devices))) {
+			v[j] = v[j - 1];
+			j--;
+		}
+		v[j] = t;
+	}
+	while (offer < n && usable(&v[offer], lane_ifs, ucx_devices))
+		offer++;
+	return offer;
+}
+
+int lane_if_dial_order(const uint32_t *ip, int nip, const struct lane_if *v,
+		       int noffer, int n, int order[])
+{
+	int k = 0, all_mine = 1;
+	char own[LANE_IF_MAX * 2];
+
+	if (nip > (int)sizeof(own))
+		nip = (int)sizeof(own);
+	for (int i = 0; i < nip; i++) {
+		own[i] = 0;
+		for (int j = 0; j < n; j++)
+			if (v[j].ip == ip[i])
+				own[i] = 1;
+		if (!own[i])
+			all_mine = 0;
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < nip; i++) {
+			int near = 0;
+
+			if (own[i] && !all_mine)
+				continue;
+			for (int j = 0; j < noffer; j++)
+				if (((ip[i] ^ v[j].ip) & v[j].mask) == 0)
+					near = 1;
+			if (near == (pass == 0))
+				order[k++] = i;
+		}
+	return k;
+}
+
+/* The link speed the driver reports (Mb/s), 0 when it does not. */
+static uint32_t link_mbps(int sock, const char *name)
+{
+	struct ethtool_cmd cmd;
+	struct ifreq ifr;
+	uint32_t s;
+
+	memset(&ifr, 0, sizeof(ifr));
+	memset(&cmd, 0, sizeof(cmd));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	cmd.cmd = ETHTOOL_GSET;
+	ifr.ifr_data = (void *)&cmd;
+	if (sock < 0 || ioctl(sock, SIOCETHTOOL, &ifr) != 0)
+		return 0;
+	s = ethtool_cmd_speed(&cmd);
+	/* SPEED_UNKNOWN is (u32)-1; nothing real is above 10 Tb/s */
+	return s > 10000000u ? 0 : s;
+}
+
+/* Mark the interfaces a default route (0.0.0.0/0) leaves by, from this
+ * network namespace's /proc/net/route. */
+static void mark_default(struct lane_if *v, int n)
+{
+	FILE *f = fopen("/proc/net/route", "re");
+	char line[256];
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char ifn[IF_NAMESIZE + 1];
+		unsigned long dest, gw, flags, mask;
+		int refcnt, use, metric;
+
+		if (sscanf(line, "%16s %lx %lx %lx %d %d %d %lx", ifn, &dest, &gw,
+			   &flags, &refcnt, &use, &metric, &mask) != 8 ||
+		    dest != 0 || mask != 0 || !(flags & 1 /* RTF_UP */))
+			continue;
+		for (int i = 0; i < n; i++)
+			if (strcmp(v[i].name, ifn) == 0)
+				v[i].dflt = 1;
+	}
+	fclose(f);
+}
+
+int lane_if_scan(struct lane_if *v, int max)
+{
+	struct ifaddrs *ifa, *i;
+	int n = 0, sock;
+
+	if (getifaddrs(&ifa) != 0)
+		return 0;
+	sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	for (i = ifa; i && n < max; i = i->ifa_next) {
+		struct lane_if *f = &v[n];
+
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		    !i->ifa_name || strlen(i->ifa_name) >= sizeof(f->name))
+			continue;
+		memset(f, 0, sizeof(*f));
+		memcpy(f->name, i->ifa_name, strlen(i->ifa_name) + 1);
+		f->ip = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+		f->mask = i->ifa_netmask
+				  ? ((struct sockaddr_in *)i->ifa_netmask)
+					    ->sin_addr.s_addr
+				  : 0xffffffffu;
+		f->flags = i->ifa_flags;
+		f->order = n;
+		if (!(f->flags & IFF_LOOPBACK))
+			f->mbps = link_mbps(sock, f->name);
+		n++;
+	}
+	if (sock >= 0)
+		close(sock);
+	freeifaddrs(ifa);
+	mark_default(v, n);
+	return n;
+}

@@ -1,0 +1,68 @@
+/*
+ * net/lane_if.h - which of a node's IPv4 addresses the TCP lane offers
+ * (net/lane.h), best first, and in which order a rank tries a peer's.
+ *
+ * A node often has several interfaces: a management network with the
+ * default route, a faster data network, docker0 or virbr0 with the same
+ * address on every node, a port with no cable.  The lane offers the
+ * addresses of the interfaces that are up and running (carrier), never
+ * loopback, docker* or virbr* unless named, and of only those named by
+ * HVD_TCP_LANE_IF (a comma list) or, unset, by UCX_NET_DEVICES (what the
+ * SPANK plugin sets, so that the lane goes where UCX goes); the fastest
+ * first (the driver's link speed; one that does not say comes last),
+ * then the interface of a default route, then the kernel's order.  A
+ * rank dials a peer's addresses that share a subnet with one of its own
+ * offered ones first, and never an address of its own where the peer is
+ * on another node (docker0's 172.17.0.1 would reach this node itself).
+ *
+ * The ranking and the dialling order are pure functions (tested in
+ * tests/unit/test_lane_if.c); lane_if_scan reads the interfaces.
+ */
+#ifndef HVD_NET_LANE_IF_H
+#define HVD_NET_LANE_IF_H
+
+#include <net/if.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+#define LANE_IF_MAX 32
+
+struct lane_if {
+	char name[IF_NAMESIZE];
+	uint32_t ip, mask; /* IPv4, network byte order */
+	unsigned flags;    /* IFF_UP, IFF_RUNNING, IFF_LOOPBACK, ...  */
+	uint32_t mbps;     /* link speed; 0: the device does not say */
+	int dflt;          /* a default route leaves by it             */
+	int order;         /* its place in the kernel's list            */
+};
+
+/* 1 when the interface may carry the lane: named in lane_ifs (a comma
+ * list) when that is set and not empty, else in ucx_devices unless that
+ * is unset, empty or "all" (entries such as mlx5_0:1 name no interface),
+ * else any but docker* and virbr*. */
+int lane_if_allowed(const char *name, const char *lane_ifs,
+		    const char *ucx_devices);
+/* Reorder v[0..n): first the interfaces that can carry the lane (up,
+ * running, not loopback, allowed), best first and in the kernel's order
+ * among equals, then the others (still this rank's addresses) in the
+ * kernel's order; the number that can. */
+int lane_if_rank(struct lane_if *v, int n, const char *lane_ifs,
+		 const char *ucx_devices);
+/* The order in which to try a peer's nip addresses (indexes into ip,
+ * order[] has room for nip), given this rank's interfaces as
+ * lane_if_rank left them, noffer of them offered: a peer address on the
+ * subnet of an offered one first, then the rest, each in the peer's
+ * order; an address of this rank's own (any of the n) is left out unless
+ * every address of the peer is one (the peer is on this node).  The
+ * number to try. */
+int lane_if_dial_order(const uint32_t *ip, int nip, const struct lane_if *v,
+		       int noffer, int n, int order[]);
+/* This rank's IPv4 interfaces, in the kernel's order, with their speed
+ * and whether a default route uses them; at most max, the number read
+ * (0 where they cannot be read). */
+int lane_if_scan(struct lane_if *v, int max);
+
+#pragma GCC visibility pop
+
+#endif

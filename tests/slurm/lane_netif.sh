@@ -1,0 +1,147 @@
+#!/bin/bash
+# shellcheck disable=SC2154 # lib.sh sets oc_dir, oc_out
+# lane_netif.sh - which network the TCP lane (net/lane.h, net/lane_if.h)
+# takes where a node has two: a cluster of its own (minicluster --netns, 2
+# nodes) whose nodes get a second network, fast0, on a bridge of its own
+# and with the default route, beside eth0 (the cluster's own).  A 16 MiB
+# allreduce between the nodes, and each node's bytes sent per interface:
+# - unset, the lane takes fast0 (equal link speeds: the default route's
+#   interface first), where it used to take the first interface the
+#   kernel lists (eth0);
+# - UCX_NET_DEVICES=eth0 (what the SPANK plugin sets) puts it on eth0 with
+#   UCX, and HVD_TCP_LANE_IF=fast0 overrides that;
+# - fast0 without a carrier on one node: that node offers eth0 alone and
+#   the other dials it there;
+# - HVD_TCP_LANE_IF naming no interface: no lane, a message saying why,
+#   and the allreduce still right (UCX carries it).
+hvdt_own_cluster=1
+. "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
+
+own_cluster_require --netns slurmctld slurmd srun unshare
+BENCH=$top_builddir/runtime/hvd-bench
+[[ -x $BENCH ]] || skip_all "$BENCH not built"
+own_cluster_visible
+plan 17
+T=$HVD_TEST_TIMEOUT
+
+own_cluster_dir netif
+dir=$oc_dir
+job=
+tag=$(printf '%s' "$(realpath -m "$dir")" | md5sum | cut -c1-4)
+br=hvf$tag
+net=10.250.$((0x${tag:0:2}))
+cleanup() {
+	[[ -z $job ]] || scancel "$job" >/dev/null 2>&1
+	for k in 1 2; do ip link del "hvf${tag}n$k" >/dev/null 2>&1; done
+	ip link del "$br" >/dev/null 2>&1
+	hvdt_at_exit
+}
+trap cleanup EXIT
+
+if ! HVD_BUILD_DIR=$top_builddir own_cluster_start run_timeout 120 -- \
+	--nodes 2 --netns --plugin none; then
+	diag "$oc_out"
+	bail_out "the --netns mini-cluster did not start"
+fi
+ns1=hvd-$tag-node1
+ns2=hvd-$tag-node2
+[[ -e /run/netns/$ns1 && -e /run/netns/$ns2 ]] ||
+	bail_out "no namespaces $ns1, $ns2: $(ip netns list | tr '\n' ' ')"
+eth1=$(ip -n "$ns1" -4 -o addr show eth0 | awk '{sub("/.*", "", $4); print $4}')
+eth2=$(ip -n "$ns2" -4 -o addr show eth0 | awk '{sub("/.*", "", $4); print $4}')
+
+# The second network: a bridge on this machine, a veth into each node,
+# the node's default route through it.
+out=$({
+	ip link add "$br" type bridge &&
+		ip addr add "$net.254/24" dev "$br" &&
+		ip link set "$br" up &&
+		for k in 1 2; do
+			ns=hvd-$tag-node$k
+			ip link add "hvf${tag}n$k" type veth peer name fast0 netns "$ns" &&
+				ip link set "hvf${tag}n$k" master "$br" up &&
+				ip -n "$ns" addr add "$net.$k/24" dev fast0 &&
+				ip -n "$ns" link set fast0 up &&
+				ip -n "$ns" route add default via "$net.254" dev fast0 ||
+				exit 1
+		done
+} 2>&1)
+ok $? "each node has fast0 ($net.0/24, the default route) beside eth0 ($eth1, $eth2)" ||
+	bail_out "$out"
+
+job=$(run_timeout 60 salloc -N2 --ntasks-per-node=1 --no-shell 2>&1 |
+	sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
+[[ -n $job ]] || bail_out "salloc gave no allocation"
+
+# sent NS IF: the bytes IF of namespace NS has sent
+sent() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes"; }
+
+# run ENV...: a 16 MiB allreduce 12 times between the nodes, with the
+# lane's debug lines; sets out, and mb_fast and mb_eth: the MiB node1
+# and node2 sent on fast0 and eth0 meanwhile (the smaller of the two).
+run() {
+	local f1 f2 e1 e2 a b c d
+	f1=$(sent "$ns1" fast0) f2=$(sent "$ns2" fast0)
+	e1=$(sent "$ns1" eth0) e2=$(sent "$ns2" eth0)
+	out=$(run_timeout "$T" env HOROVOD_LOG_LEVEL=debug "$@" srun -Q \
+		--overlap --jobid="$job" -N2 --ntasks-per-node=1 --mpi=pmix \
+		"$BENCH" -o allreduce -b 16M -e 16M -n 10 -w 2 2>&1)
+	a=$(($(sent "$ns1" fast0) - f1)) b=$(($(sent "$ns2" fast0) - f2))
+	c=$(($(sent "$ns1" eth0) - e1)) d=$(($(sent "$ns2" eth0) - e2))
+	mb_fast=$(((a < b ? a : b) >> 20))
+	mb_eth=$(((c < d ? c : d) >> 20))
+}
+# right: the allreduce's row, every element checked and none wrong
+right() { awk '$1 == 16777216 && $NF == "0" { n++ } END { exit n != 1 }' <<<"$out"; }
+offers() { # RANK: what the rank's lane offers
+	sed -n "s/.*TCP lane: rank $1 offers \\(.*\\)$/\\1/p" <<<"$out"
+}
+reached() { sed -n 's/.*TCP lane: rank 0 reached rank 1 at \([0-9.]*\):.*/\1/p' <<<"$out"; }
+
+# 12 allreduces of 16 MiB: each rank sends 16 MiB a call, 192 MiB in all.
+run
+right
+ok $? "unset: the allreduce is right" || diag "$out"
+like "$(offers 0) / $(offers 1)" \
+	"^$net\\.1 \\(fast0, [0-9]+ Mb/s, default route\\), $eth1 \\(eth0.* / $net\\.2 \\(fast0, [0-9]+ Mb/s, default route\\), $eth2 \\(eth0" \
+	"unset: each rank offers fast0 (the default route's) first, then eth0"
+is "$(reached)" "$net.2" "unset: rank 0 reached rank 1 on fast0"
+ok $((mb_fast >= 150 && mb_eth < 16 ? 0 : 1)) \
+	"unset: each node sent $mb_fast MiB on fast0, $mb_eth on eth0"
+
+run UCX_NET_DEVICES=eth0
+right
+ok $? "UCX_NET_DEVICES=eth0: the allreduce is right" || diag "$out"
+like "$(offers 0) / $(offers 1)" "^$eth1 \\(eth0[^)]*\\) / $eth2 \\(eth0[^)]*\\)$" \
+	"UCX_NET_DEVICES=eth0: each rank offers eth0 alone"
+ok $((mb_eth >= 150 && mb_fast < 16 ? 0 : 1)) \
+	"UCX_NET_DEVICES=eth0: each node sent $mb_eth MiB on eth0, $mb_fast on fast0"
+
+run UCX_NET_DEVICES=eth0 HVD_TCP_LANE_IF=fast0
+right
+ok $? "HVD_TCP_LANE_IF=fast0 over UCX_NET_DEVICES=eth0: the allreduce is right" || diag "$out"
+like "$(offers 0) / $(offers 1)" "^$net\\.1 \\(fast0[^)]*\\) / $net\\.2 \\(fast0[^)]*\\)$" \
+	"HVD_TCP_LANE_IF=fast0: each rank offers fast0 alone"
+ok $((mb_fast >= 150 ? 0 : 1)) \
+	"HVD_TCP_LANE_IF=fast0: each node sent $mb_fast MiB on fast0 (UCX, on eth0: $mb_eth)"
+
+# node2's fast0 loses its carrier (the other end goes down): still up,
+# not running.
+ip link set "hvf${tag}n2" down
+run
+ip link set "hvf${tag}n2" up
+right
+ok $? "fast0 without carrier on node2: the allreduce is right" || diag "$out"
+like "$(offers 1)" "^$eth2 \\(eth0[^)]*\\)$" \
+	"fast0 without carrier on node2: rank 1 offers eth0 alone ($(offers 1))"
+is "$(reached)" "$eth2" "fast0 without carrier on node2: rank 0 reached rank 1 on eth0"
+
+run HVD_TCP_LANE_IF=nosuch0
+right
+ok $? "HVD_TCP_LANE_IF=nosuch0: the allreduce is right (UCX)" || diag "$out"
+n=$(grep -c 'no TCP lane: no interface named by HVD_TCP_LANE_IF=nosuch0 is up with a carrier' <<<"$out")
+is "$n" 2 "HVD_TCP_LANE_IF=nosuch0: both ranks say why there is no lane" ||
+	diag "$(grep 'TCP lane' <<<"$out" | head -n 6)"
+is "$(grep -c 'TCP lane: rank [01] offers' <<<"$out")" 0 \
+	"HVD_TCP_LANE_IF=nosuch0: no rank offers a lane"
+exit 0

@@ -398,7 +398,7 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	lane_close();
 	local = hvd_env_bool("HVD_TCP_LANE_LOCAL", 0);
 	if (world_size < 2 || (one_node && !local) ||
-	    !hvd_env_bool("HVD_TCP_LANE", 1) || ucx_has_rdma_devices())
+	    !hvd_env_bool("HVD_TCP_LANE", 1) || ucx_uses_rdma())
 		return HVD_OK;
 	out->local = (uint32_t)local;
 	nip = my_addrs(out->ip, local);

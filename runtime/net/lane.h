@@ -29,9 +29,9 @@
  * A connection that ends without the closing message (a killed rank) or
  * fails marks its peer failed (net/peers.h), like UCX's error callback.
  *
- * Used only without RDMA devices (there UCX's rendezvous is zero-copy),
- * with HVD_TCP_LANE=1 (the default), between ranks that published a
- * lane, over the interfaces net/lane_if.h picks.
+ * Used only where UCX has no RDMA device to use (ucx_uses_rdma: there its
+ * rendezvous is zero-copy), with HVD_TCP_LANE=1 (the default), between
+ * ranks that published a lane, over the interfaces net/lane_if.h picks.
  * HVD_TCP_LANE_LOCAL=1 on both ends puts ranks of one node on it too:
  * slower than shared memory, it is there so that the tests that run on
  * one node (the sanitizer builds among them) cover the lane.  All
@@ -60,7 +60,7 @@ struct lane_addr {
 
 struct lane_op;
 
-/* Listen (when the lane is wanted: HVD_TCP_LANE, no RDMA devices, and
+/* Listen (when the lane is wanted: HVD_TCP_LANE, no RDMA for UCX, and
  * the job spans nodes, one_node 0, or HVD_TCP_LANE_LOCAL); *mine says how
  * to reach this rank (nip 0 without a lane). */
 hvd_status_t lane_open(struct lane_addr *mine, int world_size, int me,

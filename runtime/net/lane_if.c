@@ -123,6 +123,45 @@ int lane_if_dial_order(const uint32_t *ip, int nip, const struct lane_if *v,
 	return k;
 }
 
+/* Does the comma list name an InfiniBand transport of UCX's? */
+static int names_ib(const char *list, int *rc, int *ud, int *dc)
+{
+	*rc = *ud = *dc = 0;
+	for (const char *p = list; *p;) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (n == 2 && strncmp(p, "ib", 2) == 0)
+			*rc = *ud = *dc = 1;
+		else if (n >= 2 && strncmp(p, "rc", 2) == 0)
+			*rc = 1;
+		else if (n >= 2 && strncmp(p, "ud", 2) == 0)
+			*ud = 1;
+		else if (n >= 2 && strncmp(p, "dc", 2) == 0)
+			*dc = 1;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return *rc || *ud || *dc;
+}
+
+int lane_if_rdma_allowed(const char *tls, const char *devices)
+{
+	int rc, ud, dc;
+
+	if (devices && *devices && strcmp(devices, "all") != 0 &&
+	    !strchr(devices, ':'))
+		return 0;
+	if (!tls || !*tls || strcmp(tls, "all") == 0)
+		return 1;
+	if (tls[0] == '^') {
+		names_ib(tls + 1, &rc, &ud, &dc);
+		return !(rc && ud && dc);
+	}
+	return names_ib(tls, &rc, &ud, &dc) || in_list("all", tls);
+}
+
 /* The link speed the driver reports (Mb/s), 0 when it does not. */
 static uint32_t link_mbps(int sock, const char *name)
 {

@@ -58,6 +58,14 @@ int lane_if_rank(struct lane_if *v, int n, const char *lane_ifs,
  * number to try. */
 int lane_if_dial_order(const uint32_t *ip, int nip, const struct lane_if *v,
 		       int noffer, int n, int order[]);
+/* Where the node has RDMA devices: 1 when UCX may carry data over them,
+ * going by UCX_TLS (unset, empty or "all"; a list naming an InfiniBand
+ * transport, rc*, ud*, dc* or ib; or an exclusion "^..." that leaves one)
+ * and UCX_NET_DEVICES (unset, empty or "all", or naming a device:port
+ * such as mlx5_0:1).  The SPANK plugin's net=tcp (UCX_TLS=tcp,sm,self,
+ * UCX_NET_DEVICES=eth0) gives 0: UCX then copies through TCP as anywhere
+ * else, and the lane is worth having. */
+int lane_if_rdma_allowed(const char *tls, const char *devices);
 /* This rank's IPv4 interfaces, in the kernel's order, with their speed
  * and whether a default route uses them; at most max, the number read
  * (0 where they cannot be read). */

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include "net/bootstrap.h"
+#include "net/lane_if.h"
 #include "net/peers.h"
 #include "net/ucx.h"
 
@@ -115,7 +116,7 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
  * sends or receives, not per endpoint up front.  Not with RDMA devices,
  * where TCP carries no data.
  */
-int ucx_has_rdma_devices(void)
+int ucx_uses_rdma(void)
 {
 	DIR *d = opendir("/sys/class/infiniband");
 	struct dirent *e;
@@ -126,7 +127,8 @@ int ucx_has_rdma_devices(void)
 	while (!found && (e = readdir(d)))
 		found = e->d_name[0] != '.';
 	closedir(d);
-	return found;
+	return found && lane_if_rdma_allowed(getenv("UCX_TLS"),
+					     getenv("UCX_NET_DEVICES"));
 }
 
 static void tune_config(ucp_config_t *config)
@@ -145,7 +147,7 @@ static void tune_config(ucp_config_t *config)
 		{"TX_SEG_SIZE", "UCX_TCP_TX_SEG_SIZE", "64K", 1},
 		{"RX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE", "256K", 1},
 	};
-	int rdma = ucx_has_rdma_devices();
+	int rdma = ucx_uses_rdma();
 
 	for (size_t i = 0; i < sizeof(mine) / sizeof(mine[0]); i++)
 		if (!getenv(mine[i].var) && !(mine[i].no_rdma && rdma))

@@ -27,8 +27,9 @@ struct tp_req {
 
 extern ucp_worker_h ucx_worker;
 
-/* 1 when /sys/class/infiniband lists a device (InfiniBand, RoCE). */
-int ucx_has_rdma_devices(void);
+/* 1 when /sys/class/infiniband lists a device (InfiniBand, RoCE) and
+ * UCX_TLS and UCX_NET_DEVICES let UCX use it (net/lane_if.h). */
+int ucx_uses_rdma(void);
 /* Context, worker, and this worker's address (valid until ucx_finalize). */
 hvd_status_t ucx_init(void **addr, size_t *addr_len);
 /* The endpoint to world rank w, created on first use (NULL: *st says). */

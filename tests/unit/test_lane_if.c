@@ -5,7 +5,9 @@
  * not offered; HVD_TCP_LANE_IF, else UCX_NET_DEVICES, names the ones
  * that are; the fastest come first, then the default route's, then the
  * kernel's order; a peer's addresses on a subnet of ours are dialled
- * first, and our own addresses never for a peer elsewhere.  Then this
+ * first, and our own addresses never for a peer elsewhere; whether
+ * UCX_TLS and UCX_NET_DEVICES leave UCX the node's RDMA devices (else the
+ * lane runs where it has them too).  Then this
  * machine's own interfaces, read for real: every offered one is up and
  * running, and loopback is not among them.
  */
@@ -82,7 +84,7 @@ int main(void)
 	int n, k, order[8];
 	uint32_t peer[4];
 
-	plan(17);
+	plan(19);
 
 	n = node(v);
 	k = lane_if_rank(v, n, NULL, NULL);
@@ -159,6 +161,26 @@ int main(void)
 	peer[0] = ip4("127.0.0.1");
 	is_int(lane_if_dial_order(peer, 1, v, k, n, order), 1,
 	       "loopback from a peer of this node is dialled");
+
+	/* RDMA devices, and what UCX may do with them. */
+	ok(lane_if_rdma_allowed(NULL, NULL) && lane_if_rdma_allowed("", "") &&
+		   lane_if_rdma_allowed("all", "all") &&
+		   lane_if_rdma_allowed("rc,sm,self", "mlx5_0:1") &&
+		   lane_if_rdma_allowed("ud_x,tcp", NULL) &&
+		   lane_if_rdma_allowed("dc_mlx5", "eth0,mlx5_1:1") &&
+		   lane_if_rdma_allowed("^tcp", NULL) &&
+		   lane_if_rdma_allowed("^rc,ud", NULL),
+	   "RDMA in UCX's hands: by default, rc/ud/dc named, a device:port "
+	   "named, or not all of rc, ud and dc excluded");
+	ok(!lane_if_rdma_allowed("tcp,sm,self", "eth0") &&
+		   !lane_if_rdma_allowed("tcp,sm,self", NULL) &&
+		   !lane_if_rdma_allowed(NULL, "eth0") &&
+		   !lane_if_rdma_allowed("^ib", NULL) &&
+		   !lane_if_rdma_allowed("^rc,ud,dc", NULL) &&
+		   !lane_if_rdma_allowed("sm,self", NULL),
+	   "not (the lane is worth having): the plugin's net=tcp "
+	   "(UCX_TLS=tcp,sm,self, UCX_NET_DEVICES=eth0), netdevs alone, "
+	   "ib or rc, ud and dc excluded");
 
 	/* This machine's interfaces, read for real. */
 	n = lane_if_scan(v, LANE_IF_MAX);

@@ -387,6 +387,52 @@ static void offer_log(int me, const struct lane_addr *a)
 	hvd_log(HVD_LOG_DEBUG, "TCP lane: rank %d offers %s", me, line);
 }
 
+/* Bind the listener to an ephemeral port or, where the nodes' firewalls
+ * allow only some, to one of HVD_TCP_LANE_PORTS (UCX_TCP_PORT_RANGE when
+ * unset, so that a range set for UCX covers the lane too), trying them
+ * from a place the pid picks.  -1 with errno, after saying why. */
+static int bind_port(int fd, struct sockaddr_in *sa)
+{
+	const char *var = "HVD_TCP_LANE_PORTS", *v = getenv(var);
+	unsigned lo, hi, span, start;
+	int one = 1;
+
+	if (!v || !*v) {
+		var = "UCX_TCP_PORT_RANGE";
+		v = getenv(var);
+	}
+	if (lane_if_port_range(v, &lo, &hi) != 0) {
+		hvd_log(HVD_LOG_WARNING,
+			"%s=%s is not a port range (expected MIN-MAX within "
+			"1-65535, or 0 for any): no TCP lane, large messages "
+			"go by UCX",
+			var, v);
+		errno = EINVAL;
+		return -1;
+	}
+	if (!lo)
+		return bind(fd, (struct sockaddr *)sa, sizeof(*sa));
+	/* A port of the range that an earlier job's connections left in
+	 * TIME_WAIT is free to listen on again. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	span = hi - lo + 1;
+	start = (unsigned)getpid() % span;
+	for (unsigned k = 0; k < span; k++) {
+		sa->sin_port = htons((uint16_t)(lo + (start + k) % span));
+		if (bind(fd, (struct sockaddr *)sa, sizeof(*sa)) == 0)
+			return 0;
+		if (errno != EADDRINUSE)
+			return -1;
+	}
+	hvd_log(HVD_LOG_WARNING,
+		"every port of %s=%s is taken on this node: no TCP lane, "
+		"large messages go by UCX (widen the range: a port for each "
+		"rank of the node)",
+		var, v);
+	errno = EADDRINUSE;
+	return -1;
+}
+
 hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 		       int one_node)
 {
@@ -414,7 +460,7 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	if (lfd >= 0)
 		cc_choose(lfd);
 	if (!scratch || !peers_tab || epfd < 0 || lfd < 0 ||
-	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    bind_port(lfd, &sa) != 0 ||
 	    listen(lfd, 256) != 0 ||
 	    getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
 		hvd_log(HVD_LOG_INFO,
@@ -571,6 +617,18 @@ static int progress_locked(void);
 static int unlink_op(struct lane_op **h, struct lane_op **t,
 		     struct lane_op *op);
 
+/* Why the last dial failed: the address and what came of it. */
+static char dial_why[64];
+
+static void dial_fail(const struct lane_addr *a, int i, const char *what)
+{
+	char ip[INET_ADDRSTRLEN] = "?";
+
+	inet_ntop(AF_INET, &a->ip[i], ip, sizeof(ip));
+	snprintf(dial_why, sizeof(dial_why), "%s:%u %s", ip,
+		 (unsigned)ntohs(a->port), what);
+}
+
 /* Connect to w's lane: each of its addresses in turn, 5 s each, those
  * on a subnet of this rank's first (lane_if_dial_order). */
 static int dial(int w)
@@ -578,6 +636,8 @@ static int dial(int w)
 	const struct lane_addr *a = &tab[w];
 	uint8_t hello[LANE_HELLO_BYTES];
 	int order[LANE_ADDRS], n;
+
+	snprintf(dial_why, sizeof(dial_why), "no address to try");
 
 	if (hello_make(hello, self, w) != 0)
 		return -1;
@@ -601,14 +661,20 @@ static int dial(int w)
 		sa.sin_port = a->port;
 		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 			if (errno != EINPROGRESS) {
+				dial_fail(a, i, strerror(errno));
 				close(fd);
 				continue;
 			}
 			p.fd = fd;
 			p.events = POLLOUT;
-			if (poll(&p, 1, 5000) != 1 ||
-			    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) ||
+			if (poll(&p, 1, 5000) != 1) {
+				dial_fail(a, i, "gave no answer in 5 s");
+				close(fd);
+				continue;
+			}
+			if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) ||
 			    err) {
+				dial_fail(a, i, strerror(err ? err : errno));
 				close(fd);
 				continue;
 			}
@@ -616,6 +682,7 @@ static int dial(int w)
 		/* 32 bytes into an empty socket buffer */
 		if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) !=
 		    (ssize_t)sizeof(hello)) {
+			dial_fail(a, i, "closed at once");
 			close(fd);
 			continue;
 		}
@@ -740,7 +807,7 @@ static void fail_errno(int w)
 static void fail_peer(int w, const char *why)
 {
 	struct peer *p = &peers_tab[w];
-	char msg[160];
+	char msg[200];
 
 	if (p->lowat > 1)
 		n_raised--;
@@ -857,7 +924,15 @@ static int connect_to(int w)
 		return 0;
 	p->fd = dial(w);
 	if (p->fd < 0) {
-		fail_peer(w, "could not be made");
+		char why[160];
+
+		/* The rank is probably alive, and UCX reached it: say what
+		 * the lane needs. */
+		snprintf(why, sizeof(why),
+			 "could not be made (%s; a firewall between the "
+			 "nodes? HVD_TCP_LANE_PORTS, or HVD_TCP_LANE=0)",
+			 dial_why);
+		fail_peer(w, why);
 		return -1;
 	}
 	ep_conn(w, EPOLLIN, EPOLL_CTL_ADD);

@@ -162,6 +162,27 @@ int lane_if_rdma_allowed(const char *tls, const char *devices)
 	return names_ib(tls, &rc, &ud, &dc) || in_list("all", tls);
 }
 
+int lane_if_port_range(const char *s, unsigned *lo, unsigned *hi)
+{
+	unsigned long a, b;
+	char *end;
+
+	*lo = *hi = 0;
+	if (!s || !*s || strcmp(s, "0") == 0)
+		return 0;
+	if (*s < '0' || *s > '9')
+		return -1;
+	a = strtoul(s, &end, 10);
+	if (*end != '-' || end[1] < '0' || end[1] > '9')
+		return -1;
+	b = strtoul(end + 1, &end, 10);
+	if (*end || a < 1 || b > 65535 || a > b)
+		return -1;
+	*lo = (unsigned)a;
+	*hi = (unsigned)b;
+	return 0;
+}
+
 /* The link speed the driver reports (Mb/s), 0 when it does not. */
 static uint32_t link_mbps(int sock, const char *name)
 {

@@ -66,6 +66,9 @@ int lane_if_dial_order(const uint32_t *ip, int nip, const struct lane_if *v,
  * UCX_NET_DEVICES=eth0) gives 0: UCX then copies through TCP as anywhere
  * else, and the lane is worth having. */
 int lane_if_rdma_allowed(const char *tls, const char *devices);
+/* The lane's ports: "MIN-MAX" (1..65535) or "0", unset or empty for
+ * any (*lo = *hi = 0).  0, or -1 for anything else. */
+int lane_if_port_range(const char *s, unsigned *lo, unsigned *hi);
 /* This rank's IPv4 interfaces, in the kernel's order, with their speed
  * and whether a default route uses them; at most max, the number read
  * (0 where they cannot be read). */

@@ -13,7 +13,12 @@
 # - fast0 without a carrier on one node: that node offers eth0 alone and
 #   the other dials it there;
 # - HVD_TCP_LANE_IF naming no interface: no lane, a message saying why,
-#   and the allreduce still right (UCX carries it).
+#   and the allreduce still right (UCX carries it);
+# - HVD_TCP_LANE_PORTS, or UCX_TCP_PORT_RANGE, puts the lane's listeners
+#   on those ports; where node1 cannot reach them on node2 (a route of
+#   its own for them, unreachable: a firewall), every rank fails and
+#   rank 0 says what the lane needs; a range that is none is a warning,
+#   and UCX carries.
 hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
@@ -21,7 +26,7 @@ own_cluster_require --netns slurmctld slurmd srun unshare
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $BENCH ]] || skip_all "$BENCH not built"
 own_cluster_visible
-plan 17
+plan 26
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netif
@@ -144,4 +149,48 @@ is "$n" 2 "HVD_TCP_LANE_IF=nosuch0: both ranks say why there is no lane" ||
 	diag "$(grep 'TCP lane' <<<"$out" | head -n 6)"
 is "$(grep -c 'TCP lane: rank [01] offers' <<<"$out")" 0 \
 	"HVD_TCP_LANE_IF=nosuch0: no rank offers a lane"
+
+# ports: the listeners' ports (rank 0's, rank 1's)
+ports() {
+	sed -n 's/.*TCP lane: rank \([01]\) listens on [0-9.]*:\([0-9]*\) .*/\1 \2/p' <<<"$out" |
+		sort | awk '{print $2}' | tr '\n' ' '
+}
+inside() { # PORTS LO HI: every one of PORTS within LO-HI, and two of them
+	awk -v lo="$2" -v hi="$3" '{ for (i = 1; i <= NF; i++) if ($i < lo || $i > hi) exit 1; exit NF != 2 }' <<<"$1"
+}
+for var in HVD_TCP_LANE_PORTS UCX_TCP_PORT_RANGE; do
+	run "$var=47360-47615"
+	right
+	ok $? "$var=47360-47615: the allreduce is right" || diag "$out"
+	p=$(ports)
+	inside "$p" 47360 47615
+	ok $? "$var=47360-47615: the lanes listen on ports $p" ||
+		diag "$(grep 'listens on' <<<"$out")"
+done
+
+# node1 cannot reach 47104-47359 anywhere (TCP to them is unreachable):
+# the lane's connection to rank 1 fails at once, every rank fails, and
+# rank 0 says what to do.
+out=$({
+	ip -n "$ns1" rule add ipproto tcp dport 47104-47359 table 147 &&
+		ip -n "$ns1" route add unreachable default table 147
+} 2>&1)
+ok $? "node1: TCP to ports 47104-47359 unreachable (policy routing)" || diag "$out"
+start=$(date +%s)
+run HVD_TCP_LANE_PORTS=47104-47359
+took=$(($(date +%s) - start))
+ip -n "$ns1" rule del ipproto tcp dport 47104-47359 table 147 >/dev/null 2>&1
+ip -n "$ns1" route del unreachable default table 147 >/dev/null 2>&1
+n=$(grep -c -E 'rank 1 failed: its TCP lane connection could not be made \([0-9.]+:4[0-9]{4} No route to host; a firewall between the nodes\? HVD_TCP_LANE_PORTS, or HVD_TCP_LANE=0\)' <<<"$out")
+ok $((n > 0 ? 0 : 1)) "ports out of reach: rank 0 says the lane's connection could not be made, where, and what to do ($n lines)" ||
+	diag "$out"
+fails=$(grep -c 'srun: error: node[12]: task [01]: Exited with exit code [1-9]' <<<"$out")
+ok $((fails == 2 && took < 60 ? 0 : 1)) \
+	"ports out of reach: both ranks fail ($fails), in ${took}s" || diag "$out"
+
+run HVD_TCP_LANE_PORTS=9-x
+right
+ok $? "HVD_TCP_LANE_PORTS=9-x: the allreduce is right (UCX)" || diag "$out"
+n=$(grep -c 'HVD_TCP_LANE_PORTS=9-x is not a port range (expected MIN-MAX within 1-65535, or 0 for any): no TCP lane' <<<"$out")
+is "$n" 2 "HVD_TCP_LANE_PORTS=9-x: a warning on both ranks"
 exit 0

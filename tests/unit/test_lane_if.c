@@ -84,7 +84,7 @@ int main(void)
 	int n, k, order[8];
 	uint32_t peer[4];
 
-	plan(19);
+	plan(20);
 
 	n = node(v);
 	k = lane_if_rank(v, n, NULL, NULL);
@@ -181,6 +181,26 @@ int main(void)
 	   "not (the lane is worth having): the plugin's net=tcp "
 	   "(UCX_TLS=tcp,sm,self, UCX_NET_DEVICES=eth0), netdevs alone, "
 	   "ib or rc, ud and dc excluded");
+
+	{
+		unsigned lo, hi;
+		int good = lane_if_port_range("20000-20999", &lo, &hi) == 0 &&
+			   lo == 20000 && hi == 20999 &&
+			   lane_if_port_range("7", &lo, &hi) != 0 &&
+			   lane_if_port_range("1-65535", &lo, &hi) == 0 &&
+			   lane_if_port_range("0", &lo, &hi) == 0 && lo == 0 &&
+			   lane_if_port_range(NULL, &lo, &hi) == 0 && hi == 0;
+		const char *bad[] = {"0-10",  "10-9",   "1-65536", "-5",
+				     "a-b",   "5-",     "5-6x",    " 5-6",
+				     "5--6", "1-2,3-4"};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			if (lane_if_port_range(bad[i], &lo, &hi) != -1)
+				good = 0;
+		ok(good, "port ranges: MIN-MAX within 1-65535, 0 or unset "
+			 "for any; a single port, reversed, out of range or "
+			 "trailing text is not one");
+	}
 
 	/* This machine's interfaces, read for real. */
 	n = lane_if_scan(v, LANE_IF_MAX);

@@ -197,7 +197,9 @@ static uint32_t link_mbps(int sock, const char *name)
 	ifr.ifr_data = (void *)&cmd;
 	if (sock < 0 || ioctl(sock, SIOCETHTOOL, &ifr) != 0)
 		return 0;
-	s = ethtool_cmd_speed(&cmd);
+	/* not ethtool_cmd_speed(): its shift overflows an int for
+	 * SPEED_UNKNOWN (UBSan) */
+	s = (uint32_t)cmd.speed_hi << 16 | cmd.speed;
 	/* SPEED_UNKNOWN is (u32)-1; nothing real is above 10 Tb/s */
 	return s > 10000000u ? 0 : s;
 }

@@ -346,7 +346,8 @@ static void tcp(struct record *c, const char *why, const char *tls)
 			       ? "carries the default route"
 			       : "the best remaining interface");
 		record_put(c, "UCX_NET_DEVICES", t->netifs[i].name,
-			   "TCP over the same interface as NCCL");
+			   "UCX and libhvd's TCP lane over the same "
+			   "interface as NCCL");
 		/* gloo would take the address the host name resolves to,
 		 * which may be a loopback one (127.0.1.1 on Debian) or one
 		 * of another interface. */

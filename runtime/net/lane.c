@@ -19,7 +19,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -387,15 +386,46 @@ static void offer_log(int me, const struct lane_addr *a)
 	hvd_log(HVD_LOG_DEBUG, "TCP lane: rank %d offers %s", me, line);
 }
 
-/* Bind the listener to an ephemeral port or, where the nodes' firewalls
- * allow only some, to one of HVD_TCP_LANE_PORTS (UCX_TCP_PORT_RANGE when
- * unset, so that a range set for UCX covers the lane too), trying them
- * from a place the pid picks.  -1 with errno, after saying why. */
-static int bind_port(int fd, struct sockaddr_in *sa)
+/* A listening socket on port (host order; 0: one the kernel gives), or
+ * -1 with errno. */
+static int listen_at(unsigned port, int reuse)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1, e;
+
+	if (fd < 0)
+		return -1;
+	/* A port of the range that an earlier job's connections left in
+	 * TIME_WAIT is free to listen on again (two listeners still
+	 * cannot share it: listen fails for the second). */
+	if (reuse)
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+				 sizeof(one));
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	sa.sin_port = htons((uint16_t)port);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    listen(fd, 256) == 0) {
+		cc_choose(fd);
+		return fd;
+	}
+	e = errno;
+	close(fd);
+	errno = e;
+	return -1;
+}
+
+/* The listener: on a port the kernel gives or, where the nodes'
+ * firewalls allow only some, on one of HVD_TCP_LANE_PORTS
+ * (UCX_TCP_PORT_RANGE when unset, so that a range set for UCX covers the
+ * lane too), tried from a place the pid picks.  -1 with errno, after
+ * saying why. */
+static int listener(void)
 {
 	const char *var = "HVD_TCP_LANE_PORTS", *v = getenv(var);
 	unsigned lo, hi, span, start;
-	int one = 1;
 
 	if (!v || !*v) {
 		var = "UCX_TCP_PORT_RANGE";
@@ -411,18 +441,14 @@ static int bind_port(int fd, struct sockaddr_in *sa)
 		return -1;
 	}
 	if (!lo)
-		return bind(fd, (struct sockaddr *)sa, sizeof(*sa));
-	/* A port of the range that an earlier job's connections left in
-	 * TIME_WAIT is free to listen on again. */
-	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		return listen_at(0, 0);
 	span = hi - lo + 1;
 	start = (unsigned)getpid() % span;
 	for (unsigned k = 0; k < span; k++) {
-		sa->sin_port = htons((uint16_t)(lo + (start + k) % span));
-		if (bind(fd, (struct sockaddr *)sa, sizeof(*sa)) == 0)
-			return 0;
-		if (errno != EADDRINUSE)
-			return -1;
+		int fd = listen_at(lo + (start + k) % span, 1);
+
+		if (fd >= 0 || errno != EADDRINUSE)
+			return fd;
 	}
 	hvd_log(HVD_LOG_WARNING,
 		"every port of %s=%s is taken on this node: no TCP lane, "
@@ -453,15 +479,8 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	scratch = malloc(LANE_SCRATCH);
 	peers_tab = calloc((size_t)world_size, sizeof(*peers_tab));
 	epfd = epoll_create1(EPOLL_CLOEXEC);
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_ANY);
-	if (lfd >= 0)
-		cc_choose(lfd);
+	lfd = scratch && peers_tab && epfd >= 0 ? listener() : -1;
 	if (!scratch || !peers_tab || epfd < 0 || lfd < 0 ||
-	    bind_port(lfd, &sa) != 0 ||
-	    listen(lfd, 256) != 0 ||
 	    getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
 		hvd_log(HVD_LOG_INFO,
 			"no TCP lane (%s): large messages go by UCX",

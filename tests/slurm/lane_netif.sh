@@ -17,8 +17,8 @@
 # - HVD_TCP_LANE_PORTS, or UCX_TCP_PORT_RANGE, puts the lane's listeners
 #   on those ports; where node1 cannot reach them on node2 (a route of
 #   its own for them, unreachable: a firewall), every rank fails and
-#   rank 0 says what the lane needs; a range that is none is a warning,
-#   and UCX carries.
+#   rank 0 says what the lane needs; a range that is none, or whose one
+#   port another rank of the node holds, is a warning, and UCX carries.
 hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
@@ -26,7 +26,7 @@ own_cluster_require --netns slurmctld slurmd srun unshare
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $BENCH ]] || skip_all "$BENCH not built"
 own_cluster_visible
-plan 26
+plan 27
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netif
@@ -74,7 +74,7 @@ out=$({
 ok $? "each node has fast0 ($net.0/24, the default route) beside eth0 ($eth1, $eth2)" ||
 	bail_out "$out"
 
-job=$(run_timeout 60 salloc -N2 --ntasks-per-node=1 --no-shell 2>&1 |
+job=$(run_timeout 60 salloc -N2 --ntasks-per-node=2 --no-shell 2>&1 |
 	sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
 [[ -n $job ]] || bail_out "salloc gave no allocation"
 
@@ -159,34 +159,46 @@ inside() { # PORTS LO HI: every one of PORTS within LO-HI, and two of them
 	awk -v lo="$2" -v hi="$3" '{ for (i = 1; i <= NF; i++) if ($i < lo || $i > hi) exit 1; exit NF != 2 }' <<<"$1"
 }
 for var in HVD_TCP_LANE_PORTS UCX_TCP_PORT_RANGE; do
-	run "$var=47360-47615"
+	run "$var=23040-23295"
 	right
-	ok $? "$var=47360-47615: the allreduce is right" || diag "$out"
+	ok $? "$var=23040-23295: the allreduce is right" || diag "$out"
 	p=$(ports)
-	inside "$p" 47360 47615
-	ok $? "$var=47360-47615: the lanes listen on ports $p" ||
+	inside "$p" 23040 23295
+	ok $? "$var=23040-23295: the lanes listen on ports $p" ||
 		diag "$(grep 'listens on' <<<"$out")"
 done
 
-# node1 cannot reach 47104-47359 anywhere (TCP to them is unreachable):
+# node1 cannot reach 23296-23551 anywhere (TCP to them is unreachable):
 # the lane's connection to rank 1 fails at once, every rank fails, and
 # rank 0 says what to do.
 out=$({
-	ip -n "$ns1" rule add ipproto tcp dport 47104-47359 table 147 &&
+	ip -n "$ns1" rule add ipproto tcp dport 23296-23551 table 147 &&
 		ip -n "$ns1" route add unreachable default table 147
 } 2>&1)
-ok $? "node1: TCP to ports 47104-47359 unreachable (policy routing)" || diag "$out"
+ok $? "node1: TCP to ports 23296-23551 unreachable (policy routing)" || diag "$out"
 start=$(date +%s)
-run HVD_TCP_LANE_PORTS=47104-47359
+run HVD_TCP_LANE_PORTS=23296-23551
 took=$(($(date +%s) - start))
-ip -n "$ns1" rule del ipproto tcp dport 47104-47359 table 147 >/dev/null 2>&1
+ip -n "$ns1" rule del ipproto tcp dport 23296-23551 table 147 >/dev/null 2>&1
 ip -n "$ns1" route del unreachable default table 147 >/dev/null 2>&1
-n=$(grep -c -E 'rank 1 failed: its TCP lane connection could not be made \([0-9.]+:4[0-9]{4} No route to host; a firewall between the nodes\? HVD_TCP_LANE_PORTS, or HVD_TCP_LANE=0\)' <<<"$out")
+n=$(grep -c -E 'rank 1 failed: its TCP lane connection could not be made \([0-9.]+:23[0-9]{3} No route to host; a firewall between the nodes\? HVD_TCP_LANE_PORTS, or HVD_TCP_LANE=0\)' <<<"$out")
 ok $((n > 0 ? 0 : 1)) "ports out of reach: rank 0 says the lane's connection could not be made, where, and what to do ($n lines)" ||
 	diag "$out"
 fails=$(grep -c 'srun: error: node[12]: task [01]: Exited with exit code [1-9]' <<<"$out")
 ok $((fails == 2 && took < 60 ? 0 : 1)) \
 	"ports out of reach: both ranks fail ($fails), in ${took}s" || diag "$out"
+
+# A range of one port and two ranks a node: one listener a node gets it,
+# the other rank says so and has no lane; the allreduce is right.
+out=$(run_timeout "$T" env HOROVOD_LOG_LEVEL=debug HVD_TCP_LANE_PORTS=23600-23600 \
+	srun -Q --overlap --jobid="$job" -N2 --ntasks-per-node=2 --mpi=pmix \
+	"$BENCH" -o allreduce -b 4M -e 4M -n 4 -w 1 2>&1)
+got=$(grep -c 'TCP lane: rank [0-3] listens on [0-9.]*:23600 ' <<<"$out")
+taken=$(grep -c 'every port of HVD_TCP_LANE_PORTS=23600-23600 is taken on this node' <<<"$out")
+right4=$(awk '$1 == 4194304 && $NF == "0"' <<<"$out" | wc -l)
+ok $((got == 2 && taken == 2 && right4 == 1 ? 0 : 1)) \
+	"a range of one port, two ranks a node: $got listen on it, $taken say it is taken, the allreduce right ($right4)" ||
+	diag "$out"
 
 run HVD_TCP_LANE_PORTS=9-x
 right

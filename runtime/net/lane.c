@@ -337,16 +337,13 @@ static int my_addrs(uint32_t ip[LANE_ADDRS], int local)
 	if (n == 0 && local)
 		ip[n++] = htonl(INADDR_LOOPBACK);
 	if (n == 0 && nifs > 0) {
-		const char *by = want && *want ? "HVD_TCP_LANE_IF"
-				 : ucx && *ucx && strcmp(ucx, "all") != 0
-				     ? "UCX_NET_DEVICES"
-				     : NULL;
+		const char *var, *list = lane_if_list(want, ucx, &var);
 
-		if (by)
+		if (list)
 			hvd_log(HVD_LOG_INFO,
 				"no TCP lane: no interface named by %s=%s is "
 				"up with a carrier: large messages go by UCX",
-				by, getenv(by));
+				var, list);
 		else
 			hvd_log(HVD_LOG_INFO,
 				"no TCP lane: no interface but loopback, "
@@ -356,7 +353,8 @@ static int my_addrs(uint32_t ip[LANE_ADDRS], int local)
 	return n;
 }
 
-/* Debug: the offered addresses, their interfaces and speeds. */
+/* Debug: the offered addresses, their interfaces and speeds (my_addrs
+ * took them from ifs in order; a loopback fallback has no entry). */
 static void offer_log(int me, const struct lane_addr *a)
 {
 	char line[512], ip[INET_ADDRSTRLEN];
@@ -364,24 +362,17 @@ static void offer_log(int me, const struct lane_addr *a)
 
 	line[0] = '\0';
 	for (int i = 0; i < a->nip && off < sizeof(line); i++) {
-		const struct lane_if *f = NULL;
+		const struct lane_if *f = i < noffer ? &ifs[i] : NULL;
+		char speed[24] = "";
 
-		for (int j = 0; j < noffer; j++)
-			if (ifs[j].ip == a->ip[i])
-				f = &ifs[j];
-		inet_ntop(AF_INET, &a->ip[i], ip, sizeof(ip));
 		if (f && f->mbps)
-			off += (size_t)snprintf(line + off, sizeof(line) - off,
-						"%s%s (%s, %u Mb/s%s)",
-						i ? ", " : "", ip, f->name,
-						(unsigned)f->mbps,
-						f->dflt ? ", default route" : "");
-		else
-			off += (size_t)snprintf(line + off, sizeof(line) - off,
-						"%s%s (%s%s)", i ? ", " : "", ip,
-						f ? f->name : "loopback",
-						f && f->dflt ? ", default route"
-							     : "");
+			snprintf(speed, sizeof(speed), ", %u Mb/s",
+				 (unsigned)f->mbps);
+		inet_ntop(AF_INET, &a->ip[i], ip, sizeof(ip));
+		off += (size_t)snprintf(line + off, sizeof(line) - off,
+					"%s%s (%s%s%s)", i ? ", " : "", ip,
+					f ? f->name : "loopback", speed,
+					f && f->dflt ? ", default route" : "");
 	}
 	hvd_log(HVD_LOG_DEBUG, "TCP lane: rank %d offers %s", me, line);
 }
@@ -639,13 +630,21 @@ static int unlink_op(struct lane_op **h, struct lane_op **t,
 /* Why the last dial failed: the address and what came of it. */
 static char dial_why[64];
 
-static void dial_fail(const struct lane_addr *a, int i, const char *what)
+/* "ip:port" of address i of a. */
+static void addr_of(const struct lane_addr *a, int i, char *out, size_t len)
 {
 	char ip[INET_ADDRSTRLEN] = "?";
 
 	inet_ntop(AF_INET, &a->ip[i], ip, sizeof(ip));
-	snprintf(dial_why, sizeof(dial_why), "%s:%u %s", ip,
-		 (unsigned)ntohs(a->port), what);
+	snprintf(out, len, "%s:%u", ip, (unsigned)ntohs(a->port));
+}
+
+static void dial_fail(const struct lane_addr *a, int i, const char *what)
+{
+	char where[32];
+
+	addr_of(a, i, where, sizeof(where));
+	snprintf(dial_why, sizeof(dial_why), "%s %s", where, what);
 }
 
 /* Connect to w's lane: each of its addresses in turn, 5 s each, those
@@ -706,12 +705,12 @@ static int dial(int w)
 			continue;
 		}
 		if (hvd_log_enabled(HVD_LOG_DEBUG)) {
-			char ip[INET_ADDRSTRLEN] = "?";
+			char where[32];
 
-			inet_ntop(AF_INET, &a->ip[i], ip, sizeof(ip));
+			addr_of(a, i, where, sizeof(where));
 			hvd_log(HVD_LOG_DEBUG,
-				"TCP lane: rank %d reached rank %d at %s:%u", self,
-				w, ip, (unsigned)ntohs(a->port));
+				"TCP lane: rank %d reached rank %d at %s", self,
+				w, where);
 		}
 		conn_log(fd, w, "connected to");
 		return fd;

@@ -35,13 +35,34 @@ static int in_list(const char *name, const char *list)
 	return 0;
 }
 
+/* A UCX list that restricts: set, not empty, not "all". */
+static int restricts(const char *v)
+{
+	return v && *v && strcmp(v, "all") != 0;
+}
+
+const char *lane_if_list(const char *lane_ifs, const char *ucx_devices,
+			 const char **var)
+{
+	if (lane_ifs && *lane_ifs) {
+		*var = "HVD_TCP_LANE_IF";
+		return lane_ifs;
+	}
+	if (restricts(ucx_devices)) {
+		*var = "UCX_NET_DEVICES";
+		return ucx_devices;
+	}
+	*var = NULL;
+	return NULL;
+}
+
 int lane_if_allowed(const char *name, const char *lane_ifs,
 		    const char *ucx_devices)
 {
-	if (lane_ifs && *lane_ifs)
-		return in_list(name, lane_ifs);
-	if (ucx_devices && *ucx_devices && strcmp(ucx_devices, "all") != 0)
-		return in_list(name, ucx_devices);
+	const char *var, *list = lane_if_list(lane_ifs, ucx_devices, &var);
+
+	if (list)
+		return in_list(name, list);
 	return strncmp(name, "docker", 6) != 0 &&
 	       strncmp(name, "virbr", 5) != 0;
 }
@@ -150,10 +171,9 @@ int lane_if_rdma_allowed(const char *tls, const char *devices)
 {
 	int rc, ud, dc;
 
-	if (devices && *devices && strcmp(devices, "all") != 0 &&
-	    !strchr(devices, ':'))
+	if (restricts(devices) && !strchr(devices, ':'))
 		return 0;
-	if (!tls || !*tls || strcmp(tls, "all") == 0)
+	if (!restricts(tls))
 		return 1;
 	if (tls[0] == '^') {
 		names_ib(tls + 1, &rc, &ud, &dc);

@@ -37,10 +37,15 @@ struct lane_if {
 	int order;         /* its place in the kernel's list            */
 };
 
-/* 1 when the interface may carry the lane: named in lane_ifs (a comma
- * list) when that is set and not empty, else in ucx_devices unless that
- * is unset, empty or "all" (entries such as mlx5_0:1 name no interface),
- * else any but docker* and virbr*. */
+/* The list that names the lane's interfaces: lane_ifs (a comma list)
+ * when it is set and not empty, else ucx_devices unless that is unset,
+ * empty or "all" (entries such as mlx5_0:1 name no interface); *var says
+ * which ("HVD_TCP_LANE_IF", "UCX_NET_DEVICES").  NULL when neither names
+ * any: every interface but docker* and virbr* may serve. */
+const char *lane_if_list(const char *lane_ifs, const char *ucx_devices,
+			 const char **var);
+/* 1 when the interface may carry the lane: named in lane_if_list's list,
+ * or, without one, neither docker* nor virbr*. */
 int lane_if_allowed(const char *name, const char *lane_ifs,
 		    const char *ucx_devices);
 /* Reorder v[0..n): first the interfaces that can carry the lane (up,

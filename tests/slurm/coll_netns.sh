@@ -33,11 +33,7 @@ if ! HVD_BUILD_DIR=$top_builddir own_cluster_start run_timeout 120 -- \
 	diag "$oc_out"
 	bail_out "the --netns mini-cluster did not start"
 fi
-# One allocation for every step: a job per step waits for the nodes to
-# leave COMPLETING in between.
-job=$(run_timeout 60 salloc -N3 --ntasks-per-node=2 --no-shell 2>&1 |
-	sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
-[[ -n $job ]] || bail_out "salloc gave no allocation"
+own_cluster_alloc -N3 --ntasks-per-node=2
 # --overlap: a step does not wait for the resources of the one before it
 # to be released (under load a step was once not launched until the run's
 # timeout, two minutes after the previous one had ended).

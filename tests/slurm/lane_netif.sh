@@ -30,9 +30,8 @@ plan 27
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netif
-dir=$oc_dir
 job=
-tag=$(printf '%s' "$(realpath -m "$dir")" | md5sum | cut -c1-4)
+tag=$(own_cluster_netns_tag "$oc_dir")
 br=hvf$tag
 net=10.250.$((0x${tag:0:2}))
 cleanup() {
@@ -74,9 +73,7 @@ out=$({
 ok $? "each node has fast0 ($net.0/24, the default route) beside eth0 ($eth1, $eth2)" ||
 	bail_out "$out"
 
-job=$(run_timeout 60 salloc -N2 --ntasks-per-node=2 --no-shell 2>&1 |
-	sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
-[[ -n $job ]] || bail_out "salloc gave no allocation"
+own_cluster_alloc -N2 --ntasks-per-node=2
 
 # sent NS IF: the bytes IF of namespace NS has sent
 sent() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes"; }

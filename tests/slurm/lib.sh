@@ -304,6 +304,21 @@ own_cluster_start() {
 	return "$st"
 }
 
+# own_cluster_alloc SALLOC-OPTIONS...: one allocation on the cluster for
+# every step of the test (a job per step waits for the nodes to leave
+# COMPLETING in between), its id in job; bails out without one.
+own_cluster_alloc() {
+	job=$(run_timeout 60 salloc "$@" --no-shell 2>&1 |
+		sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
+	[[ -n $job ]] || bail_out "salloc gave no allocation"
+}
+
+# own_cluster_netns_tag DIR: the tag in the names minicluster --netns
+# gives DIR's namespaces (hvd-TAG-nodeK), bridge and veths.
+own_cluster_netns_tag() {
+	printf '%s' "$(realpath -m "$1")" | md5sum | cut -c1-4
+}
+
 # At exit: stop each cluster of the test's own.  A slurmd removes its pid
 # file as it begins to shut down, so stop may not wait for the end of one
 # that then hangs: what still runs with the directory in its command line

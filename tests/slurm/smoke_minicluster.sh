@@ -79,6 +79,6 @@ prefix=$(sed -n 's/^NodeName=node1 .*NodeAddr=\([0-9.]*\)\.1 .*/\1/p' "$dir2/slu
 is "$out" "node1 $prefix.1/24 node2 $prefix.2/24 " \
 	"each node has its own address on eth0"
 "$MC" stop --dir "$dir2" >/dev/null 2>&1
-tag=$(printf '%s' "$dir2" | md5sum | cut -c1-4)
+tag=$(own_cluster_netns_tag "$dir2")
 is "$(ip netns list | grep -c "hvd-$tag-")" 0 "stop removed the namespaces"
 exit 0

@@ -323,7 +323,7 @@ static struct lane_if ifs[LANE_IF_MAX];
 static int nifs, noffer;
 
 /* The addresses this rank offers, best first (net/lane_if.h). */
-static int my_addrs(uint32_t ip[LANE_ADDRS], int local)
+static int my_addrs(uint8_t ip[LANE_ADDRS][16], int local)
 {
 	const char *want = getenv("HVD_TCP_LANE_IF");
 	const char *ucx = getenv("UCX_NET_DEVICES");
@@ -332,10 +332,10 @@ static int my_addrs(uint32_t ip[LANE_ADDRS], int local)
 	nifs = lane_if_scan(ifs, LANE_IF_MAX);
 	noffer = lane_if_rank(ifs, nifs, want, ucx);
 	for (int i = 0; i < noffer && n < LANE_ADDRS; i++)
-		ip[n++] = ifs[i].ip;
+		memcpy(ip[n++], ifs[i].ip, 16);
 	/* Within a node (HVD_TCP_LANE_LOCAL) loopback will do. */
 	if (n == 0 && local)
-		ip[n++] = htonl(INADDR_LOOPBACK);
+		lane_ip4(ip[n++], htonl(INADDR_LOOPBACK));
 	if (n == 0 && nifs > 0) {
 		const char *var, *list = lane_if_list(want, ucx, &var);
 
@@ -353,11 +353,21 @@ static int my_addrs(uint32_t ip[LANE_ADDRS], int local)
 	return n;
 }
 
+/* "ip:port" of address i of a, "[ip]:port" for IPv6. */
+static void addr_of(const struct lane_addr *a, int i, char *out, size_t len)
+{
+	char ip[LANE_IP_STRLEN];
+	int v4 = lane_ip_is4(a->ip[i]);
+
+	snprintf(out, len, "%s%s%s:%u", v4 ? "" : "[", lane_ip_str(a->ip[i], ip),
+		 v4 ? "" : "]", (unsigned)ntohs(a->port));
+}
+
 /* Debug: the offered addresses, their interfaces and speeds (my_addrs
  * took them from ifs in order; a loopback fallback has no entry). */
 static void offer_log(int me, const struct lane_addr *a)
 {
-	char line[512], ip[INET_ADDRSTRLEN];
+	char line[640], ip[LANE_IP_STRLEN];
 	size_t off = 0;
 
 	line[0] = '\0';
@@ -368,7 +378,7 @@ static void offer_log(int me, const struct lane_addr *a)
 		if (f && f->mbps)
 			snprintf(speed, sizeof(speed), ", %u Mb/s",
 				 (unsigned)f->mbps);
-		inet_ntop(AF_INET, &a->ip[i], ip, sizeof(ip));
+		lane_ip_str(a->ip[i], ip);
 		off += (size_t)snprintf(line + off, sizeof(line) - off,
 					"%s%s (%s%s%s)", i ? ", " : "", ip,
 					f ? f->name : "loopback", speed,
@@ -377,13 +387,15 @@ static void offer_log(int me, const struct lane_addr *a)
 	hvd_log(HVD_LOG_DEBUG, "TCP lane: rank %d offers %s", me, line);
 }
 
-/* A listening socket on port (host order; 0: one the kernel gives), or
- * -1 with errno. */
-static int listen_at(unsigned port, int reuse)
+/* A listening socket of family fam on port (host order; 0: one the
+ * kernel gives), or -1 with errno.  An IPv6 one takes IPv4 connections
+ * too (IPV6_V6ONLY off). */
+static int listen_at(int fam, unsigned port, int reuse)
 {
 	struct sockaddr_in sa;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int one = 1, e;
+	struct sockaddr_in6 sa6;
+	int fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1, zero = 0, e, r;
 
 	if (fd < 0)
 		return -1;
@@ -394,11 +406,21 @@ static int listen_at(unsigned port, int reuse)
 		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
 				 sizeof(one));
 	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_ANY);
-	sa.sin_port = htons((uint16_t)port);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    listen(fd, 256) == 0) {
+	memset(&sa6, 0, sizeof(sa6));
+	if (fam == AF_INET6) {
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero,
+				 sizeof(zero));
+		sa6.sin6_family = AF_INET6;
+		sa6.sin6_addr = in6addr_any;
+		sa6.sin6_port = htons((uint16_t)port);
+		r = bind(fd, (struct sockaddr *)&sa6, sizeof(sa6));
+	} else {
+		sa.sin_family = AF_INET;
+		sa.sin_addr.s_addr = htonl(INADDR_ANY);
+		sa.sin_port = htons((uint16_t)port);
+		r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	}
+	if (r == 0 && listen(fd, 256) == 0) {
 		cc_choose(fd);
 		return fd;
 	}
@@ -411,9 +433,9 @@ static int listen_at(unsigned port, int reuse)
 /* The listener: on a port the kernel gives or, where the nodes'
  * firewalls allow only some, on one of HVD_TCP_LANE_PORTS
  * (UCX_TCP_PORT_RANGE when unset, so that a range set for UCX covers the
- * lane too), tried from a place the pid picks.  -1 with errno, after
- * saying why. */
-static int listener(void)
+ * lane too), tried from a place the pid picks; of family fam.  -1 with
+ * errno, after saying why. */
+static int listener(int fam)
 {
 	const char *var = "HVD_TCP_LANE_PORTS", *v = getenv(var);
 	unsigned lo, hi, span, start;
@@ -432,11 +454,11 @@ static int listener(void)
 		return -1;
 	}
 	if (!lo)
-		return listen_at(0, 0);
+		return listen_at(fam, 0, 0);
 	span = hi - lo + 1;
 	start = (unsigned)getpid() % span;
 	for (unsigned k = 0; k < span; k++) {
-		int fd = listen_at(lo + (start + k) % span, 1);
+		int fd = listen_at(fam, lo + (start + k) % span, 1);
 
 		if (fd >= 0 || errno != EADDRINUSE)
 			return fd;
@@ -453,9 +475,9 @@ static int listener(void)
 hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 		       int one_node)
 {
-	struct sockaddr_in sa;
+	struct sockaddr_storage sa;
 	socklen_t sl = sizeof(sa);
-	int nip, local;
+	int nip, local, fam = AF_INET;
 
 	memset(out, 0, sizeof(*out));
 	lane_close();
@@ -467,10 +489,14 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	nip = my_addrs(out->ip, local);
 	if (nip == 0)
 		return HVD_OK;
+	/* IPv6 offered: one socket for both families */
+	for (int i = 0; i < nip; i++)
+		if (!lane_ip_is4(out->ip[i]))
+			fam = AF_INET6;
 	scratch = malloc(LANE_SCRATCH);
 	peers_tab = calloc((size_t)world_size, sizeof(*peers_tab));
 	epfd = epoll_create1(EPOLL_CLOEXEC);
-	lfd = scratch && peers_tab && epfd >= 0 ? listener() : -1;
+	lfd = scratch && peers_tab && epfd >= 0 ? listener(fam) : -1;
 	if (!scratch || !peers_tab || epfd < 0 || lfd < 0 ||
 	    getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
 		hvd_log(HVD_LOG_INFO,
@@ -488,7 +514,9 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	ep_set(lfd, K_LISTEN, 0, EPOLLIN, EPOLL_CTL_ADD);
 	lowat_cap = hvd_env_size("HVD_TCP_LANE_WHOLE", 4 << 20);
 	out->nip = (uint16_t)nip;
-	out->port = sa.sin_port;
+	out->port = sa.ss_family == AF_INET6
+			    ? ((struct sockaddr_in6 *)&sa)->sin6_port
+			    : ((struct sockaddr_in *)&sa)->sin_port;
 	out->min_kib =
 	    (uint32_t)(hvd_env_size("HVD_TCP_LANE_MIN", 8 << 10) >> 10);
 	if (out->min_kib == 0)
@@ -497,14 +525,14 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	self = me;
 	mine = *out;
 	if (hvd_log_enabled(HVD_LOG_DEBUG)) {
-		char a[INET_ADDRSTRLEN] = "?", now[LANE_CC_MAX];
+		char a[LANE_IP_STRLEN + 8], now[LANE_CC_MAX];
 
-		inet_ntop(AF_INET, &out->ip[0], a, sizeof(a));
+		addr_of(out, 0, a, sizeof(a));
 		cc_of(lfd, now);
 		hvd_log(HVD_LOG_DEBUG,
-			"TCP lane: rank %d listens on %s:%u (%d address%s), "
+			"TCP lane: rank %d listens on %s (%d address%s), "
 			"congestion control %s%s",
-			me, a, (unsigned)ntohs(out->port), nip,
+			me, a, nip,
 			nip > 1 ? "es" : "", now,
 			cc[0] ? "" : " (the system's)");
 		offer_log(me, out);
@@ -628,20 +656,11 @@ static int unlink_op(struct lane_op **h, struct lane_op **t,
 		     struct lane_op *op);
 
 /* Why the last dial failed: the address and what came of it. */
-static char dial_why[64];
-
-/* "ip:port" of address i of a. */
-static void addr_of(const struct lane_addr *a, int i, char *out, size_t len)
-{
-	char ip[INET_ADDRSTRLEN] = "?";
-
-	inet_ntop(AF_INET, &a->ip[i], ip, sizeof(ip));
-	snprintf(out, len, "%s:%u", ip, (unsigned)ntohs(a->port));
-}
+static char dial_why[128];
 
 static void dial_fail(const struct lane_addr *a, int i, const char *what)
 {
-	char where[32];
+	char where[LANE_IP_STRLEN + 8];
 
 	addr_of(a, i, where, sizeof(where));
 	snprintf(dial_why, sizeof(dial_why), "%s %s", where, what);
@@ -659,25 +678,41 @@ static int dial(int w)
 
 	if (hello_make(hello, self, w) != 0)
 		return -1;
-	n = lane_if_dial_order(a->ip, a->nip < LANE_ADDRS ? a->nip : LANE_ADDRS,
+	n = lane_if_dial_order((const uint8_t(*)[16])a->ip,
+			       a->nip < LANE_ADDRS ? a->nip : LANE_ADDRS,
 			       ifs, noffer, nifs, order);
 	for (int k = 0; k < n; k++) {
 		int i = order[k];
 		struct sockaddr_in sa;
+		struct sockaddr_in6 sa6;
+		struct sockaddr *to = (struct sockaddr *)&sa;
+		socklen_t tl = sizeof(sa);
 		struct pollfd p;
-		int fd, err = 0;
+		int fd, err = 0, v4 = lane_ip_is4(a->ip[i]);
 		socklen_t el = sizeof(err);
 
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			    0);
-		if (fd < 0)
-			return -1;
-		conn_tune(fd);
 		memset(&sa, 0, sizeof(sa));
-		sa.sin_family = AF_INET;
-		sa.sin_addr.s_addr = a->ip[i];
-		sa.sin_port = a->port;
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		memset(&sa6, 0, sizeof(sa6));
+		if (v4) {
+			sa.sin_family = AF_INET;
+			memcpy(&sa.sin_addr, a->ip[i] + 12, 4);
+			sa.sin_port = a->port;
+		} else {
+			sa6.sin6_family = AF_INET6;
+			memcpy(&sa6.sin6_addr, a->ip[i], 16);
+			sa6.sin6_port = a->port;
+			to = (struct sockaddr *)&sa6;
+			tl = sizeof(sa6);
+		}
+		fd = socket(v4 ? AF_INET : AF_INET6,
+			    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			/* no IPv6 on this node: the next address */
+			dial_fail(a, i, strerror(errno));
+			continue;
+		}
+		conn_tune(fd);
+		if (connect(fd, to, tl) != 0) {
 			if (errno != EINPROGRESS) {
 				dial_fail(a, i, strerror(errno));
 				close(fd);
@@ -705,7 +740,7 @@ static int dial(int w)
 			continue;
 		}
 		if (hvd_log_enabled(HVD_LOG_DEBUG)) {
-			char where[32];
+			char where[LANE_IP_STRLEN + 8];
 
 			addr_of(a, i, where, sizeof(where));
 			hvd_log(HVD_LOG_DEBUG,
@@ -825,7 +860,7 @@ static void fail_errno(int w)
 static void fail_peer(int w, const char *why)
 {
 	struct peer *p = &peers_tab[w];
-	char msg[200];
+	char msg[320];
 
 	if (p->lowat > 1)
 		n_raised--;
@@ -942,7 +977,7 @@ static int connect_to(int w)
 		return 0;
 	p->fd = dial(w);
 	if (p->fd < 0) {
-		char why[160];
+		char why[256];
 
 		/* The rank is probably alive, and UCX reached it: say what
 		 * the lane needs. */

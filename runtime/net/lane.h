@@ -31,7 +31,8 @@
  *
  * Used only where UCX has no RDMA device to use (ucx_uses_rdma: there its
  * rendezvous is zero-copy), with HVD_TCP_LANE=1 (the default), between
- * ranks that published a lane, over the interfaces net/lane_if.h picks.
+ * ranks that published a lane, over the interfaces net/lane_if.h picks
+ * (IPv4 or IPv6: one listening socket takes both).
  * HVD_TCP_LANE_LOCAL=1 on both ends puts ranks of one node on it too:
  * slower than shared memory, it is there so that the tests that run on
  * one node (the sanitizer builds among them) cover the lane.  All
@@ -51,7 +52,7 @@
 
 /* What a rank tells the others (exchanged in hvd_init). */
 struct lane_addr {
-	uint32_t ip[LANE_ADDRS]; /* IPv4, network byte order               */
+	uint8_t ip[LANE_ADDRS][16]; /* IPv6, IPv4 mapped (net/lane_if.h)   */
 	uint16_t nip;            /* 0: no lane on this rank                */
 	uint16_t port;           /* network byte order                     */
 	uint32_t min_kib;        /* HVD_TCP_LANE_MIN of this rank, in KiB  */

@@ -75,8 +75,8 @@ static int usable(const struct lane_if *f, const char *lane_ifs,
 	       lane_if_allowed(f->name, lane_ifs, ucx_devices);
 }
 
-/* Insertion sort on (usable, speed, default route, kernel order), the
- * unusable in the kernel's order: a handful of entries. */
+/* Insertion sort on (usable, speed, default route, IPv4 first, kernel
+ * order), the unusable in the kernel's order: a handful of entries. */
 static int better(const struct lane_if *a, int ua, const struct lane_if *b,
 		  int ub)
 {
@@ -88,6 +88,8 @@ static int better(const struct lane_if *a, int ua, const struct lane_if *b,
 		return a->mbps > b->mbps;
 	if (a->dflt != b->dflt)
 		return a->dflt > b->dflt;
+	if (lane_ip_is4(a->ip) != lane_ip_is4(b->ip))
+		return lane_ip_is4(a->ip);
 	return a->order < b->order;
 }
 
@@ -113,8 +115,39 @@ int lane_if_rank(struct lane_if *v, int n, const char *lane_ifs,
 	return offer;
 }
 
-int lane_if_dial_order(const uint32_t *ip, int nip, const struct lane_if *v,
-		       int noffer, int n, int order[])
+void lane_ip4(uint8_t ip[16], uint32_t v4)
+{
+	memset(ip, 0, 10);
+	ip[10] = ip[11] = 0xff;
+	memcpy(ip + 12, &v4, 4);
+}
+
+int lane_ip_is4(const uint8_t ip[16])
+{
+	static const uint8_t pre[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	return memcmp(ip, pre, sizeof(pre)) == 0;
+}
+
+char *lane_ip_str(const uint8_t ip[16], char *out)
+{
+	if (!inet_ntop(lane_ip_is4(ip) ? AF_INET : AF_INET6,
+		       lane_ip_is4(ip) ? ip + 12 : ip, out, LANE_IP_STRLEN))
+		snprintf(out, LANE_IP_STRLEN, "?");
+	return out;
+}
+
+/* Is a within f's subnet? */
+static int on_subnet(const uint8_t a[16], const struct lane_if *f)
+{
+	for (int b = 0; b < 16; b++)
+		if ((a[b] ^ f->ip[b]) & f->mask[b])
+			return 0;
+	return 1;
+}
+
+int lane_if_dial_order(const uint8_t (*ip)[16], int nip,
+		       const struct lane_if *v, int noffer, int n, int order[])
 {
 	int k = 0, all_mine = 1;
 	char own[LANE_IF_MAX * 2];
@@ -124,7 +157,7 @@ int lane_if_dial_order(const uint32_t *ip, int nip, const struct lane_if *v,
 	for (int i = 0; i < nip; i++) {
 		own[i] = 0;
 		for (int j = 0; j < n; j++)
-			if (v[j].ip == ip[i])
+			if (memcmp(v[j].ip, ip[i], 16) == 0)
 				own[i] = 1;
 		if (!own[i])
 			all_mine = 0;
@@ -136,7 +169,7 @@ int lane_if_dial_order(const uint32_t *ip, int nip, const struct lane_if *v,
 			if (own[i] && !all_mine)
 				continue;
 			for (int j = 0; j < noffer; j++)
-				if (((ip[i] ^ v[j].ip) & v[j].mask) == 0)
+				if (on_subnet(ip[i], &v[j]))
 					near = 1;
 			if (near == (pass == 0))
 				order[k++] = i;
@@ -224,29 +257,57 @@ static uint32_t link_mbps(int sock, const char *name)
 	return s > 10000000u ? 0 : s;
 }
 
-/* Mark the interfaces a default route (0.0.0.0/0) leaves by, from this
- * network namespace's /proc/net/route. */
+static void mark(struct lane_if *v, int n, const char *ifn)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(v[i].name, ifn) == 0)
+			v[i].dflt = 1;
+}
+
+/* Mark the interfaces a default route leaves by, IPv4's (0.0.0.0/0) and
+ * IPv6's (::/0), from this network namespace's /proc/net/route and
+ * /proc/net/ipv6_route. */
 static void mark_default(struct lane_if *v, int n)
 {
 	FILE *f = fopen("/proc/net/route", "re");
 	char line[256];
 
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
+	while (f && fgets(line, sizeof(line), f)) {
 		char ifn[IF_NAMESIZE + 1];
 		unsigned long dest, gw, flags, mask;
 		int refcnt, use, metric;
 
 		if (sscanf(line, "%16s %lx %lx %lx %d %d %d %lx", ifn, &dest, &gw,
-			   &flags, &refcnt, &use, &metric, &mask) != 8 ||
-		    dest != 0 || mask != 0 || !(flags & 1 /* RTF_UP */))
-			continue;
-		for (int i = 0; i < n; i++)
-			if (strcmp(v[i].name, ifn) == 0)
-				v[i].dflt = 1;
+			   &flags, &refcnt, &use, &metric, &mask) == 8 &&
+		    dest == 0 && mask == 0 && (flags & 1 /* RTF_UP */))
+			mark(v, n, ifn);
 	}
-	fclose(f);
+	if (f)
+		fclose(f);
+	/* dest plen src plen gateway metric refcnt use flags name; the
+	 * unreachable default on lo is a reject route */
+	f = fopen("/proc/net/ipv6_route", "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		char dest[33], ifn[IF_NAMESIZE + 1];
+		unsigned plen, flags;
+
+		if (sscanf(line, "%32s %x %*s %*x %*s %*x %*x %*x %x %16s",
+			   dest, &plen, &flags, ifn) == 4 &&
+		    strspn(dest, "0") == 32 && plen == 0 &&
+		    (flags & 1 /* RTF_UP */) && !(flags & 0x200 /* RTF_REJECT */))
+			mark(v, n, ifn);
+	}
+	if (f)
+		fclose(f);
+}
+
+/* An IPv6 address the lane can offer: not link-local (its meaning
+ * depends on the interface), loopback, multicast or IPv4-mapped. */
+static int v6_usable(const struct in6_addr *a)
+{
+	return !IN6_IS_ADDR_LINKLOCAL(a) && !IN6_IS_ADDR_LOOPBACK(a) &&
+	       !IN6_IS_ADDR_MULTICAST(a) && !IN6_IS_ADDR_V4MAPPED(a) &&
+	       !IN6_IS_ADDR_UNSPECIFIED(a);
 }
 
 int lane_if_scan(struct lane_if *v, int max)
@@ -259,17 +320,35 @@ int lane_if_scan(struct lane_if *v, int max)
 	sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	for (i = ifa; i && n < max; i = i->ifa_next) {
 		struct lane_if *f = &v[n];
+		int fam = i->ifa_addr ? i->ifa_addr->sa_family : AF_UNSPEC;
 
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
-		    !i->ifa_name || strlen(i->ifa_name) >= sizeof(f->name))
+		if ((fam != AF_INET && fam != AF_INET6) || !i->ifa_name ||
+		    strlen(i->ifa_name) >= sizeof(f->name))
 			continue;
 		memset(f, 0, sizeof(*f));
+		if (fam == AF_INET) {
+			const struct sockaddr_in *m =
+			    (const struct sockaddr_in *)i->ifa_netmask;
+
+			lane_ip4(f->ip, ((struct sockaddr_in *)i->ifa_addr)
+					    ->sin_addr.s_addr);
+			lane_ip4(f->mask, m ? m->sin_addr.s_addr : 0xffffffffu);
+			memset(f->mask, 0xff, 12);
+		} else {
+			const struct sockaddr_in6 *a =
+			    (const struct sockaddr_in6 *)i->ifa_addr;
+			const struct sockaddr_in6 *m =
+			    (const struct sockaddr_in6 *)i->ifa_netmask;
+
+			if (!v6_usable(&a->sin6_addr))
+				continue;
+			memcpy(f->ip, &a->sin6_addr, 16);
+			if (m)
+				memcpy(f->mask, &m->sin6_addr, 16);
+			else
+				memset(f->mask, 0xff, 16);
+		}
 		memcpy(f->name, i->ifa_name, strlen(i->ifa_name) + 1);
-		f->ip = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
-		f->mask = i->ifa_netmask
-				  ? ((struct sockaddr_in *)i->ifa_netmask)
-					    ->sin_addr.s_addr
-				  : 0xffffffffu;
 		f->flags = i->ifa_flags;
 		f->order = n;
 		if (!(f->flags & IFF_LOOPBACK))

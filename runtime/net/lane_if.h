@@ -1,5 +1,5 @@
 /*
- * net/lane_if.h - which of a node's IPv4 addresses the TCP lane offers
+ * net/lane_if.h - which of a node's addresses the TCP lane offers
  * (net/lane.h), best first, and in which order a rank tries a peer's.
  *
  * A node often has several interfaces: a management network with the
@@ -10,7 +10,10 @@
  * HVD_TCP_LANE_IF (a comma list) or, unset, by UCX_NET_DEVICES (what the
  * SPANK plugin sets, so that the lane goes where UCX goes); the fastest
  * first (the driver's link speed; one that does not say comes last),
- * then the interface of a default route, then the kernel's order.  A
+ * then the interface of a default route, then IPv4 before IPv6 (UCX's
+ * order of address families), then the kernel's order.  IPv6 addresses
+ * count where they are global or unique-local: a link-local one means
+ * nothing without its interface, which differs from node to node.  A
  * rank dials a peer's addresses that share a subnet with one of its own
  * offered ones first, and never an address of its own where the peer is
  * on another node (docker0's 172.17.0.1 would reach this node itself).
@@ -27,10 +30,14 @@
 #pragma GCC visibility push(hidden)
 
 #define LANE_IF_MAX 32
+/* An address as text, IPv6's longest */
+#define LANE_IP_STRLEN 46
 
+/* Addresses are IPv6, IPv4 mapped (::ffff:a.b.c.d) into it; a mask
+ * likewise, so that an IPv4 subnet never takes in an IPv6 address. */
 struct lane_if {
 	char name[IF_NAMESIZE];
-	uint32_t ip, mask; /* IPv4, network byte order */
+	uint8_t ip[16], mask[16];
 	unsigned flags;    /* IFF_UP, IFF_RUNNING, IFF_LOOPBACK, ...  */
 	uint32_t mbps;     /* link speed; 0: the device does not say */
 	int dflt;          /* a default route leaves by it             */
@@ -61,8 +68,14 @@ int lane_if_rank(struct lane_if *v, int n, const char *lane_ifs,
  * order; an address of this rank's own (any of the n) is left out unless
  * every address of the peer is one (the peer is on this node).  The
  * number to try. */
-int lane_if_dial_order(const uint32_t *ip, int nip, const struct lane_if *v,
-		       int noffer, int n, int order[]);
+int lane_if_dial_order(const uint8_t (*ip)[16], int nip,
+		       const struct lane_if *v, int noffer, int n, int order[]);
+/* ip as IPv4 (network byte order) mapped into IPv6. */
+void lane_ip4(uint8_t ip[16], uint32_t v4);
+/* 1 when ip is an IPv4 address (mapped). */
+int lane_ip_is4(const uint8_t ip[16]);
+/* ip as text (dotted for IPv4) into out (LANE_IP_STRLEN bytes); out. */
+char *lane_ip_str(const uint8_t ip[16], char *out);
 /* Where the node has RDMA devices: 1 when UCX may carry data over them,
  * going by UCX_TLS (unset, empty or "all"; a list naming an InfiniBand
  * transport, rc*, ud*, dc* or ib; or an exclusion "^..." that leaves one)
@@ -74,8 +87,9 @@ int lane_if_rdma_allowed(const char *tls, const char *devices);
 /* The lane's ports: "MIN-MAX" (1..65535) or "0", unset or empty for
  * any (*lo = *hi = 0).  0, or -1 for anything else. */
 int lane_if_port_range(const char *s, unsigned *lo, unsigned *hi);
-/* This rank's IPv4 interfaces, in the kernel's order, with their speed
- * and whether a default route uses them; at most max, the number read
+/* This rank's addresses (IPv4, and IPv6 but link-local), an entry each,
+ * in the kernel's order, with their interface's speed and whether a
+ * default route (IPv4 or IPv6) leaves by it; at most max, the number read
  * (0 where they cannot be read). */
 int lane_if_scan(struct lane_if *v, int max);
 

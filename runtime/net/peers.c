@@ -21,7 +21,7 @@ struct peer {
 	int local;           /* on this node: pid checks apply       */
 	atomic_int failed;
 	atomic_int announce; /* to tell the other ranks              */
-	char why[200];
+	char why[320];
 };
 
 static struct peer *peers;

@@ -7,9 +7,12 @@
  * kernel's order; a peer's addresses on a subnet of ours are dialled
  * first, and our own addresses never for a peer elsewhere; whether
  * UCX_TLS and UCX_NET_DEVICES leave UCX the node's RDMA devices (else the
- * lane runs where it has them too).  Then this
- * machine's own interfaces, read for real: every offered one is up and
- * running, and loopback is not among them.
+ * lane runs where it has them too).  IPv6: an interface's IPv4 address
+ * before its IPv6 one, a faster IPv6-only interface before both, IPv6
+ * subnets dialled first like IPv4's, and never an IPv4 subnet taking in
+ * an IPv6 address.  Then this machine's own interfaces, read for real:
+ * every offered one is up and running, loopback and link-local IPv6
+ * addresses are not among them.
  */
 #include "config.h"
 
@@ -23,15 +26,23 @@
 
 #define RUN (IFF_UP | IFF_RUNNING)
 
+/* An entry for ip (IPv4 or IPv6 text) with a prefix of that length. */
 static struct lane_if mk(const char *name, const char *ip, int prefix,
 			 unsigned flags, uint32_t mbps, int dflt, int order)
 {
 	struct lane_if f;
+	uint32_t v4;
 
 	memset(&f, 0, sizeof(f));
 	snprintf(f.name, sizeof(f.name), "%s", name);
-	inet_pton(AF_INET, ip, &f.ip);
-	f.mask = prefix ? htonl(~0u << (32 - prefix)) : 0;
+	if (inet_pton(AF_INET, ip, &v4) == 1) {
+		lane_ip4(f.ip, v4);
+		prefix += 96;
+	} else {
+		inet_pton(AF_INET6, ip, f.ip);
+	}
+	for (int b = 0; b < prefix; b++)
+		f.mask[b / 8] |= (uint8_t)(0x80 >> (b % 8));
 	f.flags = flags;
 	f.mbps = mbps;
 	f.dflt = dflt;
@@ -52,12 +63,16 @@ static const char *names(const struct lane_if *v, int n)
 	return out;
 }
 
-static uint32_t ip4(const char *s)
+/* ip as the lane holds it, from IPv4 or IPv6 text. */
+static void ip_of(uint8_t ip[16], const char *s)
 {
 	uint32_t a = 0;
 
-	inet_pton(AF_INET, s, &a);
-	return a;
+	memset(ip, 0, 16);
+	if (inet_pton(AF_INET, s, &a) == 1)
+		lane_ip4(ip, a);
+	else
+		inet_pton(AF_INET6, s, ip);
 }
 
 /* A node with a 1 GbE management port carrying the default route, a
@@ -82,9 +97,9 @@ int main(void)
 {
 	struct lane_if v[LANE_IF_MAX];
 	int n, k, order[8];
-	uint32_t peer[4];
+	uint8_t peer[4][16];
 
-	plan(20);
+	plan(28);
 
 	n = node(v);
 	k = lane_if_rank(v, n, NULL, NULL);
@@ -139,10 +154,10 @@ int main(void)
 	 * (ens1's). */
 	n = node(v);
 	k = lane_if_rank(v, n, NULL, NULL);
-	peer[0] = ip4("10.9.0.7");
-	peer[1] = ip4("10.0.0.7");
-	peer[2] = ip4("172.17.0.1");
-	peer[3] = ip4("10.2.3.7");
+	ip_of(peer[0], "10.9.0.7");
+	ip_of(peer[1], "10.0.0.7");
+	ip_of(peer[2], "172.17.0.1");
+	ip_of(peer[3], "10.2.3.7");
 	is_int(lane_if_dial_order(peer, 4, v, k, n, order), 3,
 	       "a peer elsewhere: our own address is not dialled");
 	ok(order[0] == 1 && order[1] == 3 && order[2] == 0,
@@ -151,16 +166,69 @@ int main(void)
 
 	/* A peer on this node (HVD_TCP_LANE_LOCAL): all its addresses are
 	 * ours, and all are dialled. */
-	peer[0] = ip4("10.2.0.5");
-	peer[1] = ip4("10.0.0.5");
+	ip_of(peer[0], "10.2.0.5");
+	ip_of(peer[1], "10.0.0.5");
 	is_int(lane_if_dial_order(peer, 2, v, k, n, order), 2,
 	       "a peer on this node: its addresses, ours too, are dialled");
 	ok(order[0] == 0 && order[1] == 1, "in its order (%d %d)", order[0],
 	   order[1]);
 	/* Loopback alone (HVD_TCP_LANE_LOCAL, no other address). */
-	peer[0] = ip4("127.0.0.1");
+	ip_of(peer[0], "127.0.0.1");
 	is_int(lane_if_dial_order(peer, 1, v, k, n, order), 1,
 	       "loopback from a peer of this node is dialled");
+
+	/* IPv6: eno1 (1 GbE, default route) has 10.0.0.5/24 and
+	 * fd00:0:0:1::5/64, ens1 (25 GbE) fd00:0:0:2::5/64 alone, br0
+	 * 10.3.0.5 with a /0 mask, and eno1's link has a second IPv6
+	 * address. */
+	n = 0;
+	v[n] = mk("eno1", "fd00:0:0:1::5", 64, RUN, 1000, 1, n), n++;
+	v[n] = mk("eno1", "10.0.0.5", 24, RUN, 1000, 1, n), n++;
+	v[n] = mk("ens1", "fd00:0:0:2::5", 64, RUN, 25000, 0, n), n++;
+	v[n] = mk("eno1", "2001:db8::5", 64, RUN, 1000, 1, n), n++;
+	k = lane_if_rank(v, n, NULL, NULL);
+	{
+		char a[LANE_IP_STRLEN], b[LANE_IP_STRLEN], c[LANE_IP_STRLEN],
+		    d[LANE_IP_STRLEN], all[4 * LANE_IP_STRLEN];
+
+		snprintf(all, sizeof(all), "%s %s %s %s",
+			 lane_ip_str(v[0].ip, a), lane_ip_str(v[1].ip, b),
+			 lane_ip_str(v[2].ip, c), lane_ip_str(v[3].ip, d));
+		is_str(all, "fd00:0:0:2::5 10.0.0.5 fd00:0:0:1::5 2001:db8::5",
+		       "IPv6: the fastest interface first, IPv6 alone; then "
+		       "an interface's IPv4 before its IPv6, IPv6 in the "
+		       "kernel's order");
+	}
+	ok(lane_ip_is4(v[1].ip) && !lane_ip_is4(v[0].ip),
+	   "lane_ip_is4: IPv4 mapped, IPv6 not");
+	ip_of(peer[0], "10.9.0.7");
+	ip_of(peer[1], "fd00:0:0:2::7");
+	ip_of(peer[2], "2001:db8:1::7");
+	ip_of(peer[3], "fd00:0:0:1::7");
+	is_int(lane_if_dial_order(peer, 4, v, k, n, order), 4,
+	       "IPv6: a peer elsewhere, every address dialled");
+	ok(order[0] == 1 && order[1] == 3 && order[2] == 0 && order[3] == 2,
+	   "IPv6 subnets of ours first, in the peer's order (%d %d %d %d)",
+	   order[0], order[1], order[2], order[3]);
+	n = 0;
+	v[n] = mk("br0", "10.3.0.5", 0, RUN, 0, 0, n), n++;
+	k = lane_if_rank(v, n, NULL, NULL);
+	ip_of(peer[0], "fd00::7");
+	ip_of(peer[1], "192.168.9.9");
+	is_int(lane_if_dial_order(peer, 2, v, k, n, order), 2,
+	       "an IPv4 subnet of /0 and two peer addresses");
+	ok(order[0] == 1 && order[1] == 0,
+	   "an IPv4 /0 takes in every IPv4 address, no IPv6 one (%d %d)",
+	   order[0], order[1]);
+	/* our own IPv6 address is not dialled either */
+	n = 0;
+	v[n] = mk("ens1", "fd00::5", 64, RUN, 0, 0, n), n++;
+	k = lane_if_rank(v, n, NULL, NULL);
+	ip_of(peer[0], "fd00::5");
+	ip_of(peer[1], "fd00::7");
+	ok(lane_if_dial_order(peer, 2, v, k, n, order) == 1 && order[0] == 1,
+	   "IPv6: our own address is not dialled for a peer elsewhere, "
+	   "the one next to it is");
 
 	/* RDMA devices, and what UCX may do with them. */
 	ok(lane_if_rdma_allowed(NULL, NULL) && lane_if_rdma_allowed("", "") &&
@@ -212,13 +280,26 @@ int main(void)
 			if ((v[i].flags & RUN) != RUN ||
 			    (v[i].flags & IFF_LOOPBACK))
 				bad++;
-		for (int i = 0; i < n; i++)
+		uint8_t lo4[16];
+		int ll = 0;
+
+		ip_of(lo4, "127.0.0.1");
+		for (int i = 0; i < n; i++) {
 			if ((v[i].flags & IFF_LOOPBACK) &&
-			    v[i].ip == ip4("127.0.0.1"))
+			    memcmp(v[i].ip, lo4, 16) == 0)
 				lo++;
+			if (v[i].ip[0] == 0xfe && (v[i].ip[1] & 0xc0) == 0x80)
+				ll++;
+			if (!lane_ip_is4(v[i].ip) &&
+			    memcmp(v[i].ip, &in6addr_loopback, 16) == 0)
+				ll++;
+		}
 		ok(bad == 0, "this machine: %d offered (%s), none down, "
 			     "without carrier or loopback",
 		   k, names(v, k));
+		ok(ll == 0, "this machine: no link-local or loopback IPv6 "
+			    "address scanned (%d)",
+		   ll);
 		ok(lo == 1, "this machine: the scan sees loopback (%d of %d)",
 		   lo, n);
 	}

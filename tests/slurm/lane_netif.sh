@@ -18,7 +18,11 @@
 #   on those ports; where node1 cannot reach them on node2 (a route of
 #   its own for them, unreachable: a firewall), every rank fails and
 #   rank 0 says what the lane needs; a range that is none, or whose one
-#   port another rank of the node holds, is a warning, and UCX carries.
+#   port another rank of the node holds, is a warning, and UCX carries;
+# - IPv6: fast0 loses its IPv4 address and gets an IPv6 one (fd..::/64):
+#   the lane offers eth0's IPv4 first, then fast0's IPv6; with an IPv6
+#   default route by fast0, fast0 first, and the bytes go on it; named
+#   alone (HVD_TCP_LANE_IF=fast0), rank 0 dials rank 1 at [fd..::2].
 hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
@@ -26,7 +30,7 @@ own_cluster_require --netns slurmctld slurmd srun unshare
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $BENCH ]] || skip_all "$BENCH not built"
 own_cluster_visible
-plan 27
+plan 37
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netif
@@ -98,7 +102,7 @@ right() { awk '$1 == 16777216 && $NF == "0" { n++ } END { exit n != 1 }' <<<"$ou
 offers() { # RANK: what the rank's lane offers
 	sed -n "s/.*TCP lane: rank $1 offers \\(.*\\)$/\\1/p" <<<"$out"
 }
-reached() { sed -n 's/.*TCP lane: rank 0 reached rank 1 at \([0-9.]*\):.*/\1/p' <<<"$out"; }
+reached() { sed -n 's/.*TCP lane: rank 0 reached rank 1 at \([0-9.]*\|\[[0-9a-f:]*\]\):.*/\1/p' <<<"$out"; }
 
 # 12 allreduces of 16 MiB: each rank sends 16 MiB a call, 192 MiB in all.
 run
@@ -202,4 +206,43 @@ right
 ok $? "HVD_TCP_LANE_PORTS=9-x: the allreduce is right (UCX)" || diag "$out"
 n=$(grep -c 'HVD_TCP_LANE_PORTS=9-x is not a port range (expected MIN-MAX within 1-65535, or 0 for any): no TCP lane' <<<"$out")
 is "$n" 2 "HVD_TCP_LANE_PORTS=9-x: a warning on both ranks"
+
+# IPv6: fast0 keeps no IPv4 address (the default route goes with it) and
+# gets fd$tag::K/64 (nodad: usable at once), the bridge fd$tag::254.
+v6=fd${tag:0:2}:1${tag:2:2}0
+out=$({
+	ip addr add "$v6::254/64" dev "$br" nodad &&
+		for k in 1 2; do
+			ns=hvd-$tag-node$k
+			ip -n "$ns" addr del "$net.$k/24" dev fast0 &&
+				ip -n "$ns" addr add "$v6::$k/64" dev fast0 nodad || exit 1
+		done
+} 2>&1)
+ok $? "fast0 IPv6 alone: $v6::1, $v6::2" || diag "$out"
+run
+right
+ok $? "fast0 IPv6 alone: the allreduce is right" || diag "$out"
+like "$(offers 0) / $(offers 1)" \
+	"^$eth1 \\(eth0[^)]*\\), $v6::1 \\(fast0[^)]*\\) / $eth2 \\(eth0[^)]*\\), $v6::2 \\(fast0[^)]*\\)$" \
+	"fast0 IPv6 alone, no default route: eth0's IPv4 first, then fast0's IPv6"
+
+out=$(for k in 1 2; do
+	ip -n "hvd-$tag-node$k" -6 route add default via "$v6::254" dev fast0 || exit 1
+done 2>&1)
+ok $? "an IPv6 default route by fast0 on both nodes" || diag "$out"
+run
+right
+ok $? "IPv6 default route: the allreduce is right" || diag "$out"
+like "$(offers 0) / $(offers 1)" \
+	"^$v6::1 \\(fast0[^)]*default route\\), $eth1 \\(eth0[^)]*\\) / $v6::2 \\(fast0[^)]*default route\\), $eth2 \\(eth0" \
+	"IPv6 default route: fast0's IPv6 first"
+is "$(reached)" "[$v6::2]" "IPv6 default route: rank 0 reached rank 1 at [$v6::2]"
+ok $((mb_fast >= 150 && mb_eth < 16 ? 0 : 1)) \
+	"IPv6 default route: each node sent $mb_fast MiB on fast0, $mb_eth on eth0"
+
+run HVD_TCP_LANE_IF=fast0 UCX_NET_DEVICES=eth0
+right
+ok $? "HVD_TCP_LANE_IF=fast0 (IPv6 alone): the allreduce is right" || diag "$out"
+like "$(grep 'listens on' <<<"$out" | head -n 1)" "listens on \\[$v6::[12]\\]:[0-9]+ \\(1 address\\)" \
+	"HVD_TCP_LANE_IF=fast0 (IPv6 alone): the lane listens on an IPv6 address"
 exit 0

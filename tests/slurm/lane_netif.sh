@@ -104,16 +104,23 @@ offers() { # RANK: what the rank's lane offers
 }
 reached() { sed -n 's/.*TCP lane: rank 0 reached rank 1 at \([0-9.]*\|\[[0-9a-f:]*\]\):.*/\1/p' <<<"$out"; }
 
+# on_fast LABEL OFFERS-RE WHAT ADDR: after a run, the allreduce right,
+# the ranks' offers matching OFFERS-RE (WHAT says what that means), rank
+# 1 reached at ADDR and the bytes on fast0, not eth0.
+on_fast() {
+	right
+	ok $? "$1: the allreduce is right" || diag "$out"
+	like "$(offers 0) / $(offers 1)" "$2" "$1: $3"
+	is "$(reached)" "$4" "$1: rank 0 reached rank 1 at $4"
+	ok $((mb_fast >= 150 && mb_eth < 16 ? 0 : 1)) \
+		"$1: each node sent $mb_fast MiB on fast0, $mb_eth on eth0"
+}
+
 # 12 allreduces of 16 MiB: each rank sends 16 MiB a call, 192 MiB in all.
 run
-right
-ok $? "unset: the allreduce is right" || diag "$out"
-like "$(offers 0) / $(offers 1)" \
+on_fast unset \
 	"^$net\\.1 \\(fast0, [0-9]+ Mb/s, default route\\), $eth1 \\(eth0.* / $net\\.2 \\(fast0, [0-9]+ Mb/s, default route\\), $eth2 \\(eth0" \
-	"unset: each rank offers fast0 (the default route's) first, then eth0"
-is "$(reached)" "$net.2" "unset: rank 0 reached rank 1 on fast0"
-ok $((mb_fast >= 150 && mb_eth < 16 ? 0 : 1)) \
-	"unset: each node sent $mb_fast MiB on fast0, $mb_eth on eth0"
+	"each rank offers fast0 (the default route's) first, then eth0" "$net.2"
 
 run UCX_NET_DEVICES=eth0
 right
@@ -231,14 +238,9 @@ out=$(for k in 1 2; do
 done 2>&1)
 ok $? "an IPv6 default route by fast0 on both nodes" || diag "$out"
 run
-right
-ok $? "IPv6 default route: the allreduce is right" || diag "$out"
-like "$(offers 0) / $(offers 1)" \
+on_fast "IPv6 default route" \
 	"^$v6::1 \\(fast0[^)]*default route\\), $eth1 \\(eth0[^)]*\\) / $v6::2 \\(fast0[^)]*default route\\), $eth2 \\(eth0" \
-	"IPv6 default route: fast0's IPv6 first"
-is "$(reached)" "[$v6::2]" "IPv6 default route: rank 0 reached rank 1 at [$v6::2]"
-ok $((mb_fast >= 150 && mb_eth < 16 ? 0 : 1)) \
-	"IPv6 default route: each node sent $mb_fast MiB on fast0, $mb_eth on eth0"
+	"fast0's IPv6 first" "[$v6::2]"
 
 run HVD_TCP_LANE_IF=fast0 UCX_NET_DEVICES=eth0
 right

@@ -75,6 +75,16 @@ static void ip_of(uint8_t ip[16], const char *s)
 		inet_pton(AF_INET6, s, ip);
 }
 
+/* A peer's four addresses. */
+static void peer4(uint8_t p[4][16], const char *a, const char *b,
+		  const char *c, const char *d)
+{
+	ip_of(p[0], a);
+	ip_of(p[1], b);
+	ip_of(p[2], c);
+	ip_of(p[3], d);
+}
+
 /* A node with a 1 GbE management port carrying the default route, a
  * 25 GbE data port, docker0 (up, with containers), a port without a
  * cable, a bridge, loopback and a port that is down. */
@@ -154,10 +164,7 @@ int main(void)
 	 * (ens1's). */
 	n = node(v);
 	k = lane_if_rank(v, n, NULL, NULL);
-	ip_of(peer[0], "10.9.0.7");
-	ip_of(peer[1], "10.0.0.7");
-	ip_of(peer[2], "172.17.0.1");
-	ip_of(peer[3], "10.2.3.7");
+	peer4(peer, "10.9.0.7", "10.0.0.7", "172.17.0.1", "10.2.3.7");
 	is_int(lane_if_dial_order(peer, 4, v, k, n, order), 3,
 	       "a peer elsewhere: our own address is not dialled");
 	ok(order[0] == 1 && order[1] == 3 && order[2] == 0,
@@ -201,10 +208,8 @@ int main(void)
 	}
 	ok(lane_ip_is4(v[1].ip) && !lane_ip_is4(v[0].ip),
 	   "lane_ip_is4: IPv4 mapped, IPv6 not");
-	ip_of(peer[0], "10.9.0.7");
-	ip_of(peer[1], "fd00:0:0:2::7");
-	ip_of(peer[2], "2001:db8:1::7");
-	ip_of(peer[3], "fd00:0:0:1::7");
+	peer4(peer, "10.9.0.7", "fd00:0:0:2::7", "2001:db8:1::7",
+	      "fd00:0:0:1::7");
 	is_int(lane_if_dial_order(peer, 4, v, k, n, order), 4,
 	       "IPv6: a peer elsewhere, every address dialled");
 	ok(order[0] == 1 && order[1] == 3 && order[2] == 0 && order[3] == 2,

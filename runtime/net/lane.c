@@ -655,102 +655,185 @@ static int progress_locked(void);
 static int unlink_op(struct lane_op **h, struct lane_op **t,
 		     struct lane_op *op);
 
-/* Why the last dial failed: the address and what came of it. */
-static char dial_why[128];
+/* Why the last dial failed: each address and what came of it. */
+static char dial_why[192];
+
+/* Why the dial failed so far: "ADDR what" for each address, joined;
+ * how long it took. */
+static int dial_nfail;
+static double dial_s;
 
 static void dial_fail(const struct lane_addr *a, int i, const char *what)
 {
 	char where[LANE_IP_STRLEN + 8];
+	size_t off = dial_nfail ? strlen(dial_why) : 0;
 
 	addr_of(a, i, where, sizeof(where));
-	snprintf(dial_why, sizeof(dial_why), "%s %s", where, what);
+	if (off < sizeof(dial_why))
+		snprintf(dial_why + off, sizeof(dial_why) - off, "%s%s %s",
+			 dial_nfail ? "; " : "", where, what);
+	dial_nfail++;
 }
 
-/* Connect to w's lane: each of its addresses in turn, 5 s each, those
- * on a subnet of this rank's first (lane_if_dial_order). */
+/* A non-blocking connection to address i of a, under way (or made), or
+ * -1 after dial_fail. */
+static int dial_start(const struct lane_addr *a, int i)
+{
+	struct sockaddr_in sa;
+	struct sockaddr_in6 sa6;
+	struct sockaddr *to = (struct sockaddr *)&sa;
+	socklen_t tl = sizeof(sa);
+	int fd, v4 = lane_ip_is4(a->ip[i]);
+
+	memset(&sa, 0, sizeof(sa));
+	memset(&sa6, 0, sizeof(sa6));
+	if (v4) {
+		sa.sin_family = AF_INET;
+		memcpy(&sa.sin_addr, a->ip[i] + 12, 4);
+		sa.sin_port = a->port;
+	} else {
+		sa6.sin6_family = AF_INET6;
+		memcpy(&sa6.sin6_addr, a->ip[i], 16);
+		sa6.sin6_port = a->port;
+		to = (struct sockaddr *)&sa6;
+		tl = sizeof(sa6);
+	}
+	/* no IPv6 on this node: a failure, and the next address */
+	fd = socket(v4 ? AF_INET : AF_INET6,
+		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		dial_fail(a, i, strerror(errno));
+		return -1;
+	}
+	conn_tune(fd);
+	if (connect(fd, to, tl) != 0 && errno != EINPROGRESS) {
+		dial_fail(a, i, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Connect to w's lane as Happy Eyeballs does (RFC 8305): its addresses in
+ * lane_if_dial_order's order, each next one started once those before it
+ * have failed or given no answer for DIAL_STAGGER_MS, the first
+ * connection made wins and the others are closed (the listener drops a
+ * connection that ends before its hello).  An attempt gives up after
+ * DIAL_WAIT_MS.  A firewall that drops the lane's SYNs costs DIAL_WAIT_MS
+ * in all, not for each address, and an address that does not answer
+ * (an IPv6 one where only IPv4 is routed) delays the next by
+ * DIAL_STAGGER_MS only.
+ */
+#define DIAL_STAGGER_MS 250
+#define DIAL_WAIT_MS 5000
+
 static int dial(int w)
 {
 	const struct lane_addr *a = &tab[w];
 	uint8_t hello[LANE_HELLO_BYTES];
-	int order[LANE_ADDRS], n;
+	int order[LANE_ADDRS], n, next = 0, live = 0, fd = -1, won = -1;
+	int fds[LANE_ADDRS], idx[LANE_ADDRS];
+	double t0[LANE_ADDRS], t_next = 0, begun = hvd_now();
 
+	dial_nfail = 0;
+	dial_s = 0;
 	snprintf(dial_why, sizeof(dial_why), "no address to try");
-
 	if (hello_make(hello, self, w) != 0)
 		return -1;
 	n = lane_if_dial_order((const uint8_t(*)[16])a->ip,
 			       a->nip < LANE_ADDRS ? a->nip : LANE_ADDRS,
 			       ifs, noffer, nifs, order);
-	for (int k = 0; k < n; k++) {
-		int i = order[k];
-		struct sockaddr_in sa;
-		struct sockaddr_in6 sa6;
-		struct sockaddr *to = (struct sockaddr *)&sa;
-		socklen_t tl = sizeof(sa);
-		struct pollfd p;
-		int fd, err = 0, v4 = lane_ip_is4(a->ip[i]);
-		socklen_t el = sizeof(err);
+	for (;;) {
+		struct pollfd p[LANE_ADDRS];
+		double now = hvd_now(), until = now + DIAL_WAIT_MS * 1e-3;
+		int ms;
 
-		memset(&sa, 0, sizeof(sa));
-		memset(&sa6, 0, sizeof(sa6));
-		if (v4) {
-			sa.sin_family = AF_INET;
-			memcpy(&sa.sin_addr, a->ip[i] + 12, 4);
-			sa.sin_port = a->port;
-		} else {
-			sa6.sin6_family = AF_INET6;
-			memcpy(&sa6.sin6_addr, a->ip[i], 16);
-			sa6.sin6_port = a->port;
-			to = (struct sockaddr *)&sa6;
-			tl = sizeof(sa6);
-		}
-		fd = socket(v4 ? AF_INET : AF_INET6,
-			    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0) {
-			/* no IPv6 on this node: the next address */
-			dial_fail(a, i, strerror(errno));
+		if (next < n && (live == 0 || now >= t_next)) {
+			int i = order[next++];
+			int f = dial_start(a, i);
+
+			if (f >= 0) {
+				fds[live] = f;
+				idx[live] = i;
+				t0[live++] = now;
+				t_next = now + DIAL_STAGGER_MS * 1e-3;
+			}
 			continue;
 		}
-		conn_tune(fd);
-		if (connect(fd, to, tl) != 0) {
-			if (errno != EINPROGRESS) {
-				dial_fail(a, i, strerror(errno));
-				close(fd);
-				continue;
-			}
-			p.fd = fd;
-			p.events = POLLOUT;
-			if (poll(&p, 1, 5000) != 1) {
-				dial_fail(a, i, "gave no answer in 5 s");
-				close(fd);
-				continue;
-			}
-			if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) ||
-			    err) {
-				dial_fail(a, i, strerror(err ? err : errno));
-				close(fd);
-				continue;
-			}
+		if (live == 0) {
+			dial_s = hvd_now() - begun;
+			return -1;
 		}
+		for (int k = 0; k < live; k++) {
+			p[k].fd = fds[k];
+			p[k].events = POLLOUT;
+			p[k].revents = 0;
+			if (t0[k] + DIAL_WAIT_MS * 1e-3 < until)
+				until = t0[k] + DIAL_WAIT_MS * 1e-3;
+		}
+		if (next < n && t_next < until)
+			until = t_next;
+		ms = (int)((until - now) * 1e3) + 1;
+		if (poll(p, (nfds_t)live, ms < 0 ? 0 : ms) < 0 && errno != EINTR)
+			ms = 0;
+		now = hvd_now();
+		/* settle each attempt: made, failed, out of time or waiting */
+		for (int k = 0; k < live;) {
+			int err = 0, gone = 0;
+			socklen_t el = sizeof(err);
+
+			if (p[k].revents) {
+				if (getsockopt(fds[k], SOL_SOCKET, SO_ERROR, &err,
+					       &el) ||
+				    err) {
+					dial_fail(a, idx[k],
+						  strerror(err ? err : errno));
+					gone = 1;
+				} else if (won < 0) {
+					won = idx[k];
+					fd = fds[k];
+					fds[k] = -1;
+					gone = 1;
+				}
+			} else if (now - t0[k] >= DIAL_WAIT_MS * 1e-3) {
+				dial_fail(a, idx[k], "gave no answer in 5 s");
+				gone = 1;
+			}
+			if (!gone) {
+				k++;
+				continue;
+			}
+			if (fds[k] >= 0)
+				close(fds[k]);
+			live--;
+			fds[k] = fds[live];
+			idx[k] = idx[live];
+			t0[k] = t0[live];
+			p[k] = p[live];
+		}
+		if (won < 0)
+			continue;
 		/* 32 bytes into an empty socket buffer */
-		if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) !=
-		    (ssize_t)sizeof(hello)) {
-			dial_fail(a, i, "closed at once");
-			close(fd);
-			continue;
-		}
-		if (hvd_log_enabled(HVD_LOG_DEBUG)) {
-			char where[LANE_IP_STRLEN + 8];
-
-			addr_of(a, i, where, sizeof(where));
-			hvd_log(HVD_LOG_DEBUG,
-				"TCP lane: rank %d reached rank %d at %s", self,
-				w, where);
-		}
-		conn_log(fd, w, "connected to");
-		return fd;
+		if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) ==
+		    (ssize_t)sizeof(hello))
+			break;
+		dial_fail(a, won, "closed at once");
+		close(fd);
+		fd = won = -1;
 	}
-	return -1;
+	for (int k = 0; k < live; k++)
+		close(fds[k]);
+	if (hvd_log_enabled(HVD_LOG_DEBUG)) {
+		char where[LANE_IP_STRLEN + 8];
+
+		addr_of(a, won, where, sizeof(where));
+		hvd_log(HVD_LOG_DEBUG,
+			"TCP lane: rank %d reached rank %d at %s in %.0f ms",
+			self, w, where, (hvd_now() - begun) * 1e3);
+	}
+	conn_log(fd, w, "connected to");
+	return fd;
 }
 
 static void hello_read(int slot);
@@ -977,14 +1060,14 @@ static int connect_to(int w)
 		return 0;
 	p->fd = dial(w);
 	if (p->fd < 0) {
-		char why[256];
+		char why[300];
 
 		/* The rank is probably alive, and UCX reached it: say what
 		 * the lane needs. */
 		snprintf(why, sizeof(why),
-			 "could not be made (%s; a firewall between the "
-			 "nodes? HVD_TCP_LANE_PORTS, or HVD_TCP_LANE=0)",
-			 dial_why);
+			 "could not be made in %.1f s (%s; a firewall between "
+			 "the nodes? HVD_TCP_LANE_PORTS, or HVD_TCP_LANE=0)",
+			 dial_s, dial_why);
 		fail_peer(w, why);
 		return -1;
 	}

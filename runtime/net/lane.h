@@ -14,8 +14,10 @@
  * (xfer_recv_reduce) has nothing to land in place and stays on UCX: the
  * algorithms that use it run with the lane off (struct xfer's lane_off).
  *
- * One connection per ordered pair, made by the sender on its first
- * message; the receiver's side learns who connected from a hello whose
+ * One connection per pair, both ways, made by the lower rank on its first
+ * operation with the other (the peer's addresses raced as Happy Eyeballs
+ * does: net/lane.c's dial); the other side learns who connected from a
+ * hello whose
  * MAC is keyed by the job's key (net/auth.h), so no other process can
  * feed a rank's receives.  Each message is a header (tag, length) and the
  * bytes; messages of one pair arrive in the order sent and are matched

@@ -22,7 +22,13 @@
 # - IPv6: fast0 loses its IPv4 address and gets an IPv6 one (fd..::/64):
 #   the lane offers eth0's IPv4 first, then fast0's IPv6; with an IPv6
 #   default route by fast0, fast0 first, and the bytes go on it; named
-#   alone (HVD_TCP_LANE_IF=fast0), rank 0 dials rank 1 at [fd..::2].
+#   alone (HVD_TCP_LANE_IF=fast0), rank 0 dials rank 1 at [fd..::2];
+# - an address that gives no answer (node1's neighbour entry for node2's
+#   fast0 address a MAC nobody has: the SYNs vanish, as behind a firewall
+#   that drops them): rank 0 starts eth0's 250 ms later and gets through
+#   at once, where it used to wait 5 s; with every lane address silent
+#   (the lane's ports routed so from node1), the error comes after 5 s in
+#   all, naming each address, where it took 5 s for each.
 hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
@@ -30,7 +36,7 @@ own_cluster_require --netns slurmctld slurmd srun unshare
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $BENCH ]] || skip_all "$BENCH not built"
 own_cluster_visible
-plan 37
+plan 46
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netif
@@ -189,7 +195,7 @@ run HVD_TCP_LANE_PORTS=23296-23551
 took=$(($(date +%s) - start))
 ip -n "$ns1" rule del ipproto tcp dport 23296-23551 table 147 >/dev/null 2>&1
 ip -n "$ns1" route del unreachable default table 147 >/dev/null 2>&1
-n=$(grep -c -E 'rank 1 failed: its TCP lane connection could not be made \([0-9.]+:23[0-9]{3} No route to host; a firewall between the nodes\? HVD_TCP_LANE_PORTS, or HVD_TCP_LANE=0\)' <<<"$out")
+n=$(grep -c -E 'rank 1 failed: its TCP lane connection could not be made in [0-9.]+ s \(([0-9.]+:23[0-9]{3} No route to host; )+a firewall between the nodes\? HVD_TCP_LANE_PORTS, or HVD_TCP_LANE=0\)' <<<"$out")
 ok $((n > 0 ? 0 : 1)) "ports out of reach: rank 0 says the lane's connection could not be made, where, and what to do ($n lines)" ||
 	diag "$out"
 fails=$(grep -c 'srun: error: node[12]: task [01]: Exited with exit code [1-9]' <<<"$out")
@@ -247,4 +253,43 @@ right
 ok $? "HVD_TCP_LANE_IF=fast0 (IPv6 alone): the allreduce is right" || diag "$out"
 like "$(grep 'listens on' <<<"$out" | head -n 1)" "listens on \\[$v6::[12]\\]:[0-9]+ \\(1 address\\)" \
 	"HVD_TCP_LANE_IF=fast0 (IPv6 alone): the lane listens on an IPv6 address"
+
+# node2's fast0 address silent for node1.
+out=$(ip -n "$ns1" -6 neigh replace "$v6::2" lladdr 02:00:00:00:00:99 dev fast0 nud permanent 2>&1)
+ok $? "node1: $v6::2 silent (a neighbour entry nobody answers to)" || diag "$out"
+run HVD_TCP_LANE_IF=fast0,eth0 UCX_NET_DEVICES=eth0
+ip -n "$ns1" -6 neigh del "$v6::2" dev fast0 >/dev/null 2>&1
+right
+ok $? "fast0 silent: the allreduce is right" || diag "$out"
+like "$(offers 1)" "^$v6::2 \\(fast0[^)]*\\), $eth2 \\(eth0" "fast0 silent: rank 1 offers fast0 first"
+is "$(reached)" "$eth2" "fast0 silent: rank 0 reached rank 1 on eth0"
+ms=$(sed -n 's/.*TCP lane: rank 0 reached rank 1 at .* in \([0-9]*\) ms$/\1/p' <<<"$out")
+ok $((${ms:-99999} < 2500 ? 0 : 1)) \
+	"fast0 silent: in ${ms:-?} ms (the next address after 250 ms, not after the 5 s an attempt waits)"
+
+# Every lane address of node2 silent for node1 on ports 23800-23899.
+fake4=${eth1%.*}.98
+out=$({
+	ip -n "$ns1" neigh replace "$fake4" lladdr 02:00:00:00:00:98 dev eth0 nud permanent &&
+		ip -n "$ns1" route add default via "$fake4" dev eth0 table 149 &&
+		ip -n "$ns1" rule add ipproto tcp dport 23800-23899 table 149 &&
+		ip -n "$ns1" -6 neigh replace "$v6::98" lladdr 02:00:00:00:00:98 dev fast0 nud permanent &&
+		ip -n "$ns1" -6 route add default via "$v6::98" dev fast0 table 149 &&
+		ip -n "$ns1" -6 rule add ipproto tcp dport 23800-23899 table 149
+} 2>&1)
+ok $? "node1: TCP to ports 23800-23899 silent (by neighbours nobody answers to)" || diag "$out"
+start=$(date +%s)
+run HVD_TCP_LANE_PORTS=23800-23899 HVD_TCP_LANE_IF=fast0,eth0 UCX_NET_DEVICES=eth0
+took=$(($(date +%s) - start))
+ip -n "$ns1" rule del ipproto tcp dport 23800-23899 table 149 >/dev/null 2>&1
+ip -n "$ns1" -6 rule del ipproto tcp dport 23800-23899 table 149 >/dev/null 2>&1
+line=$(grep -o -E 'rank 1 failed: its TCP lane connection could not be made in [0-9.]+ s \(\[[0-9a-f:]+\]:238[0-9]{2} gave no answer in 5 s; [0-9.]+:238[0-9]{2} gave no answer in 5 s; a firewall between the nodes\?' <<<"$out" | head -n 1)
+ok $(($(grep -c . <<<"$line") == 1 ? 0 : 1)) \
+	"every address silent: rank 0 names each, and that it gave no answer" || diag "$out"
+secs=$(sed -n 's/.*made in \([0-9]*\)\.[0-9] s.*/\1/p' <<<"$line")
+ok $((${secs:-99} >= 5 && ${secs:-99} < 8 ? 0 : 1)) \
+	"every address silent: the error after ${secs:-?} s (5 s in all, not 5 s an address)"
+fails=$(grep -c 'srun: error: node[12]: task [01]: Exited with exit code [1-9]' <<<"$out")
+ok $((fails == 2 && took < 60 ? 0 : 1)) \
+	"every address silent: both ranks fail ($fails), in ${took}s" || diag "$out"
 exit 0

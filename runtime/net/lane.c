@@ -775,8 +775,9 @@ static int dial(int w)
 		if (next < n && t_next < until)
 			until = t_next;
 		ms = (int)((until - now) * 1e3) + 1;
-		if (poll(p, (nfds_t)live, ms < 0 ? 0 : ms) < 0 && errno != EINTR)
-			ms = 0;
+		/* a poll that fails leaves every revents 0: the attempts
+		 * wait on, and run out of time */
+		(void)poll(p, (nfds_t)live, ms < 0 ? 0 : ms);
 		now = hvd_now();
 		/* settle each attempt: made, failed, out of time or waiting */
 		for (int k = 0; k < live;) {

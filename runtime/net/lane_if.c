@@ -257,6 +257,7 @@ static uint32_t link_mbps(int sock, const char *name)
 	return s > 10000000u ? 0 : s;
 }
 
+/* A default route leaves by ifn: mark each of its addresses. */
 static void mark(struct lane_if *v, int n, const char *ifn)
 {
 	for (int i = 0; i < n; i++)

@@ -761,7 +761,7 @@ static int dial(int w)
 			}
 			continue;
 		}
-		if (live == 0) {
+		if (live <= 0) {
 			dial_s = hvd_now() - begun;
 			return -1;
 		}

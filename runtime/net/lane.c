@@ -387,15 +387,39 @@ static void offer_log(int me, const struct lane_addr *a)
 	hvd_log(HVD_LOG_DEBUG, "TCP lane: rank %d offers %s", me, line);
 }
 
+/* The socket address of ip (net/lane_if.h's form; NULL: any address
+ * of family fam) and port (network byte order), in *ss; its length.  An
+ * IPv4 address takes AF_INET whatever fam says. */
+static socklen_t sa_make(struct sockaddr_storage *ss, int fam,
+			 const uint8_t *ip, uint16_t port)
+{
+	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (ip ? lane_ip_is4(ip) : fam == AF_INET) {
+		s4->sin_family = AF_INET;
+		if (ip)
+			memcpy(&s4->sin_addr, ip + 12, 4);
+		s4->sin_port = port;
+		return sizeof(*s4);
+	}
+	s6->sin6_family = AF_INET6;
+	if (ip)
+		memcpy(&s6->sin6_addr, ip, 16);
+	s6->sin6_port = port;
+	return sizeof(*s6);
+}
+
 /* A listening socket of family fam on port (host order; 0: one the
  * kernel gives), or -1 with errno.  An IPv6 one takes IPv4 connections
  * too (IPV6_V6ONLY off). */
 static int listen_at(int fam, unsigned port, int reuse)
 {
-	struct sockaddr_in sa;
-	struct sockaddr_in6 sa6;
+	struct sockaddr_storage sa;
+	socklen_t sl = sa_make(&sa, fam, NULL, htons((uint16_t)port));
 	int fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int one = 1, zero = 0, e, r;
+	int one = 1, zero = 0, e;
 
 	if (fd < 0)
 		return -1;
@@ -405,22 +429,11 @@ static int listen_at(int fam, unsigned port, int reuse)
 	if (reuse)
 		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
 				 sizeof(one));
-	memset(&sa, 0, sizeof(sa));
-	memset(&sa6, 0, sizeof(sa6));
-	if (fam == AF_INET6) {
+	if (fam == AF_INET6)
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero,
 				 sizeof(zero));
-		sa6.sin6_family = AF_INET6;
-		sa6.sin6_addr = in6addr_any;
-		sa6.sin6_port = htons((uint16_t)port);
-		r = bind(fd, (struct sockaddr *)&sa6, sizeof(sa6));
-	} else {
-		sa.sin_family = AF_INET;
-		sa.sin_addr.s_addr = htonl(INADDR_ANY);
-		sa.sin_port = htons((uint16_t)port);
-		r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	}
-	if (r == 0 && listen(fd, 256) == 0) {
+	if (bind(fd, (struct sockaddr *)&sa, sl) == 0 &&
+	    listen(fd, 256) == 0) {
 		cc_choose(fd);
 		return fd;
 	}
@@ -514,9 +527,8 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	ep_set(lfd, K_LISTEN, 0, EPOLLIN, EPOLL_CTL_ADD);
 	lowat_cap = hvd_env_size("HVD_TCP_LANE_WHOLE", 4 << 20);
 	out->nip = (uint16_t)nip;
-	out->port = sa.ss_family == AF_INET6
-			    ? ((struct sockaddr_in6 *)&sa)->sin6_port
-			    : ((struct sockaddr_in *)&sa)->sin_port;
+	/* sin_port and sin6_port: the same place, by design */
+	out->port = ((struct sockaddr_in *)&sa)->sin_port;
 	out->min_kib =
 	    (uint32_t)(hvd_env_size("HVD_TCP_LANE_MIN", 8 << 10) >> 10);
 	if (out->min_kib == 0)
@@ -655,58 +667,38 @@ static int progress_locked(void);
 static int unlink_op(struct lane_op **h, struct lane_op **t,
 		     struct lane_op *op);
 
-/* Why the last dial failed: each address and what came of it. */
+/* Why the last dial failed: "ADDR what" for each address, joined
+ * (empty: no address was tried). */
 static char dial_why[192];
-
-/* Why the dial failed so far: "ADDR what" for each address, joined;
- * how long it took. */
-static int dial_nfail;
-static double dial_s;
 
 static void dial_fail(const struct lane_addr *a, int i, const char *what)
 {
 	char where[LANE_IP_STRLEN + 8];
-	size_t off = dial_nfail ? strlen(dial_why) : 0;
+	size_t off = strlen(dial_why);
 
 	addr_of(a, i, where, sizeof(where));
-	if (off < sizeof(dial_why))
-		snprintf(dial_why + off, sizeof(dial_why) - off, "%s%s %s",
-			 dial_nfail ? "; " : "", where, what);
-	dial_nfail++;
+	snprintf(dial_why + off, sizeof(dial_why) - off, "%s%s %s",
+		 off ? "; " : "", where, what);
 }
 
 /* A non-blocking connection to address i of a, under way (or made), or
  * -1 after dial_fail. */
 static int dial_start(const struct lane_addr *a, int i)
 {
-	struct sockaddr_in sa;
-	struct sockaddr_in6 sa6;
-	struct sockaddr *to = (struct sockaddr *)&sa;
-	socklen_t tl = sizeof(sa);
-	int fd, v4 = lane_ip_is4(a->ip[i]);
+	struct sockaddr_storage to;
+	socklen_t tl = sa_make(&to, AF_UNSPEC, a->ip[i], a->port);
+	int fd;
 
-	memset(&sa, 0, sizeof(sa));
-	memset(&sa6, 0, sizeof(sa6));
-	if (v4) {
-		sa.sin_family = AF_INET;
-		memcpy(&sa.sin_addr, a->ip[i] + 12, 4);
-		sa.sin_port = a->port;
-	} else {
-		sa6.sin6_family = AF_INET6;
-		memcpy(&sa6.sin6_addr, a->ip[i], 16);
-		sa6.sin6_port = a->port;
-		to = (struct sockaddr *)&sa6;
-		tl = sizeof(sa6);
-	}
 	/* no IPv6 on this node: a failure, and the next address */
-	fd = socket(v4 ? AF_INET : AF_INET6,
-		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket(to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
 	if (fd < 0) {
 		dial_fail(a, i, strerror(errno));
 		return -1;
 	}
 	conn_tune(fd);
-	if (connect(fd, to, tl) != 0 && errno != EINPROGRESS) {
+	if (connect(fd, (struct sockaddr *)&to, tl) != 0 &&
+	    errno != EINPROGRESS) {
 		dial_fail(a, i, strerror(errno));
 		close(fd);
 		return -1;
@@ -733,12 +725,13 @@ static int dial(int w)
 	const struct lane_addr *a = &tab[w];
 	uint8_t hello[LANE_HELLO_BYTES];
 	int order[LANE_ADDRS], n, next = 0, live = 0, fd = -1, won = -1;
-	int fds[LANE_ADDRS], idx[LANE_ADDRS];
-	double t0[LANE_ADDRS], t_next = 0, begun = hvd_now();
+	struct {
+		int fd, i;  /* the socket, the address's index in a */
+		double t0;  /* when it began */
+	} at[LANE_ADDRS];
+	double t_next = 0, begun = hvd_now();
 
-	dial_nfail = 0;
-	dial_s = 0;
-	snprintf(dial_why, sizeof(dial_why), "no address to try");
+	dial_why[0] = '\0';
 	if (hello_make(hello, self, w) != 0)
 		return -1;
 	n = lane_if_dial_order((const uint8_t(*)[16])a->ip,
@@ -754,23 +747,21 @@ static int dial(int w)
 			int f = dial_start(a, i);
 
 			if (f >= 0) {
-				fds[live] = f;
-				idx[live] = i;
-				t0[live++] = now;
+				at[live].fd = f;
+				at[live].i = i;
+				at[live++].t0 = now;
 				t_next = now + DIAL_STAGGER_MS * 1e-3;
 			}
 			continue;
 		}
-		if (live <= 0) {
-			dial_s = hvd_now() - begun;
+		if (live <= 0)
 			return -1;
-		}
 		for (int k = 0; k < live; k++) {
-			p[k].fd = fds[k];
+			p[k].fd = at[k].fd;
 			p[k].events = POLLOUT;
 			p[k].revents = 0;
-			if (t0[k] + DIAL_WAIT_MS * 1e-3 < until)
-				until = t0[k] + DIAL_WAIT_MS * 1e-3;
+			if (at[k].t0 + DIAL_WAIT_MS * 1e-3 < until)
+				until = at[k].t0 + DIAL_WAIT_MS * 1e-3;
 		}
 		if (next < n && t_next < until)
 			until = t_next;
@@ -785,32 +776,29 @@ static int dial(int w)
 			socklen_t el = sizeof(err);
 
 			if (p[k].revents) {
-				if (getsockopt(fds[k], SOL_SOCKET, SO_ERROR, &err,
-					       &el) ||
+				if (getsockopt(at[k].fd, SOL_SOCKET, SO_ERROR,
+					       &err, &el) ||
 				    err) {
-					dial_fail(a, idx[k],
+					dial_fail(a, at[k].i,
 						  strerror(err ? err : errno));
 					gone = 1;
 				} else if (won < 0) {
-					won = idx[k];
-					fd = fds[k];
-					fds[k] = -1;
+					won = at[k].i;
+					fd = at[k].fd;
+					at[k].fd = -1;
 					gone = 1;
 				}
-			} else if (now - t0[k] >= DIAL_WAIT_MS * 1e-3) {
-				dial_fail(a, idx[k], "gave no answer in 5 s");
+			} else if (now - at[k].t0 >= DIAL_WAIT_MS * 1e-3) {
+				dial_fail(a, at[k].i, "gave no answer in 5 s");
 				gone = 1;
 			}
 			if (!gone) {
 				k++;
 				continue;
 			}
-			if (fds[k] >= 0)
-				close(fds[k]);
-			live--;
-			fds[k] = fds[live];
-			idx[k] = idx[live];
-			t0[k] = t0[live];
+			if (at[k].fd >= 0)
+				close(at[k].fd);
+			at[k] = at[--live];
 			p[k] = p[live];
 		}
 		if (won < 0)
@@ -824,7 +812,7 @@ static int dial(int w)
 		fd = won = -1;
 	}
 	for (int k = 0; k < live; k++)
-		close(fds[k]);
+		close(at[k].fd);
 	if (hvd_log_enabled(HVD_LOG_DEBUG)) {
 		char where[LANE_IP_STRLEN + 8];
 
@@ -1056,9 +1044,11 @@ static void tx_write(int w)
 static int connect_to(int w)
 {
 	struct peer *p = &peers_tab[w];
+	double t0;
 
 	if (p->fd >= 0 || self > w)
 		return 0;
+	t0 = hvd_now();
 	p->fd = dial(w);
 	if (p->fd < 0) {
 		char why[300];
@@ -1068,7 +1058,8 @@ static int connect_to(int w)
 		snprintf(why, sizeof(why),
 			 "could not be made in %.1f s (%s; a firewall between "
 			 "the nodes? HVD_TCP_LANE_PORTS, or HVD_TCP_LANE=0)",
-			 dial_s, dial_why);
+			 hvd_now() - t0,
+			 dial_why[0] ? dial_why : "no address to try");
 		fail_peer(w, why);
 		return -1;
 	}

@@ -146,8 +146,17 @@ static int on_subnet(const uint8_t a[16], const struct lane_if *f)
 	return 1;
 }
 
+int lane_if_net(const uint8_t ip[16], const struct lane_if *v, int noffer)
+{
+	for (int j = 0; j < noffer && j < LANE_IF_MAX; j++)
+		if (on_subnet(ip, &v[j]))
+			return j;
+	return lane_ip_is4(ip) ? LANE_NET_ROUTED4 : LANE_NET_ROUTED6;
+}
+
 int lane_if_dial_order(const uint8_t (*ip)[16], int nip,
-		       const struct lane_if *v, int noffer, int n, int order[])
+		       const struct lane_if *v, int noffer, int n,
+		       const unsigned char *slow, int order[])
 {
 	int k = 0, all_mine = 1;
 	char own[LANE_IF_MAX * 2];
@@ -162,16 +171,17 @@ int lane_if_dial_order(const uint8_t (*ip)[16], int nip,
 		if (!own[i])
 			all_mine = 0;
 	}
-	for (int pass = 0; pass < 2; pass++)
+	/* near and answering, far and answering, near and slow, far and
+	 * slow */
+	for (int pass = 0; pass < 4; pass++)
 		for (int i = 0; i < nip; i++) {
-			int near = 0;
+			int net = lane_if_net(ip[i], v, noffer);
+			int near = net < LANE_IF_MAX;
+			int late = slow && slow[net];
 
 			if (own[i] && !all_mine)
 				continue;
-			for (int j = 0; j < noffer; j++)
-				if (on_subnet(ip[i], &v[j]))
-					near = 1;
-			if (near == (pass == 0))
+			if (near == !(pass & 1) && late == (pass >= 2))
 				order[k++] = i;
 		}
 	return k;

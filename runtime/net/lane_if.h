@@ -61,15 +61,26 @@ int lane_if_allowed(const char *name, const char *lane_ifs,
  * kernel's order; the number that can. */
 int lane_if_rank(struct lane_if *v, int n, const char *lane_ifs,
 		 const char *ucx_devices);
+/* The network an address of a peer's is on, as this rank sees it: the
+ * index of the first of its noffer offered interfaces whose subnet takes
+ * it in, else LANE_NET_ROUTED4 or LANE_NET_ROUTED6 (reached by a route).
+ * Below LANE_NETS. */
+#define LANE_NET_ROUTED4 LANE_IF_MAX
+#define LANE_NET_ROUTED6 (LANE_IF_MAX + 1)
+#define LANE_NETS (LANE_IF_MAX + 2)
+int lane_if_net(const uint8_t ip[16], const struct lane_if *v, int noffer);
 /* The order in which to try a peer's nip addresses (indexes into ip,
  * order[] has room for nip), given this rank's interfaces as
  * lane_if_rank left them, noffer of them offered: a peer address on the
  * subnet of an offered one first, then the rest, each in the peer's
- * order; an address of this rank's own (any of the n) is left out unless
- * every address of the peer is one (the peer is on this node).  The
- * number to try. */
+ * order; after them all, in that order too, those on a network (as
+ * lane_if_net says) that slow[] marks (NULL: none), where an earlier
+ * dial got no answer while another address did.  An address of this
+ * rank's own (any of the n) is left out unless every address of the
+ * peer is one (the peer is on this node).  The number to try. */
 int lane_if_dial_order(const uint8_t (*ip)[16], int nip,
-		       const struct lane_if *v, int noffer, int n, int order[]);
+		       const struct lane_if *v, int noffer, int n,
+		       const unsigned char *slow, int order[]);
 /* ip as IPv4 (network byte order) mapped into IPv6. */
 void lane_ip4(uint8_t ip[16], uint32_t v4);
 /* 1 when ip is an IPv4 address (mapped). */

@@ -26,9 +26,11 @@
 # - an address that gives no answer (node1's neighbour entry for node2's
 #   fast0 address a MAC nobody has: the SYNs vanish, as behind a firewall
 #   that drops them): rank 0 starts eth0's 250 ms later and gets through
-#   at once, where it used to wait 5 s; with every lane address silent
-#   (the lane's ports routed so from node1), the error comes after 5 s in
-#   all, naming each address, where it took 5 s for each.
+#   at once, where it used to wait 5 s; with two ranks a node, each of
+#   node1's ranks waits so for its first peer only, and dials fast0 last
+#   after that; with every lane address silent (the lane's ports routed
+#   so from node1), the error comes after 5 s in all, naming each
+#   address, where it took 5 s for each.
 hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
@@ -36,7 +38,7 @@ own_cluster_require --netns slurmctld slurmd srun unshare
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $BENCH ]] || skip_all "$BENCH not built"
 own_cluster_visible
-plan 46
+plan 49
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netif
@@ -258,7 +260,6 @@ like "$(grep 'listens on' <<<"$out" | head -n 1)" "listens on \\[$v6::[12]\\]:[0
 out=$(ip -n "$ns1" -6 neigh replace "$v6::2" lladdr 02:00:00:00:00:99 dev fast0 nud permanent 2>&1)
 ok $? "node1: $v6::2 silent (a neighbour entry nobody answers to)" || diag "$out"
 run HVD_TCP_LANE_IF=fast0,eth0 UCX_NET_DEVICES=eth0
-ip -n "$ns1" -6 neigh del "$v6::2" dev fast0 >/dev/null 2>&1
 right
 ok $? "fast0 silent: the allreduce is right" || diag "$out"
 like "$(offers 1)" "^$v6::2 \\(fast0[^)]*\\), $eth2 \\(eth0" "fast0 silent: rank 1 offers fast0 first"
@@ -266,6 +267,25 @@ is "$(reached)" "$eth2" "fast0 silent: rank 0 reached rank 1 on eth0"
 ms=$(sed -n 's/.*TCP lane: rank 0 reached rank 1 at .* in \([0-9]*\) ms$/\1/p' <<<"$out")
 ok $((${ms:-99999} < 2500 ? 0 : 1)) \
 	"fast0 silent: in ${ms:-?} ms (the next address after 250 ms, not after the 5 s an attempt waits)"
+
+# Two ranks a node, an alltoall: ranks 0 and 1 each dial ranks 2 and 3
+# (the lower rank dials), fast0 first for the first of them, then eth0
+# first: fast0's network was silent once, so it waits for none of them.
+out=$(run_timeout "$T" env HOROVOD_LOG_LEVEL=debug HVD_TCP_LANE_IF=fast0,eth0 \
+	UCX_NET_DEVICES=eth0 srun -Q --overlap --jobid="$job" -N2 \
+	--ntasks-per-node=2 --mpi=pmix "$BENCH" -o alltoall -b 16M -e 16M \
+	-n 4 -w 1 2>&1)
+ip -n "$ns1" -6 neigh del "$v6::2" dev fast0 >/dev/null 2>&1
+ok $(($(awk '$1 == 16777216 && $NF == "0"' <<<"$out" | wc -l) == 1 ? 0 : 1)) \
+	"fast0 silent, 2 x 2: the alltoall is right" || diag "$out"
+dials=$(sed -n 's/.*TCP lane: rank \([01]\) reached rank \([23]\) at \([0-9.]*\):[0-9]* in \([0-9]*\) ms$/\1 \2 \3 \4/p' <<<"$out" | sort)
+slow=$(awk -v e="$eth2" '$3 == e && $4 >= 200 { n++ } END { print n + 0 }' <<<"$dials")
+fast=$(awk -v e="$eth2" '$3 == e && $4 < 200 { n++ } END { print n + 0 }' <<<"$dials")
+ok $((slow == 2 && fast == 2 ? 0 : 1)) \
+	"fast0 silent, 2 x 2: each of ranks 0, 1 waits once (250 ms), then reaches the other at once, on eth0 ($slow slow, $fast at once)" ||
+	diag "$dials" "$(grep 'gave no answer' <<<"$out")"
+n=$(grep -c "TCP lane: \\[$v6::2\\]:[0-9]* gave no answer in [0-9]* ms where $eth2:[0-9]* did: rank [01] dials addresses on its network last from now on" <<<"$out")
+is "$n" 2 "fast0 silent, 2 x 2: ranks 0 and 1 each say once that fast0's network goes last"
 
 # Every lane address of node2 silent for node1 on ports 23800-23899.
 fake4=${eth1%.*}.98

@@ -10,7 +10,8 @@
  * lane runs where it has them too).  IPv6: an interface's IPv4 address
  * before its IPv6 one, a faster IPv6-only interface before both, IPv6
  * subnets dialled first like IPv4's, and never an IPv4 subnet taking in
- * an IPv6 address.  Then this machine's own interfaces, read for real:
+ * an IPv6 address.  Networks where an earlier dial got no answer are
+ * dialled last.  Then this machine's own interfaces, read for real:
  * every offered one is up and running, loopback and link-local IPv6
  * addresses are not among them.
  */
@@ -109,7 +110,7 @@ int main(void)
 	int n, k, order[8];
 	uint8_t peer[4][16];
 
-	plan(28);
+	plan(31);
 
 	n = node(v);
 	k = lane_if_rank(v, n, NULL, NULL);
@@ -165,7 +166,7 @@ int main(void)
 	n = node(v);
 	k = lane_if_rank(v, n, NULL, NULL);
 	peer4(peer, "10.9.0.7", "10.0.0.7", "172.17.0.1", "10.2.3.7");
-	is_int(lane_if_dial_order(peer, 4, v, k, n, order), 3,
+	is_int(lane_if_dial_order(peer, 4, v, k, n, NULL, order), 3,
 	       "a peer elsewhere: our own address is not dialled");
 	ok(order[0] == 1 && order[1] == 3 && order[2] == 0,
 	   "our subnets first, in the peer's order, then the rest (%d %d %d)",
@@ -175,13 +176,13 @@ int main(void)
 	 * ours, and all are dialled. */
 	ip_of(peer[0], "10.2.0.5");
 	ip_of(peer[1], "10.0.0.5");
-	is_int(lane_if_dial_order(peer, 2, v, k, n, order), 2,
+	is_int(lane_if_dial_order(peer, 2, v, k, n, NULL, order), 2,
 	       "a peer on this node: its addresses, ours too, are dialled");
 	ok(order[0] == 0 && order[1] == 1, "in its order (%d %d)", order[0],
 	   order[1]);
 	/* Loopback alone (HVD_TCP_LANE_LOCAL, no other address). */
 	ip_of(peer[0], "127.0.0.1");
-	is_int(lane_if_dial_order(peer, 1, v, k, n, order), 1,
+	is_int(lane_if_dial_order(peer, 1, v, k, n, NULL, order), 1,
 	       "loopback from a peer of this node is dialled");
 
 	/* IPv6: eno1 (1 GbE, default route) has 10.0.0.5/24 and
@@ -210,17 +211,38 @@ int main(void)
 	   "lane_ip_is4: IPv4 mapped, IPv6 not");
 	peer4(peer, "10.9.0.7", "fd00:0:0:2::7", "2001:db8:1::7",
 	      "fd00:0:0:1::7");
-	is_int(lane_if_dial_order(peer, 4, v, k, n, order), 4,
+	is_int(lane_if_dial_order(peer, 4, v, k, n, NULL, order), 4,
 	       "IPv6: a peer elsewhere, every address dialled");
 	ok(order[0] == 1 && order[1] == 3 && order[2] == 0 && order[3] == 2,
 	   "IPv6 subnets of ours first, in the peer's order (%d %d %d %d)",
 	   order[0], order[1], order[2], order[3]);
+	/* An earlier dial found ens1's network silent (its IPv6 not routed
+	 * between the nodes, say), and routed IPv6 too. */
+	{
+		unsigned char slow[LANE_NETS] = {0};
+		int ens1 = lane_if_net(peer[1], v, k);
+
+		ok(ens1 == 0 && lane_if_net(peer[3], v, k) == 2 &&
+			   lane_if_net(peer[0], v, k) == LANE_NET_ROUTED4 &&
+			   lane_if_net(peer[2], v, k) == LANE_NET_ROUTED6,
+		   "lane_if_net: the offered interface whose subnet it is, "
+		   "else routed IPv4 or IPv6 (%d)", ens1);
+		slow[ens1] = 1;
+		slow[LANE_NET_ROUTED6] = 1;
+		is_int(lane_if_dial_order(peer, 4, v, k, n, slow, order), 4,
+		       "slow networks: still every address dialled");
+		ok(order[0] == 3 && order[1] == 0 && order[2] == 1 &&
+			   order[3] == 2,
+		   "slow networks last: our other subnets, the rest, then "
+		   "the slow ones in the same order (%d %d %d %d)",
+		   order[0], order[1], order[2], order[3]);
+	}
 	n = 0;
 	v[n] = mk("br0", "10.3.0.5", 0, RUN, 0, 0, n), n++;
 	k = lane_if_rank(v, n, NULL, NULL);
 	ip_of(peer[0], "fd00::7");
 	ip_of(peer[1], "192.168.9.9");
-	is_int(lane_if_dial_order(peer, 2, v, k, n, order), 2,
+	is_int(lane_if_dial_order(peer, 2, v, k, n, NULL, order), 2,
 	       "an IPv4 subnet of /0 and two peer addresses");
 	ok(order[0] == 1 && order[1] == 0,
 	   "an IPv4 /0 takes in every IPv4 address, no IPv6 one (%d %d)",
@@ -231,7 +253,7 @@ int main(void)
 	k = lane_if_rank(v, n, NULL, NULL);
 	ip_of(peer[0], "fd00::5");
 	ip_of(peer[1], "fd00::7");
-	ok(lane_if_dial_order(peer, 2, v, k, n, order) == 1 && order[0] == 1,
+	ok(lane_if_dial_order(peer, 2, v, k, n, NULL, order) == 1 && order[0] == 1,
 	   "IPv6: our own address is not dialled for a peer elsewhere, "
 	   "the one next to it is");
 

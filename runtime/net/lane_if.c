@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <linux/ethtool.h>
+#include <linux/if_addr.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -321,13 +322,73 @@ static int v6_usable(const struct in6_addr *a)
 	       !IN6_IS_ADDR_UNSPECIFIED(a);
 }
 
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int lane_if_v6_unfit(const char *line, uint8_t ip[16])
+{
+	char hex[33], name[IF_NAMESIZE + 1];
+	unsigned idx, plen, scope, flags;
+
+	if (sscanf(line, "%32s %x %x %x %x %16s", hex, &idx, &plen, &scope,
+		   &flags, name) != 6 ||
+	    strlen(hex) != 32)
+		return -1;
+	for (int b = 0; b < 16; b++) {
+		int hi = hexval(hex[2 * b]), lo = hexval(hex[2 * b + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -1;
+		ip[b] = (uint8_t)(hi << 4 | lo);
+	}
+	/* an optimistic address (RFC 4429) answers while it is tentative */
+	if ((flags & IFA_F_TENTATIVE) && !(flags & IFA_F_OPTIMISTIC))
+		return 1;
+	return (flags & (IFA_F_DADFAILED | IFA_F_DEPRECATED |
+			 IFA_F_TEMPORARY)) != 0;
+}
+
+/* The IPv6 addresses of this network namespace the lane must not offer
+ * (lane_if_v6_unfit), at most max of them into bad; how many. */
+static int v6_unfit(uint8_t (*bad)[16], int max)
+{
+	FILE *f = fopen("/proc/net/if_inet6", "re");
+	char line[256];
+	int n = 0;
+
+	while (f && n < max && fgets(line, sizeof(line), f))
+		if (lane_if_v6_unfit(line, bad[n]) == 1)
+			n++;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static int listed(const uint8_t ip[16], const uint8_t (*v)[16], int n)
+{
+	for (int k = 0; k < n; k++)
+		if (memcmp(ip, v[k], 16) == 0)
+			return 1;
+	return 0;
+}
+
 int lane_if_scan(struct lane_if *v, int max)
 {
 	struct ifaddrs *ifa, *i;
-	int n = 0, sock;
+	uint8_t bad[LANE_IF_MAX * 2][16];
+	int n = 0, sock, nbad;
 
 	if (getifaddrs(&ifa) != 0)
 		return 0;
+	nbad = v6_unfit(bad, LANE_IF_MAX * 2);
 	sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	for (i = ifa; i && n < max; i = i->ifa_next) {
 		struct lane_if *f = &v[n];
@@ -351,7 +412,9 @@ int lane_if_scan(struct lane_if *v, int max)
 			const struct sockaddr_in6 *m =
 			    (const struct sockaddr_in6 *)i->ifa_netmask;
 
-			if (!v6_usable(&a->sin6_addr))
+			if (!v6_usable(&a->sin6_addr) ||
+			    listed(a->sin6_addr.s6_addr,
+				   (const uint8_t(*)[16])bad, nbad))
 				continue;
 			memcpy(f->ip, &a->sin6_addr, 16);
 			if (m)

@@ -12,8 +12,12 @@
  * first (the driver's link speed; one that does not say comes last),
  * then the interface of a default route, then IPv4 before IPv6 (UCX's
  * order of address families), then the kernel's order.  IPv6 addresses
- * count where they are global or unique-local: a link-local one means
- * nothing without its interface, which differs from node to node.  A
+ * count where they are global or unique-local (a link-local one means
+ * nothing without its interface, which differs from node to node) and
+ * settled: not tentative (duplicate address detection under way: nobody
+ * reaches it yet), not a failed duplicate, not deprecated (the kernel
+ * starts no new connection from it) and not temporary (a privacy address
+ * that changes with time, beside the interface's stable one).  A
  * rank dials a peer's addresses that share a subnet with one of its own
  * offered ones first, and never an address of its own where the peer is
  * on another node (docker0's 172.17.0.1 would reach this node itself).
@@ -98,10 +102,17 @@ int lane_if_rdma_allowed(const char *tls, const char *devices);
 /* The lane's ports: "MIN-MAX" (1..65535) or "0", unset or empty for
  * any (*lo = *hi = 0).  0, or -1 for anything else. */
 int lane_if_port_range(const char *s, unsigned *lo, unsigned *hi);
-/* This rank's addresses (IPv4, and IPv6 but link-local), an entry each,
- * in the kernel's order, with their interface's speed and whether a
- * default route (IPv4 or IPv6) leaves by it; at most max, the number read
- * (0 where they cannot be read). */
+/* One line of /proc/net/if_inet6 ("ADDR IFINDEX PREFIX SCOPE FLAGS
+ * NAME", hex): 1 when it names an IPv6 address the lane must not offer
+ * (tentative but not optimistic, a failed duplicate, deprecated or
+ * temporary), 0 when it may, each with the address in ip; -1 for a line
+ * that is not one. */
+int lane_if_v6_unfit(const char *line, uint8_t ip[16]);
+/* This rank's addresses (IPv4, and IPv6 but link-local and those
+ * lane_if_v6_unfit refuses), an entry each, in the kernel's order, with
+ * their interface's speed and whether a default route (IPv4 or IPv6)
+ * leaves by it; at most max, the number read (0 where they cannot be
+ * read). */
 int lane_if_scan(struct lane_if *v, int max);
 
 #pragma GCC visibility pop

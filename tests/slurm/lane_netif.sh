@@ -22,7 +22,9 @@
 # - IPv6: fast0 loses its IPv4 address and gets an IPv6 one (fd..::/64):
 #   the lane offers eth0's IPv4 first, then fast0's IPv6; with an IPv6
 #   default route by fast0, fast0 first, and the bytes go on it; named
-#   alone (HVD_TCP_LANE_IF=fast0), rank 0 dials rank 1 at [fd..::2];
+#   alone (HVD_TCP_LANE_IF=fast0), rank 0 dials rank 1 at [fd..::2]; a
+#   deprecated address, a tentative one and a failed duplicate are not
+#   offered;
 # - an address that gives no answer (node1's neighbour entry for node2's
 #   fast0 address a MAC nobody has: the SYNs vanish, as behind a firewall
 #   that drops them): rank 0 starts eth0's 250 ms later and gets through
@@ -38,7 +40,7 @@ own_cluster_require --netns slurmctld slurmd srun unshare
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $BENCH ]] || skip_all "$BENCH not built"
 own_cluster_visible
-plan 49
+plan 50
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netif
@@ -234,12 +236,33 @@ out=$({
 		done
 } 2>&1)
 ok $? "fast0 IPv6 alone: $v6::1, $v6::2" || diag "$out"
+# Beside them, addresses nobody can use yet or any more: node1's ::11
+# deprecated, node2's ::12 tentative (duplicate address detection that
+# takes 2 minutes) and ::1 a failed duplicate (node1 has it).
+out=$({
+	ip -n "$ns1" addr add "$v6::11/64" dev fast0 preferred_lft 0 &&
+		ip netns exec "$ns2" sysctl -qw net.ipv6.conf.fast0.dad_transmits=120 &&
+		ip -n "$ns2" addr add "$v6::12/64" dev fast0 &&
+		ip -n "$ns2" addr add "$v6::1/64" dev fast0 &&
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			ip -n "$ns2" -6 addr show dev fast0 | grep -q "$v6::1/64 .*dadfailed" && break
+			sleep 0.5
+		done
+	ip -n "$ns1" -6 addr show dev fast0 | grep -q "$v6::11/64 .*deprecated" &&
+		ip -n "$ns2" -6 addr show dev fast0 | grep -q "$v6::12/64 .*tentative" &&
+		ip -n "$ns2" -6 addr show dev fast0 | grep -q "$v6::1/64 .*dadfailed"
+} 2>&1)
+ok $? "node1 $v6::11 deprecated, node2 $v6::12 tentative, node2 $v6::1 a failed duplicate" ||
+	diag "$out" "$(ip -n "$ns1" -6 addr show dev fast0)" "$(ip -n "$ns2" -6 addr show dev fast0)"
 run
 right
 ok $? "fast0 IPv6 alone: the allreduce is right" || diag "$out"
 like "$(offers 0) / $(offers 1)" \
 	"^$eth1 \\(eth0[^)]*\\), $v6::1 \\(fast0[^)]*\\) / $eth2 \\(eth0[^)]*\\), $v6::2 \\(fast0[^)]*\\)$" \
-	"fast0 IPv6 alone, no default route: eth0's IPv4 first, then fast0's IPv6"
+	"fast0 IPv6 alone, no default route: eth0's IPv4 first, then fast0's IPv6, and not the addresses that are not settled"
+ip -n "$ns1" addr del "$v6::11/64" dev fast0 >/dev/null 2>&1
+ip -n "$ns2" addr del "$v6::12/64" dev fast0 >/dev/null 2>&1
+ip -n "$ns2" addr del "$v6::1/64" dev fast0 >/dev/null 2>&1
 
 out=$(for k in 1 2; do
 	ip -n "hvd-$tag-node$k" -6 route add default via "$v6::254" dev fast0 || exit 1

@@ -11,7 +11,9 @@
  * before its IPv6 one, a faster IPv6-only interface before both, IPv6
  * subnets dialled first like IPv4's, and never an IPv4 subnet taking in
  * an IPv6 address.  Networks where an earlier dial got no answer are
- * dialled last.  Then this machine's own interfaces, read for real:
+ * dialled last.  IPv6 addresses not settled (tentative, failed
+ * duplicates, deprecated, temporary) are not offered.  Then this
+ * machine's own interfaces, read for real:
  * every offered one is up and running, loopback and link-local IPv6
  * addresses are not among them.
  */
@@ -110,7 +112,7 @@ int main(void)
 	int n, k, order[8];
 	uint8_t peer[4][16];
 
-	plan(31);
+	plan(33);
 
 	n = node(v);
 	k = lane_if_rank(v, n, NULL, NULL);
@@ -295,6 +297,44 @@ int main(void)
 		ok(good, "port ranges: MIN-MAX within 1-65535, 0 or unset "
 			 "for any; a single port, reversed, out of range or "
 			 "trailing text is not one");
+	}
+
+	/* Lines of /proc/net/if_inet6 as the kernel writes them (flags:
+	 * 0x80 permanent, 0x40 tentative, 0x20 deprecated, 0x08 DAD failed,
+	 * 0x04 optimistic, 0x01 temporary). */
+	{
+		static const struct {
+			const char *line;
+			int want;
+		} l6[] = {
+		    {"fd770000000000000000000000000002 04d3 40 00 80 fast0\n",
+		     0},
+		    {"fd770000000000000000000000000006 4d3 40 00 c0 tvb\n", 1},
+		    {"fd770000000000000000000000000005 4d3 40 00 a0 tvb\n", 1},
+		    {"fd770000000000000000000000000001 4d3 40 00 c8 tvb\n", 1},
+		    {"20010db8000000000000000000000007 2 40 00 01 eno1\n", 1},
+		    {"20010db8000000000000000000000008 2 40 00 44 eno1\n", 0},
+		    {"20010db800000000000000000000000 2 40 00 80 eno1\n", -1},
+		    {"20010db800000000000000000000000g 2 40 00 80 eno1\n", -1},
+		    {"garbage\n", -1},
+		};
+		uint8_t got[16], want[16];
+		int good = 1;
+
+		for (size_t i = 0; i < sizeof(l6) / sizeof(l6[0]); i++)
+			if (lane_if_v6_unfit(l6[i].line, got) != l6[i].want) {
+				diag("%s: %d", l6[i].line,
+				     lane_if_v6_unfit(l6[i].line, got));
+				good = 0;
+			}
+		ok(good, "/proc/net/if_inet6: permanent and optimistic "
+			 "offered; tentative, deprecated, failed DAD, "
+			 "temporary not; a short address, a bad digit, "
+			 "garbage: no line");
+		ip_of(want, "fd77::2");
+		lane_if_v6_unfit(l6[0].line, got);
+		ok(memcmp(got, want, 16) == 0,
+		   "/proc/net/if_inet6: the address read");
 	}
 
 	/* This machine's interfaces, read for real. */

@@ -102,7 +102,9 @@ static hvd_status_t hier_allreduce(hvd_comm_t *comm, const void *src,
 	if (st != HVD_OK)
 		return hvd_error_prefix(st, "hierarchical allreduce, "
 					    "intra-node reduce-scatter");
+	shm_away(shm, 1);
 	st = coll_allreduce_flat(comm->cross, slice, slice, cnt, dt, op);
+	shm_away(shm, 0);
 	if (st == HVD_OK && scale != 1.0)
 		reduce_scale(slice, cnt, dt, scale);
 	/* Even after a cross-node failure the node-mates are waiting in
@@ -150,7 +152,9 @@ hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 	h = (struct leader_hdr *)buf;
 	if (leader) {
+		shm_away(shm, 1);
 		st = coll_allreduce_flat(comm->cross, dst, dst, count, dt, op);
+		shm_away(shm, 0);
 		if (st == HVD_OK && scale != 1.0)
 			reduce_scale(dst, count, dt, scale);
 		leader_hdr_set(h, st, comm->cross);
@@ -280,10 +284,12 @@ static hvd_status_t hier_reducescatter(hvd_comm_t *comm, const void *src,
 		return hvd_error_prefix(st, "hierarchical reducescatter, "
 					    "intra-node reduce-scatter");
 	region = pack + (size_t)me * nc * q;
+	shm_away(shm, 1);
 	xfer_begin(&x, &comm->cross->net);
 	ring_reduce_scatter(&x, region, region, NULL, (size_t)nc * (q / esz),
 			    dt, op);
 	st = xfer_end(&x);
+	shm_away(shm, 0);
 	if (st != HVD_OK)
 		return hvd_error_prefix(st, "hierarchical reducescatter, "
 					    "inter-node step");

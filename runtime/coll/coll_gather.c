@@ -217,9 +217,11 @@ static hvd_status_t hier_allgatherv_cross(hvd_comm_t *comm, char *rb,
 		if (group[i] > most)
 			most = group[i];
 	pack = coll_scratch(comm, most);
+	shm_away(shm, 1);
 	xfer_begin(&x, &comm->cross->net);
 	ring_allgather(&x, rb, coff, clen);
 	mine[0] = (int32_t)xfer_end(&x);
+	shm_away(shm, 0);
 	/* out of memory: still in the agreement, so that nobody waits */
 	if (mine[0] == HVD_OK && !pack)
 		mine[0] = (int32_t)hvd_error(HVD_ERR_NO_MEMORY,
@@ -421,6 +423,7 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 	if (leader) {
 		hvd_status_t xs;
 
+		shm_away(shm, 1);
 		xfer_begin(&x, &cross->net);
 		for (int c = 0, k = 0; c < N; c++) {
 			char *o = out ? out + (size_t)k * msg : (char *)h;
@@ -439,6 +442,7 @@ static hvd_status_t hier_alltoall(hvd_comm_t *comm, const char *send,
 			k++;
 		}
 		xs = xfer_end(&x);
+		shm_away(shm, 0);
 		if (xs != HVD_ERR_PEER_FAILED && v[2])
 			xs = hvd_error(HVD_ERR_NO_MEMORY,
 				       "hvd: alltoall: out of memory on this "

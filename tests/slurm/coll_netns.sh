@@ -11,7 +11,9 @@
 # other (HVD_ERR_MISMATCH in seconds), hvd-bench -R against OpenMPI with
 # the settings hvd-bench(1) gives for such nodes, and a rank killed inside
 # an allreduce: every survivor on every node fails naming it, within 60 s,
-# with the default HOROVOD_PEER_TIMEOUT (60 s), so without waiting for it.
+# with the default HOROVOD_PEER_TIMEOUT (60 s), so without waiting for it;
+# and nodes that lose each other (no reset: the packets vanish), where
+# every rank fails once HOROVOD_PEER_TIMEOUT has passed.
 hvdt_own_cluster=1
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
@@ -20,7 +22,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 33
+plan 35
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -289,3 +291,50 @@ kill_run "2 x 2, 4 KiB alltoall, rank 1 (node 1) killed" 1 3 "1024 alltoall" -N2
 # 1 MiB reducescatters: shared memory, then a ring per local index
 kill_run "2 x 2, 1 MiB reducescatter, rank 3 (node 2) killed" 3 3 "262144 reducescatter" -N2 --ntasks-per-node=2
 kill_run "3 x 1, rank 2 (node 3) killed" 2 2 "" -N3 --ntasks-per-node=1
+
+# The nodes lose each other mid-allreduce (each node's neighbour entries
+# for the others' addresses point at a MAC nobody has: the packets vanish,
+# no reset comes, as when a switch port or a node's kernel dies): with
+# HOROVOD_PEER_TIMEOUT=10 every rank, on both nodes, fails naming a peer
+# (the leaders the other node's, their node-mates theirs) 10 s after the
+# cut, not later than 30 s, and the step ends.  16 MiB: the TCP lane and
+# shared memory; 8 B: UCX through the leaders.
+tag=$(own_cluster_netns_tag "$dir")
+addrs=()
+for k in 1 2 3; do
+	addrs+=("$(ip -n "hvd-$tag-node$k" -4 -o addr show eth0 | awk '{sub("/.*", "", $4); print $4}')")
+done
+# sever add|del: every node's neighbour entries for the other nodes
+sever() {
+	local k j
+	for k in 1 2 3; do
+		for j in 1 2 3; do
+			[[ $k == "$j" ]] && continue
+			if [[ $1 == add ]]; then
+				ip -n "hvd-$tag-node$k" neigh replace "${addrs[j - 1]}" \
+					lladdr 02:00:00:00:00:97 dev eth0 nud permanent || return 1
+			else
+				ip -n "hvd-$tag-node$k" neigh del "${addrs[j - 1]}" dev eth0 >/dev/null 2>&1
+			fi
+		done
+	done
+}
+cut_run() { # name size
+	local start cut_at took named fails
+	start=$(date +%s)
+	(sleep 4 && sever add) &
+	out=$(HOROVOD_PEER_TIMEOUT=10 step -N2 --ntasks-per-node=2 "$BENCH" \
+		-o allreduce -b "$2" -e "$2" -n 100000000 -w 1 2>&1)
+	wait
+	took=$(($(date +%s) - start - 4))
+	sever del
+	named=$(grep -c -E '^hvd-bench: allreduce of [0-9]+ elements: HVD_ERR_PEER_FAILED: .*(rank [0-3] failed: no progress from it for 10 s|local rank 0 \(pid [0-9]+\) made no progress for 10 s) \(HOROVOD_PEER_TIMEOUT\)' <<<"$out")
+	# srun's lines name tasks as "task 1", "tasks 0-1" or "tasks 1,3"
+	fails=$(sed -n 's/^srun: error: node[12]: tasks* \([0-9,-]*\): Exited with exit code 1$/\1/p' <<<"$out" |
+		tr ',' '\n' | awk -F- '{ n += NF == 2 ? $2 - $1 + 1 : 1 } END { print n + 0 }')
+	ok $((named == 4 && fails == 4 && took >= 10 && took < 30 ? 0 : 1)) \
+		"$1: $named of 4 ranks fail naming a peer that made no progress for 10 s, all 4 exit 1; the step ended ${took}s after the cut" ||
+		diag "$out"
+}
+cut_run "2 x 2, 16 MiB, the nodes cut apart" 16M
+cut_run "2 x 2, 8 B, the nodes cut apart" 8

@@ -11,7 +11,8 @@
  * integers wrap (order-free), floats are small integers (exact sums and
  * products).  Also: a member that dies before a collective makes the others
  * return HVD_ERR_PEER_FAILED naming it, and a silent member HVD_ERR_TIMEOUT,
- * both within HOROVOD_PEER_TIMEOUT.
+ * both within HOROVOD_PEER_TIMEOUT; one that is away on the network
+ * (shm_away) is waited for past that, unless it dies there.
  *
  * A segment someone else made is test_shm_segment.c.
  */
@@ -538,17 +539,35 @@ static void failing_member(int me, int n, const char *key, int mode)
 	st = shm_group_create(key, me, n, test_barrier, test_bcast, &m, &g);
 	if (st != HVD_OK)
 		_exit(2);
+	t0 = hvd_now();
 	if (me == n - 1) {
 		if (mode == 0)
 			_exit(0); /* dies without taking part */
-		sleep(4);	  /* alive but silent */
-		_exit(0);
+		if (mode == 1) {
+			sleep(4); /* alive but silent */
+			_exit(0);
+		}
+		/* away on the network for twice the timeout, then back
+		 * (mode 2), or dying there (mode 3) */
+		shm_away(g, 1);
+		sleep(mode == 2 ? 4 : 3);
+		if (mode == 3)
+			_exit(0);
+		shm_away(g, 0);
 	}
-	t0 = hvd_now();
 	st = shm_allreduce(g, x, y, 4, HVD_FLOAT32, HVD_SUM, 1.0);
 	sh->status[me] = st;
 	snprintf(sh->msg[me], sizeof(sh->msg[me]), "%.1f s: %s", hvd_now() - t0,
-		 hvd_last_error());
+		 st == HVD_OK ? "ok" : hvd_last_error());
+	if (mode == 2) {
+		/* every member took part: the sum, and the group usable */
+		for (int i = 0; i < 4; i++)
+			if (y[i] != (float)n * x[i])
+				sh->status[me] = -2;
+		if (shm_barrier(g) != HVD_OK)
+			sh->status[me] = -3;
+		_exit(0);
+	}
 	/* the group stays failed */
 	st = shm_barrier(g);
 	if (st == HVD_OK)
@@ -577,10 +596,25 @@ static void check_failure(int mode)
 	for (int r = 0; r < n - 1; r++)
 		waitpid(pids[r], NULL, 0);
 	waitpid(pids[n - 1], NULL, 0);
+	if (mode == 2) {
+		/* the others waited for it, past their timeout of 2 s */
+		for (int r = 0; r < n; r++)
+			if (sh->status[r] != HVD_OK ||
+			    (r < n - 1 && atof(sh->msg[r]) < 3.5)) {
+				all = 0;
+				diag("member %d: status %d, %s", r,
+				     sh->status[r], sh->msg[r]);
+			}
+		ok(all, "a member away on the network for 4 s (timeout "
+			"2 s): the others wait for it, the sum is right, "
+			"the group usable after (%s)",
+		   sh->msg[0]);
+		return;
+	}
 	snprintf(want, sizeof(want), "local rank %d", n - 1);
 	for (int r = 0; r < n - 1; r++) {
 		hvd_status_t expect_st =
-		    mode == 0 ? HVD_ERR_PEER_FAILED : HVD_ERR_TIMEOUT;
+		    mode == 1 ? HVD_ERR_TIMEOUT : HVD_ERR_PEER_FAILED;
 
 		if (sh->status[r] != (int)expect_st ||
 		    !strstr(sh->msg[r], want)) {
@@ -590,15 +624,17 @@ static void check_failure(int mode)
 		}
 	}
 	ok(all, "%s: survivors get %s naming local rank %d (%s)",
-	   mode == 0 ? "a member exits" : "a member stays silent",
-	   mode == 0 ? "HVD_ERR_PEER_FAILED" : "HVD_ERR_TIMEOUT", n - 1,
+	   mode == 0   ? "a member exits"
+	   : mode == 1 ? "a member stays silent"
+		       : "a member exits while away on the network",
+	   mode == 1 ? "HVD_ERR_TIMEOUT" : "HVD_ERR_PEER_FAILED", n - 1,
 	   sh->msg[0]);
 }
 
 int main(void)
 {
 	shared_map();
-	plan(6 * 9 + 2);
+	plan(6 * 9 + 4);
 
 	/* small pipeline buffers so that modest counts take many rounds;
 	 * HOROVOD_SHM_NBUF=2 is the tightest buffer reuse */
@@ -629,5 +665,7 @@ int main(void)
 	setenv("HOROVOD_PEER_TIMEOUT", "2", 1);
 	check_failure(0);
 	check_failure(1);
+	check_failure(2);
+	check_failure(3);
 	return done_testing();
 }

@@ -513,6 +513,13 @@ hvd_status_t shm_broadcast(shm_group_t *g, void *buf, size_t bytes, int root)
 	return HVD_OK;
 }
 
+void shm_away(shm_group_t *g, int away)
+{
+	if (g)
+		__atomic_store_n(&g->ctl[g->rank].away, (uint32_t)!!away,
+				 __ATOMIC_RELEASE);
+}
+
 void shm_group_oversubscribed(shm_group_t *g)
 {
 	g->oversub = 1;

@@ -47,6 +47,14 @@ void shm_group_oversubscribed(shm_group_t *g);
  * NULL (the default): only the group's own members count. */
 typedef int (*shm_check_fn)(void *arg, char *why, size_t len);
 void shm_group_set_check(shm_group_t *g, shm_check_fn fn, void *arg);
+/* This member waits on the network (1: an inter-node step of a
+ * hierarchical collective, which has its own HOROVOD_PEER_TIMEOUT) or is
+ * back (0).  While a member that is alive is away, its node-mates'
+ * waits do not count time towards their timeout: it comes back with a
+ * status of its own (a peer that failed, named), where their timeout
+ * would blame it ("made no progress") for the network's silence, or for
+ * a long transfer. */
+void shm_away(shm_group_t *g, int away);
 
 /* AVERAGE is reduced as SUM; the result is multiplied by scale (1.0:
  * not at all) inside the pipeline, while each step is still in the cache,

@@ -20,9 +20,23 @@ hvd_status_t shm_fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
 	return hvd_error(st, "%s", g->failmsg);
 }
 
+/* A member other than this one that is alive and waiting on the network
+ * (shm_away): 1 + its local rank, or 0. */
+static int away_member(shm_group_t *g)
+{
+	for (int r = 0; r < g->n; r++)
+		if (r != g->rank &&
+		    __atomic_load_n(&g->ctl[r].away, __ATOMIC_ACQUIRE) &&
+		    !hvd_pid_dead((pid_t)g->ctl[r].pid))
+			return r + 1;
+	return 0;
+}
+
 /* The slow part of a wait: sleep on the flag's futex (the publisher wakes
  * us), waking every 20 ms to check for a dead or silent peer, and for a
- * failure elsewhere in the job (g->check).  flag belongs to member peer. */
+ * failure elsewhere in the job (g->check).  flag belongs to member peer.
+ * The time without progress counts from the last tick at which no member
+ * was away on the network: the wait may be on one that waits for it. */
 hvd_status_t shm_wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
 			  int peer)
 {
@@ -70,6 +84,8 @@ hvd_status_t shm_wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
 				break;
 			}
 		}
+		if (away_member(g))
+			t0 = now;
 		if (now - t0 > g->timeout) {
 			st = shm_fail(g, HVD_ERR_TIMEOUT,
 				  "shared-memory %s: local rank %d (pid %lld) "

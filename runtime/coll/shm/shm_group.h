@@ -61,6 +61,7 @@ struct shm_flag {
 struct shm_ctl {
 	struct shm_flag in, red, done, small0, small1;
 	_Alignas(SHM_LINE) int64_t pid;
+	uint32_t away; /* waiting on the network (shm_away) */
 };
 
 struct shm_group {

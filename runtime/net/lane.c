@@ -727,7 +727,6 @@ static int dial_start(const struct lane_addr *a, int i)
 #define DIAL_STAGGER_MS 250
 #define DIAL_WAIT_MS 5000
 
-
 /* One address being dialled */
 struct attempt {
 	int fd, i;  /* the socket, the address's index in a */

@@ -336,10 +336,10 @@ static int hexval(char c)
 int lane_if_v6_unfit(const char *line, uint8_t ip[16])
 {
 	char hex[33], name[IF_NAMESIZE + 1];
-	unsigned idx, plen, scope, flags;
+	unsigned flags;
 
-	if (sscanf(line, "%32s %x %x %x %x %16s", hex, &idx, &plen, &scope,
-		   &flags, name) != 6 ||
+	/* address, interface index, prefix, scope, flags, name */
+	if (sscanf(line, "%32s %*x %*x %*x %x %16s", hex, &flags, name) != 3 ||
 	    strlen(hex) != 32)
 		return -1;
 	for (int b = 0; b < 16; b++) {

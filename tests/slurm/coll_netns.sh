@@ -23,7 +23,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 36
+plan 37
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -298,47 +298,53 @@ kill_run "3 x 1, rank 2 (node 3) killed" 2 2 "" -N3 --ntasks-per-node=1
 # no reset comes, as when a switch port or a node's kernel dies): with
 # HOROVOD_PEER_TIMEOUT=10 every rank, on both nodes, fails naming a peer
 # (the leaders the other node's, their node-mates theirs) 10 s after the
-# cut, not later than 30 s, and the step ends.  16 MiB: the TCP lane and
-# shared memory; 8 B: UCX through the leaders.
+# cut (whole seconds: 9 or more), not later than 30 s, and the step
+# ends.  16 MiB: the TCP lane and shared memory; 8 B: UCX through the
+# leaders.  Then 3 x 1 with only node1 and node2 apart.
 tag=$(own_cluster_netns_tag "$dir")
 addrs=()
 for k in 1 2 3; do
 	addrs+=("$(ip -n "hvd-$tag-node$k" -4 -o addr show eth0 | awk '{sub("/.*", "", $4); print $4}')")
 done
-# sever add|del: every node's neighbour entries for the other nodes
+# sever add|del [PAIRS]: the neighbour entries, both ways, between the
+# nodes of each pair (K-J; all three pairs by default)
 sever() {
-	local k j
-	for k in 1 2 3; do
-		for j in 1 2 3; do
-			[[ $k == "$j" ]] && continue
-			if [[ $1 == add ]]; then
-				ip -n "hvd-$tag-node$k" neigh replace "${addrs[j - 1]}" \
+	local p k j
+	for p in ${2:-1-2 1-3 2-3}; do
+		k=${p%-*} j=${p#*-}
+		if [[ $1 == add ]]; then
+			ip -n "hvd-$tag-node$k" neigh replace "${addrs[j - 1]}" \
+				lladdr 02:00:00:00:00:97 dev eth0 nud permanent &&
+				ip -n "hvd-$tag-node$j" neigh replace "${addrs[k - 1]}" \
 					lladdr 02:00:00:00:00:97 dev eth0 nud permanent || return 1
-			else
-				ip -n "hvd-$tag-node$k" neigh del "${addrs[j - 1]}" dev eth0 >/dev/null 2>&1
-			fi
-		done
+		else
+			ip -n "hvd-$tag-node$k" neigh del "${addrs[j - 1]}" dev eth0 >/dev/null 2>&1
+			ip -n "hvd-$tag-node$j" neigh del "${addrs[k - 1]}" dev eth0 >/dev/null 2>&1
+		fi
 	done
 }
-cut_run() { # name size
-	local start cut_at took named fails
+cut_run() { # name size nodes ranks-per-node [pairs]
+	local start took named fails n=$(($3 * $4))
 	start=$(date +%s)
-	(sleep 4 && sever add) &
-	out=$(HOROVOD_PEER_TIMEOUT=10 step -N2 --ntasks-per-node=2 "$BENCH" \
+	(sleep 4 && sever add "${5:-}") &
+	out=$(HOROVOD_PEER_TIMEOUT=10 step -N"$3" --ntasks-per-node="$4" "$BENCH" \
 		-o allreduce -b "$2" -e "$2" -n 100000000 -w 1 2>&1)
 	wait
 	took=$(($(date +%s) - start - 4))
 	sever del
-	named=$(grep -c -E '^hvd-bench: allreduce of [0-9]+ elements: HVD_ERR_PEER_FAILED: .*(rank [0-3] failed: no progress from it for 10 s|local rank 0 \(pid [0-9]+\) made no progress for 10 s) \(HOROVOD_PEER_TIMEOUT\)' <<<"$out")
+	named=$(grep -c -E '^hvd-bench: allreduce of [0-9]+ elements: HVD_ERR_PEER_FAILED: .*rank [0-9] failed: no progress from it for 10 s \(HOROVOD_PEER_TIMEOUT\)' <<<"$out")
 	# srun's lines name tasks as "task 1", "tasks 0-1" or "tasks 1,3"
-	fails=$(sed -n 's/^srun: error: node[12]: tasks* \([0-9,-]*\): Exited with exit code 1$/\1/p' <<<"$out" |
+	fails=$(sed -n 's/^srun: error: node[1-3]: tasks* \([0-9,-]*\): Exited with exit code 1$/\1/p' <<<"$out" |
 		tr ',' '\n' | awk -F- '{ n += NF == 2 ? $2 - $1 + 1 : 1 } END { print n + 0 }')
-	ok $((named == 4 && fails == 4 && took >= 10 && took < 30 ? 0 : 1)) \
-		"$1: $named of 4 ranks fail naming a peer that made no progress for 10 s, all 4 exit 1; the step ended ${took}s after the cut" ||
+	ok $((named == n && fails == n && took >= 9 && took < 30 ? 0 : 1)) \
+		"$1: $named of $n ranks fail naming a peer that made no progress for 10 s, all $n exit 1; the step ended ${took}s after the cut" ||
 		diag "$out"
 }
-cut_run "2 x 2, 16 MiB, the nodes cut apart" 16M
-cut_run "2 x 2, 8 B, the nodes cut apart" 8
+cut_run "2 x 2, 16 MiB, the nodes cut apart" 16M 2 2
+cut_run "2 x 2, 8 B, the nodes cut apart" 8 2 2
+# node1 and node2 lose each other, node3 still reaches both: node3's
+# rank fails too (the others exit: their connections to it close)
+cut_run "3 x 1, 1 MiB, node1 and node2 cut apart, node3 not" 1M 3 1 1-2
 
 # A network outage shorter than HOROVOD_PEER_TIMEOUT (60 s by default):
 # the nodes cut apart for 20 s, then joined again.  The allreduces stall

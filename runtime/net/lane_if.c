@@ -160,31 +160,28 @@ int lane_if_dial_order(const uint8_t (*ip)[16], int nip,
 		       const unsigned char *slow, int order[])
 {
 	int k = 0, all_mine = 1;
-	char own[LANE_IF_MAX * 2];
+	char own[LANE_IF_MAX * 2], pass_of[LANE_IF_MAX * 2];
 
 	if (nip > (int)sizeof(own))
 		nip = (int)sizeof(own);
+	/* each address's pass: near and answering, far and answering, near
+	 * and slow, far and slow */
 	for (int i = 0; i < nip; i++) {
+		int net = lane_if_net(ip[i], v, noffer);
+
 		own[i] = 0;
 		for (int j = 0; j < n; j++)
 			if (memcmp(v[j].ip, ip[i], 16) == 0)
 				own[i] = 1;
 		if (!own[i])
 			all_mine = 0;
+		pass_of[i] =
+		    (char)((net >= LANE_IF_MAX) + (slow && slow[net] ? 2 : 0));
 	}
-	/* near and answering, far and answering, near and slow, far and
-	 * slow */
 	for (int pass = 0; pass < 4; pass++)
-		for (int i = 0; i < nip; i++) {
-			int net = lane_if_net(ip[i], v, noffer);
-			int near = net < LANE_IF_MAX;
-			int late = slow && slow[net];
-
-			if (own[i] && !all_mine)
-				continue;
-			if (near == !(pass & 1) && late == (pass >= 2))
+		for (int i = 0; i < nip; i++)
+			if (pass_of[i] == pass && !(own[i] && !all_mine))
 				order[k++] = i;
-		}
 	return k;
 }
 

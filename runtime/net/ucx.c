@@ -102,19 +102,20 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 
 static void keepalive_config(ucp_config_t *config)
 {
-	char intvl[32];
+	char intvl[32], cnt[16];
 	double ms = peer_timeout * 1e3 / KEEP_PROBES;
 
 	if (getenv("UCX_TCP_KEEPINTVL") || getenv("UCX_TCP_KEEPCNT"))
 		return;
 	snprintf(intvl, sizeof(intvl), "%.0fms", ms < 1000 ? 1000 : ms);
+	snprintf(cnt, sizeof(cnt), "%d", KEEP_PROBES);
 	ucp_config_modify(config, "KEEPINTVL", intvl);
-	ucp_config_modify(config, "KEEPCNT", "5"); /* KEEP_PROBES */
+	ucp_config_modify(config, "KEEPCNT", cnt);
 }
 
 /*
  * Our defaults for four UCX settings, unless the user set them (UCX_...),
- * and two more for TCP's keepalive (keepalive_config, below):
+ * and two more for TCP's keepalive (keepalive_config, above):
  *
  * USE_MT_MUTEX=y: the worker is shared by the engine thread and the
  * caller's thread, and UCX's default spinlock burns the waiting thread's

@@ -35,7 +35,7 @@ static int away_member(shm_group_t *g)
 /* The slow part of a wait: sleep on the flag's futex (the publisher wakes
  * us), waking every 20 ms to check for a dead or silent peer, and for a
  * failure elsewhere in the job (g->check).  flag belongs to member peer.
- * The time without progress counts from the last tick at which no member
+ * The time without progress counts from the last tick at which a member
  * was away on the network: the wait may be on one that waits for it. */
 hvd_status_t shm_wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
 			  int peer)

@@ -134,7 +134,9 @@ hvd_status_t coll_mate_failed(hvd_status_t st, int failed, const char *why,
 			      const char *what)
 {
 	if (failed >= 0) {
-		peers_mark_failed(failed, why, 0);
+		/* The leader's word, of which this rank cannot tell how sure
+		 * it is: a suspicion, which the elastic agreement checks. */
+		peers_mark(failed, why, 0, PEER_SUSPECT);
 		return hvd_error(st, "hvd: rank %d failed: %s", failed,
 				 transport_fail_reason(failed));
 	}

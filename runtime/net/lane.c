@@ -620,6 +620,98 @@ hvd_status_t lane_start(const struct lane_addr *all, int n)
 		   : hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 }
 
+/*
+ * Is a rank's process there?  A killed process's host refuses a
+ * connection to the port it listened on at once (its kernel answers with
+ * a reset); a live one's lane accepts it (and drops it when no hello
+ * comes: hello_read); a host cut off answers nothing.  UCX cannot tell
+ * the first from the last (it reports both as "Endpoint timeout"), and
+ * the elastic agreement must (net/membership.c).
+ */
+void lane_probe(const int *ws, int n, double limit, int *out)
+{
+	struct probe {
+		int fd, k;
+	} *pr = calloc((size_t)n * LANE_ADDRS + 1, sizeof(*pr));
+	struct pollfd *p = calloc((size_t)n * LANE_ADDRS + 1, sizeof(*p));
+	int *refused = calloc((size_t)n + 1, sizeof(int));
+	int np = 0, live = 0;
+	double end = hvd_now() + limit;
+
+	for (int k = 0; k < n; k++)
+		out[k] = LANE_PROBE_UNKNOWN;
+	if (!pr || !p || !refused)
+		goto done;
+	pthread_mutex_lock(&lk);
+	for (int k = 0; k < n && up; k++) {
+		int w = ws[k];
+
+		if (w < 0 || w >= nranks || w == self)
+			continue;
+		for (int i = 0; i < tab[w].nip; i++) {
+			struct sockaddr_storage to;
+			socklen_t tl = sa_make(&to, AF_UNSPEC, tab[w].ip[i],
+					       tab[w].port);
+			int fd = socket(to.ss_family,
+					SOCK_STREAM | SOCK_NONBLOCK |
+						SOCK_CLOEXEC,
+					0);
+
+			if (fd >= 0 &&
+			    (connect(fd, (struct sockaddr *)&to, tl) == 0 ||
+			     errno == EINPROGRESS)) {
+				pr[np].fd = fd;
+				pr[np].k = k;
+				p[np].fd = fd;
+				p[np].events = POLLOUT;
+				np++;
+				continue;
+			}
+			refused[k] += fd >= 0 && errno == ECONNREFUSED;
+			if (fd >= 0)
+				close(fd);
+		}
+	}
+	pthread_mutex_unlock(&lk);
+	live = np;
+	while (live > 0) {
+		double now = hvd_now();
+		int ms = now < end ? (int)((end - now) * 1e3) + 1 : 0;
+
+		if (poll(p, (nfds_t)np, ms) <= 0)
+			break;
+		for (int i = 0; i < np; i++) {
+			int err = 0, k = pr[i].k;
+			socklen_t el = sizeof(err);
+
+			if (p[i].fd < 0 || !p[i].revents)
+				continue;
+			if (getsockopt(p[i].fd, SOL_SOCKET, SO_ERROR, &err,
+				       &el) != 0)
+				err = errno;
+			if (err == 0)
+				out[k] = LANE_PROBE_THERE;
+			refused[k] += err == ECONNREFUSED;
+			close(p[i].fd);
+			p[i].fd = -1; /* poll skips it */
+			live--;
+		}
+	}
+	for (int i = 0; i < np; i++)
+		if (p[i].fd >= 0)
+			close(p[i].fd);
+	/* The lane listens on every address of its host (one socket, the
+	 * wildcard address): one refusal, and no address that took the
+	 * connection within the limit, says nothing listens there. */
+	for (int k = 0; k < n; k++)
+		if (out[k] == LANE_PROBE_UNKNOWN && refused[k] > 0)
+			out[k] = LANE_PROBE_GONE;
+done:
+	free(pr);
+	free(p);
+	free(refused);
+}
+
 int lane_everywhere(void)
 {
 	return up && everywhere;
@@ -670,6 +762,7 @@ static int hello_make(uint8_t b[LANE_HELLO_BYTES], int src, int dst)
 
 static void tx_write(int w);
 static void fail_peer(int w, const char *why);
+static void fail_peer_as(int w, const char *why, enum peer_gone kind);
 static int progress_locked(void);
 static int unlink_op(struct lane_op **h, struct lane_op **t,
 		     struct lane_op *op);
@@ -956,17 +1049,24 @@ static void hello_read(int slot)
 
 static void fail_errno(int w)
 {
+	/* Timeouts and unreachable routes say the peer went silent, not
+	 * that it is gone (a reset or refusal comes from its host). */
+	enum peer_gone kind = errno == ETIMEDOUT || errno == EHOSTUNREACH ||
+				      errno == ENETUNREACH
+				  ? PEER_QUIET
+				  : PEER_DEAD;
 	char why[96];
 
 	snprintf(why, sizeof(why), "failed (%s)", strerror(errno));
-	fail_peer(w, why);
+	fail_peer_as(w, why, kind);
 }
 
 /* ------------------------------------------------------------ sending */
 
 /* The pair's connection is gone: every operation on it fails, and so
- * does the peer (net/peers.h) unless why is NULL (it said goodbye). */
-static void fail_peer(int w, const char *why)
+ * does the peer (net/peers.h, as kind) unless why is NULL (it said
+ * goodbye). */
+static void fail_peer_as(int w, const char *why, enum peer_gone kind)
 {
 	struct peer *p = &peers_tab[w];
 	char msg[320];
@@ -1000,7 +1100,12 @@ static void fail_peer(int w, const char *why)
 	if (!why)
 		return;
 	snprintf(msg, sizeof(msg), "its TCP lane connection %s", why);
-	transport_mark_failed(w, msg);
+	peers_mark(w, msg, 1, kind);
+}
+
+static void fail_peer(int w, const char *why)
+{
+	fail_peer_as(w, why, PEER_DEAD);
 }
 
 static void tx_write(int w)

@@ -121,6 +121,13 @@ int lane_busy(void);
 int lane_poll_fd(void);
 int lane_block_ms(int ms);
 
+/* Whether the processes of world ranks ws[0..n) are there, all at once
+ * within limit seconds: out[k] LANE_PROBE_GONE when an address of ws[k]'s
+ * lane refused a connection and none took one (its host answered:
+ * nothing listens), LANE_PROBE_THERE when one took it, else
+ * LANE_PROBE_UNKNOWN (no answer, no lane). */
+enum { LANE_PROBE_UNKNOWN = 0, LANE_PROBE_THERE = 1, LANE_PROBE_GONE = 2 };
+void lane_probe(const int *ws, int n, double limit, int *out);
 /* Say goodbye to every peer and close (hvd_finalize, and before an
  * elastic re-forming: the new world opens its own, transport.h's
  * transport_agree_world). */

@@ -90,7 +90,9 @@ static void take_in(void)
 				"gone",
 				notice_in.seq, (int)notice_in.reporter,
 				(int)notice_in.dead);
-			peers_mark_failed(notice_in.dead, why, 0);
+			/* Another rank's word: it may only have lost
+			 * its way to it. */
+			peers_mark(notice_in.dead, why, 0, PEER_QUIET);
 		} else if (rs != UCS_ERR_CANCELED) {
 			/* a flood must not flood the log: the first ten,
 			 * then every 1000th */

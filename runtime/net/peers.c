@@ -1,8 +1,10 @@
 /*
  * peers.c - the peer table and the failed set.
  *
- * A failure is recorded once, with the first reason given; flags are
- * atomics so that any thread (PMIx's event thread, UCX's error callback,
+ * A failure is recorded once, with the first reason given, unless a
+ * surer kind of evidence comes later (a rank that went silent is then
+ * found dead): the kind and reason are replaced, never weakened.  Flags
+ * are atomics so that any thread (PMIx's event thread, UCX's error callback,
  * a waiting collective) may record or read one without a lock.  The table
  * is built in hvd_init before any collective and freed in hvd_finalize
  * after the last one.
@@ -20,6 +22,7 @@ struct peer {
 	pid_t pid;
 	int local;           /* on this node: pid checks apply       */
 	atomic_int failed;
+	atomic_int kind;     /* enum peer_gone, once failed          */
 	atomic_int announce; /* to tell the other ranks              */
 	char why[320];
 };
@@ -36,6 +39,7 @@ hvd_status_t peers_init(const struct hvd_world *w, struct bootstrap_peer *bp)
 				 "hvd: out of memory for %d peers", w->size);
 	for (int r = 0; r < w->size; r++) {
 		atomic_init(&peers[r].failed, 0);
+		atomic_init(&peers[r].kind, PEER_DEAD);
 		atomic_init(&peers[r].announce, 0);
 		peers[r].addr = bp[r].addr;
 		bp[r].addr = NULL;
@@ -78,7 +82,7 @@ int peers_local(int r)
 	return peers && r >= 0 && r < npeers && peers[r].local;
 }
 
-void peers_mark_failed(int rank, const char *why, int announce)
+void peers_mark(int rank, const char *why, int announce, enum peer_gone kind)
 {
 	if (rank < 0) {
 		atomic_store(&launcher_failed, 1);
@@ -86,13 +90,40 @@ void peers_mark_failed(int rank, const char *why, int announce)
 	}
 	if (!peers || rank >= npeers || rank == my_rank)
 		return;
-	if (atomic_load(&peers[rank].failed))
+	if (atomic_load(&peers[rank].failed)) {
+		/* Surer evidence replaces the record; the reason is written
+		 * by the one caller that raises the kind (a racing reader may
+		 * see the old text, never a torn flag). */
+		int was = atomic_load(&peers[rank].kind);
+
+		while ((int)kind > was &&
+		       !atomic_compare_exchange_weak(&peers[rank].kind, &was,
+						     (int)kind))
+			;
+		if ((int)kind <= was)
+			return;
+		snprintf(peers[rank].why, sizeof(peers[rank].why), "%s", why);
+		hvd_log(HVD_LOG_DEBUG, "rank %d failed: %s", rank, why);
 		return;
+	}
 	snprintf(peers[rank].why, sizeof(peers[rank].why), "%s", why);
+	atomic_store(&peers[rank].kind, (int)kind);
 	atomic_store(&peers[rank].failed, 1);
 	if (announce)
 		atomic_store(&peers[rank].announce, 1);
 	hvd_log(HVD_LOG_DEBUG, "rank %d failed: %s", rank, why);
+}
+
+void peers_mark_failed(int rank, const char *why, int announce)
+{
+	peers_mark(rank, why, announce, PEER_DEAD);
+}
+
+enum peer_gone peers_gone_kind(int rank)
+{
+	if (!peers_failed(rank))
+		return PEER_DEAD;
+	return (enum peer_gone)atomic_load(&peers[rank].kind);
 }
 
 void transport_mark_failed(int rank, const char *why)

@@ -26,12 +26,27 @@ const void *peers_addr(int r);
 /* 1 when r runs on this node (its pid is checked, shm transports). */
 int peers_local(int r);
 
-/* A peer is gone (world rank, or -1 for "the launcher").  Safe from any
- * thread; the first reason for a rank is kept.  announce: tell the other
- * ranks too (net/notice.c sends what peers_take_announce() returns). */
+/* How sure a failure is, weakest first: a peer that made no progress
+ * (it may be waiting on another), one that cannot be reached (silent
+ * connection, or another rank's word), one whose process is known gone
+ * (its pid, PMIx, a connection reset by its host).  The elastic
+ * agreement clears suspicions it can check and counts only the dead as
+ * certainly gone (net/membership.c). */
+enum peer_gone { PEER_SUSPECT = 0, PEER_QUIET = 1, PEER_DEAD = 2 };
+
+/* A peer is gone (world rank, or -1 for "the launcher"), with how it is
+ * known; a later surer kind replaces the record. */
+void peers_mark(int world_rank, const char *why, int announce,
+		enum peer_gone kind);
+/* The kind of a failed rank's record (PEER_DEAD when not failed). */
+enum peer_gone peers_gone_kind(int world_rank);
+/* peers_mark(..., PEER_DEAD).  Safe from any thread; the first reason
+ * for a rank is kept unless a surer kind comes.  announce: tell the
+ * other ranks too (net/notice.c sends what peers_take_announce()
+ * returns). */
 void peers_mark_failed(int world_rank, const char *why, int announce);
 /* The same with announce (what the bootstrap's death events and the
- * endpoints' error callbacks report). */
+ * pid checks report). */
 void transport_mark_failed(int world_rank, const char *why);
 int peers_failed(int world_rank);
 /* Next rank whose failure is still to be announced, or -1. */

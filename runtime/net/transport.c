@@ -950,7 +950,8 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 			 "no progress from it for %.0f s "
 			 "(HOROVOD_PEER_TIMEOUT)",
 			 transport_peer_timeout());
-		peers_mark_failed(w, why, 0);
+		/* A suspicion: the peer may itself wait on another. */
+		peers_mark(w, why, 0, PEER_SUSPECT);
 		return peer_error(x, w, "%s", why);
 	}
 	return HVD_OK;

@@ -75,12 +75,19 @@ static void req_init(void *request)
 
 static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
+	/* A connection that timed out or found no route says the peer
+	 * went silent; the others (reset, refused) that its host answered. */
+	enum peer_gone kind = status == UCS_ERR_ENDPOINT_TIMEOUT ||
+				      status == UCS_ERR_TIMED_OUT ||
+				      status == UCS_ERR_UNREACHABLE
+				  ? PEER_QUIET
+				  : PEER_DEAD;
 	char why[128];
 
 	(void)ep;
 	snprintf(why, sizeof(why), "UCX reported its connection failed (%s)",
 		 UCS_MSG(status));
-	transport_mark_failed((int)(intptr_t)arg, why);
+	peers_mark((int)(intptr_t)arg, why, 1, kind);
 }
 
 /*

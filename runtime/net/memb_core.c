@@ -8,7 +8,8 @@
  *            u32 total length
  *   peer     i32 old_rank, pid, pmix_local_rank, pmix_rank;
  *            str node_key, str nspace, bytes addr
- *   PROPOSE  header, i32 nranks, bytes failed bitmap, peer
+ *   PROPOSE  header, i32 nranks, bytes failed, quiet and doubt bitmaps,
+ *            peer
  *   DECIDE   header, i32 status, i32 min_size, str world, i32 n, n x peer
  *   JOIN     header, 16 token bytes, str jobid, i32 step_size,
  *            i32 step_rank, bytes reply address, peer
@@ -138,10 +139,15 @@ hvd_status_t memb_encode_propose(struct memb_buf *b,
 	if (m->nranks <= 0 || m->nranks > MEMB_MAX_RANKS)
 		return hvd_error(HVD_ERR_INVALID_ARG,
 				 "hvd: elastic: %d ranks", (int)m->nranks);
+	if (!m->failed || !m->quiet || !m->doubt)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd: elastic: a proposal without its sets");
 	HVD_CHECK(check_peer(&m->self));
 	begin(b, MEMB_PROPOSE, m->epoch, m->sender);
 	put_i32(b, m->nranks);
 	put_bytes(b, m->failed, (uint32_t)((m->nranks + 7) / 8));
+	put_bytes(b, m->quiet, (uint32_t)((m->nranks + 7) / 8));
+	put_bytes(b, m->doubt, (uint32_t)((m->nranks + 7) / 8));
 	put_peer(b, &m->self);
 	return finish(b);
 }
@@ -364,8 +370,7 @@ hvd_status_t memb_decode_propose(const void *msg, size_t len,
 {
 	struct memb_hdr h = {0};
 	struct rd r = {0};
-	uint32_t nb;
-	const void *q;
+	uint8_t **sets[3] = {&m->failed, &m->quiet, &m->doubt};
 	hvd_status_t st;
 
 	memset(m, 0, sizeof(*m));
@@ -373,16 +378,21 @@ hvd_status_t memb_decode_propose(const void *msg, size_t len,
 	m->epoch = h.epoch;
 	m->sender = h.sender;
 	m->nranks = get_i32(&r);
-	nb = get_u32(&r);
-	if (m->nranks <= 0 || m->nranks > MEMB_MAX_RANKS ||
-	    nb != (uint32_t)((m->nranks + 7) / 8) || h.sender < 0 ||
+	if (m->nranks <= 0 || m->nranks > MEMB_MAX_RANKS || h.sender < 0 ||
 	    h.sender >= m->nranks)
 		r.bad = 1;
-	q = take(&r, r.bad ? 0 : nb);
-	if (q) {
-		m->failed = malloc(nb);
-		if (m->failed)
-			memcpy(m->failed, q, nb);
+	for (int i = 0; i < 3 && !r.bad; i++) {
+		uint32_t nb = get_u32(&r);
+		const void *q;
+
+		if (nb != (uint32_t)((m->nranks + 7) / 8))
+			r.bad = 1;
+		q = take(&r, r.bad ? 0 : nb);
+		if (!q)
+			break;
+		*sets[i] = malloc(nb);
+		if (*sets[i])
+			memcpy(*sets[i], q, nb);
 		else
 			r.bad = 2;
 	}
@@ -397,7 +407,9 @@ hvd_status_t memb_decode_propose(const void *msg, size_t len,
 void memb_propose_free(struct memb_propose *m)
 {
 	free(m->failed);
-	m->failed = NULL;
+	free(m->quiet);
+	free(m->doubt);
+	m->failed = m->quiet = m->doubt = NULL;
 	memb_peer_free(&m->self);
 }
 
@@ -497,7 +509,37 @@ hvd_status_t memb_decode_removed(const void *msg, size_t len, char *reason,
 	return HVD_OK;
 }
 
+hvd_status_t memb_decode_hello(const void *msg, size_t len, uint32_t *epoch,
+			       int32_t *sender)
+{
+	struct memb_hdr h = {0};
+	struct rd r = {0};
+
+	HVD_CHECK(open_rd(&r, msg, len, MEMB_HELLO, &h));
+	*epoch = h.epoch;
+	*sender = h.sender;
+	return close_rd(&r, "hello");
+}
+
 /* ---------------------------------------------------------- decisions */
+
+int memb_quorum(int nranks, const uint8_t *out, const uint8_t *quiet,
+		const uint8_t *in)
+{
+	int alive = 0, kept = 0, lowest = -1;
+
+	for (int r = 0; r < nranks; r++) {
+		if (memb_bit(out, r) && !memb_bit(quiet, r))
+			continue; /* known dead: no side has it */
+		alive++;
+		if (lowest < 0)
+			lowest = r;
+		kept += memb_bit(in, r);
+	}
+	if (2 * kept != alive)
+		return 2 * kept > alive;
+	return lowest >= 0 && memb_bit(in, lowest);
+}
 
 int memb_coordinator(const uint8_t *failed, int n)
 {

@@ -21,12 +21,12 @@
 #pragma GCC visibility push(hidden)
 
 #define MEMB_MAGIC 0x48564d31u /* "HVM1" */
-#define MEMB_VERSION 1
+#define MEMB_VERSION 2
 
 enum memb_type {
 	MEMB_PROPOSE = 1, /* a survivor to the coordinator: what it knows   */
 	MEMB_DECIDE = 2,  /* the coordinator to every member: the new world */
-	MEMB_HELLO = 3,   /* liveness probe: never received, only sent      */
+	MEMB_HELLO = 3,   /* liveness probe, answered by one                 */
 	MEMB_JOIN = 4,    /* a newcomer to rank 0: let me in                 */
 	MEMB_REMOVED = 5, /* the coordinator to a rank left out: stop        */
 	MEMB_NTYPES = 8,
@@ -58,6 +58,10 @@ struct memb_propose {
 	int32_t sender;  /* its current rank                              */
 	int32_t nranks;  /* the current world's size                      */
 	uint8_t *failed; /* [(nranks+7)/8] ranks the sender knows failed  */
+	uint8_t *quiet;  /* [..] of those, the ones only gone silent (not
+			    known dead: maybe alive beyond a partition)    */
+	uint8_t *doubt;  /* [..] ranks the sender suspects but has not
+			    heard from yet (not failed)                    */
 	struct memb_peer self;
 };
 
@@ -117,6 +121,8 @@ hvd_status_t memb_decode_join(const void *msg, size_t len, uint32_t *epoch,
 			      struct memb_join *m);
 hvd_status_t memb_decode_removed(const void *msg, size_t len, char *reason,
 				 size_t reason_len);
+hvd_status_t memb_decode_hello(const void *msg, size_t len, uint32_t *epoch,
+			       int32_t *sender);
 void memb_peer_free(struct memb_peer *p);
 void memb_propose_free(struct memb_propose *m);
 void memb_decide_free(struct memb_decide *m);
@@ -133,6 +139,10 @@ static inline int memb_bit(const uint8_t *set, int r)
 static inline void memb_set_bit(uint8_t *set, int r)
 {
 	set[r >> 3] = (uint8_t)(set[r >> 3] | (1u << (r & 7)));
+}
+static inline void memb_clear_bit(uint8_t *set, int r)
+{
+	set[r >> 3] = (uint8_t)(set[r >> 3] & ~(1u << (r & 7)));
 }
 
 /* The coordinator: the lowest rank of 0..n-1 not in failed; -1 when every
@@ -151,6 +161,17 @@ hvd_status_t memb_order(int nranks, const uint8_t *failed,
 			struct memb_peer *const *survivors,
 			struct memb_peer *const *newcomers, int nnew,
 			struct memb_peer ***order, int *n);
+
+/*
+ * A partition must not leave two worlds training apart: the next world
+ * goes on only with a majority of the current world's ranks not known
+ * dead.  out: the ranks left out; quiet: those of them only gone silent
+ * (maybe alive on the other side: they count); in: the current ranks in
+ * the next world.  1 when in holds more than half of the ranks not dead,
+ * or exactly half with the lowest of those; else 0.
+ */
+int memb_quorum(int nranks, const uint8_t *out, const uint8_t *quiet,
+		const uint8_t *in);
 
 /* Newcomers of one step are let in together: 1 when every rank
  * 0..step_size-1 of the step appears among the joins (same nspace). */

@@ -14,8 +14,32 @@
  *
  * Liveness while waiting: the failed set (UCX endpoint errors, PMIx
  * events, notices from other ranks), the pids of ranks on this node, and
- * a HELLO sent every second to the ranks waited for on other nodes, whose
- * connection error marks a dead one (a killed process's socket is reset).
+ * HELLOs, every second, between the ranks on different nodes that wait
+ * on each other: the coordinator and every member, and a rank and any
+ * rank it suspects.  A rank answers every hello it gets with one of its
+ * own.  A killed process's reset socket fails the send at once; a rank
+ * cut off (a link, a switch, a hung kernel: no reset ever comes, and UCX
+ * may never fail a connection it has unsent data on) is found by silence:
+ * a rank this one waits on is out when nothing came from it for
+ * HOROVOD_PEER_TIMEOUT, and not before twice that and 5 s after the wait
+ * for it began (it may still be inside a collective that has to time out
+ * first).
+ *
+ * What a rank knows of another comes in three strengths (net/peers.h):
+ * dead (its pid, PMIx, a reset: its host says so), silent (a timed-out
+ * connection, the silence above, another rank's word) and suspected (a
+ * collective got no progress from it: it may itself wait on a third).  A
+ * suspicion is not a failure here: the rank sends hellos to the suspect,
+ * and an answer clears it; no answer turns it into silence.  Proposals
+ * carry the three sets, and the coordinator decides only when no member
+ * still suspects another.  A member that reports another silent while
+ * the coordinator hears both is in a quarrel: the coordinator keeps the
+ * lower rank of the two and tells the other it is out.
+ *
+ * A partition must not leave two worlds training apart: the coordinator
+ * goes on only with a majority of the ranks not known dead (exactly half
+ * when it has the lowest of them, net/memb_core.h); otherwise it tells
+ * its side to stop (HVD_ERR_REMOVED), and so does every side without one.
  *
  * Every tag is keyed with the job's key (net/auth.h) as the collectives'
  * are, on the wire and in every probe, so that a process outside the job
@@ -26,6 +50,7 @@
 #include "config.h"
 
 #include "net/membership.h"
+#include "net/lane.h"
 #include "net/memb_wire.h"
 #include "net/notice.h"
 #include "net/peers.h"
@@ -48,6 +73,21 @@ struct agree {
 	const struct memb_round *in;
 	int n, me, coord;
 	uint8_t *failed;
+	uint8_t *quiet;   /* of failed: only gone silent (not known dead)  */
+	uint8_t *doubt;   /* suspected, not heard from yet: not failed     */
+	uint8_t *cleared; /* heard from in this agreement: no suspicion    */
+	uint8_t *greet;   /* hello to send back at the next round          */
+	uint8_t *probe;   /* silent ranks whose process to look for         */
+	int nprobe;
+	uint8_t **pdoubt; /* [n] coordinator: each proposal's doubt set    */
+	int *rival;       /* [n] coordinator: the rank a dropped one
+			     quarrelled with (-1: none)                    */
+	double *heard;    /* [n] when anything last came from it (0: never) */
+	double *since;    /* [n] when this rank began to wait on it (0)     */
+	double *sent;     /* [n] when the last hello to it left (0: never)  */
+	int hello_now;    /* a new suspect or a hello to answer: at once    */
+	double pt;        /* HOROVOD_PEER_TIMEOUT                           */
+	int dirty;        /* the sets changed: propose again                */
 	struct memb_peer **props; /* [n]: proposals kept (owned), me: self */
 	struct net_group all;     /* every rank of the current world      */
 	struct memb_buf buf;
@@ -58,23 +98,212 @@ struct agree {
 	char removed[MEMB_REASON_MAX];
 };
 
-static void mark(struct agree *a, int r, const char *why)
+/* r is out, as dead or as silent (quiet: it may be alive beyond a
+ * partition); a silent one found dead later is counted dead. */
+static void mark(struct agree *a, int r, const char *why,
+		 enum peer_gone kind)
 {
-	if (r < 0 || r >= a->n || r == a->me || memb_bit(a->failed, r))
+	if (r < 0 || r >= a->n || r == a->me)
 		return;
+	if (memb_bit(a->failed, r)) {
+		if (kind == PEER_DEAD && memb_bit(a->quiet, r)) {
+			memb_clear_bit(a->quiet, r);
+			peers_mark(r, why, 0, PEER_DEAD);
+			a->dirty = 1;
+		}
+		return;
+	}
 	memb_set_bit(a->failed, r);
-	peers_mark_failed(r, why, 0);
+	if (kind != PEER_DEAD)
+		memb_set_bit(a->quiet, r);
+	if (kind != PEER_DEAD && !peers_local(r)) {
+		memb_set_bit(a->probe, r);
+		a->nprobe++;
+	}
+	memb_clear_bit(a->doubt, r);
+	a->dirty = 1;
+	peers_mark(r, why, 0, kind == PEER_DEAD ? PEER_DEAD : PEER_QUIET);
 	hvd_log(HVD_LOG_INFO, "elastic: rank %d is out: %s", r, why);
 }
 
-/* What the transport's detectors know, into the failed set. */
+/* How sure a failure of r that this rank learns now is.  A rank on
+ * another node heard from in this agreement was alive a moment ago: if
+ * its connection fails now it has more likely moved on to a world
+ * decided without this rank (its old worker closed) than died, and it
+ * counts as silent, not dead; the pids of node-mates are certain. */
+static enum peer_gone now_kind(const struct agree *a, int r,
+			       enum peer_gone kind)
+{
+	if (kind == PEER_DEAD && a->heard[r] > 0 && !peers_local(r))
+		return PEER_QUIET;
+	return kind;
+}
+
+/* What the transport's detectors know, into the sets.  A suspicion of a
+ * rank on another node becomes a doubt, unless it was heard from in
+ * this agreement; on this node the pids tell, and a node-mate that made
+ * no progress is out as before.  A rank heard from in this agreement
+ * that a connection or another rank's word calls silent stays in: the
+ * silence rule, and the coordinator's view of the quarrel, decide. */
 static void refresh(struct agree *a)
 {
 	peers_check_local_pids(&a->all);
 	notice_poll();
-	for (int r = 0; r < a->n; r++)
-		if (r != a->me && peers_failed(r))
-			mark(a, r, transport_fail_reason(r));
+	for (int r = 0; r < a->n; r++) {
+		enum peer_gone kind;
+
+		if (r == a->me || !peers_failed(r) || memb_bit(a->failed, r))
+			continue;
+		kind = now_kind(a, r, peers_gone_kind(r));
+		if (kind == PEER_QUIET && a->heard[r] > 0 && !peers_local(r))
+			continue;
+		if (kind != PEER_SUSPECT || peers_local(r)) {
+			mark(a, r, transport_fail_reason(r),
+			     kind == PEER_SUSPECT ? PEER_DEAD : kind);
+		} else if (!memb_bit(a->cleared, r) && !memb_bit(a->doubt, r)) {
+			memb_set_bit(a->doubt, r);
+			a->dirty = 1;
+			a->hello_now = 1;
+			hvd_log(HVD_LOG_DEBUG,
+				"elastic: rank %d is suspected (%s); asking it",
+				r, transport_fail_reason(r));
+		}
+	}
+}
+
+/* Something came from r: it is alive and reaches this rank. */
+static void heard_from(struct agree *a, int r)
+{
+	if (r < 0 || r >= a->n || r == a->me)
+		return;
+	a->heard[r] = hvd_now();
+	if (memb_bit(a->cleared, r))
+		return;
+	memb_set_bit(a->cleared, r);
+	if (memb_bit(a->doubt, r)) {
+		memb_clear_bit(a->doubt, r);
+		a->dirty = 1;
+		hvd_log(HVD_LOG_INFO,
+			"elastic: rank %d answers: no longer suspected", r);
+	}
+}
+
+/* Silent ranks: is their process there?  A host that refuses a
+ * connection to a rank's lane says it is gone (a kill, a crash), which
+ * UCX does not tell from a cut; a process that is there, or no answer,
+ * leaves it silent (net/lane.h, lane_probe). */
+static void probe_silent(struct agree *a)
+{
+	int *ws = malloc((size_t)a->nprobe * sizeof(int));
+	int *res = malloc((size_t)a->nprobe * sizeof(int));
+	int k = 0;
+
+	for (int r = 0; r < a->n && ws && res && k < a->nprobe; r++)
+		if (memb_bit(a->probe, r))
+			ws[k++] = r;
+	memset(a->probe, 0, (size_t)(a->n + 7) / 8);
+	a->nprobe = 0;
+	if (ws && res)
+		lane_probe(ws, k, 0.5, res);
+	for (int i = 0; ws && res && i < k; i++) {
+		char why[400];
+
+		if (res[i] != LANE_PROBE_GONE) {
+			hvd_log(HVD_LOG_DEBUG, "elastic: rank %d is silent, %s",
+				ws[i],
+				res[i] == LANE_PROBE_THERE
+					? "and its process is there"
+					: "and its host does not answer");
+			continue;
+		}
+		snprintf(why, sizeof(why),
+			 "%s; its host refuses connections to its TCP lane, so "
+			 "its process is gone",
+			 transport_fail_reason(ws[i]));
+		mark(a, ws[i], why, PEER_DEAD);
+	}
+	free(ws);
+	free(res);
+}
+
+/* Does this rank wait on r, over the network (the silence rule and the
+ * hellos)?  The coordinator on every member, a member on the coordinator
+ * and on those it suspects. */
+static int waits_on(const struct agree *a, int r)
+{
+	if (r == a->me || memb_bit(a->failed, r) || peers_local(r))
+		return 0;
+	return a->coord == a->me || r == a->coord || memb_bit(a->doubt, r);
+}
+
+/* The silence rule (see the top of the file). */
+static void silence(struct agree *a, double now)
+{
+	for (int r = 0; r < a->n; r++) {
+		double last;
+
+		if (!waits_on(a, r))
+			continue;
+		if (a->since[r] == 0)
+			a->since[r] = now;
+		last = a->since[r] + a->pt + 5.0;
+		if (a->heard[r] > last)
+			last = a->heard[r];
+		if (now - last > a->pt) {
+			char why[200];
+
+			snprintf(why, sizeof(why),
+				 "nothing came from it for %.0f s while the "
+				 "world re-formed (HOROVOD_PEER_TIMEOUT): cut "
+				 "off from rank %d, or gone without its "
+				 "connection failing",
+				 now - (a->heard[r] ? a->heard[r] : a->since[r]),
+				 a->me);
+			mark(a, r, why, PEER_QUIET);
+		}
+	}
+}
+
+static void take_hellos(struct agree *a)
+{
+	uint64_t tag = memb_tag(MEMB_CTX, a->in->epoch, MEMB_HELLO, 0);
+	size_t len;
+	uint64_t stag;
+	void *msg;
+	int got;
+
+	while ((got = memb_take(tag, MASK_EXACT, &msg, &len, &stag)) != 0) {
+		uint32_t epoch;
+		int32_t from;
+
+		if (got < 0)
+			continue;
+		if (memb_decode_hello(msg, len, &epoch, &from) == HVD_OK &&
+		    epoch == a->in->epoch && from >= 0 && from < a->n &&
+		    from != a->me) {
+			heard_from(a, from);
+			if (!memb_bit(a->failed, from)) {
+				memb_set_bit(a->greet, from);
+				a->hello_now = 1;
+			}
+		}
+		free(msg);
+	}
+}
+
+/* The coordinator keeps the lower of two ranks it hears that cannot
+ * reach each other; the other is out, and told why at the decision. */
+static void quarrel(struct agree *a, int reporter, int r)
+{
+	int loser = reporter > r ? reporter : r, kept = reporter + r - loser;
+	char why[200];
+
+	snprintf(why, sizeof(why),
+		 "it and rank %d cannot reach each other, and rank %d "
+		 "(coordinating) keeps the lower of the two",
+		 kept, a->me);
+	mark(a, loser, why, PEER_DEAD);
+	a->rival[loser] = kept;
 }
 
 static void take_proposals(struct agree *a)
@@ -101,11 +330,27 @@ static void take_proposals(struct agree *a)
 			continue;
 		}
 		free(msg);
+		heard_from(a, p.sender);
 		snprintf(why, sizeof(why), "rank %d reports it gone",
 			 (int)p.sender);
-		for (int r = 0; r < a->n; r++)
-			if (memb_bit(p.failed, r))
-				mark(a, r, why);
+		for (int r = 0; r < a->n; r++) {
+			int silent = memb_bit(p.quiet, r) ||
+				     now_kind(a, r, PEER_DEAD) == PEER_QUIET;
+
+			if (!memb_bit(p.failed, r) || r == a->me ||
+			    memb_bit(a->failed, p.sender))
+				continue;
+			/* Silent to the sender, but heard here. */
+			if (silent && !memb_bit(a->failed, r) &&
+			    (a->props[r] || a->heard[r] > 0))
+				quarrel(a, p.sender, r);
+			else
+				mark(a, r, why,
+				     silent ? PEER_QUIET : PEER_DEAD);
+		}
+		free(a->pdoubt[p.sender]);
+		a->pdoubt[p.sender] = p.doubt; /* takes the set */
+		p.doubt = NULL;
 		if (a->props[p.sender])
 			memb_peer_free(a->props[p.sender]);
 		else
@@ -140,6 +385,7 @@ static void take_decisions(struct agree *a)
 			continue;
 		}
 		free(msg);
+		heard_from(a, d.sender);
 		for (int i = 0; i < d.n && idx < 0; i++)
 			if (d.peers[i].old_rank == a->me &&
 			    d.peers[i].pid == a->in->self.pid)
@@ -174,7 +420,8 @@ static void send_to_rank(struct agree *a, int r, int type)
 	hvd_status_t st = HVD_OK;
 	ucp_ep_h ep;
 
-	if (r == a->me || peers_failed(r))
+	/* Not peers_failed: a suspect is still asked. */
+	if (r == a->me || memb_bit(a->failed, r))
 		return;
 	ep = ucx_ep(r, &st);
 	memb_send(ep, memb_tag(MEMB_CTX, a->in->epoch, type, a->me), &a->buf);
@@ -187,6 +434,8 @@ static hvd_status_t propose(struct agree *a)
 	    .sender = a->me,
 	    .nranks = a->n,
 	    .failed = a->failed,
+	    .quiet = a->quiet,
+	    .doubt = a->doubt,
 	    .self = a->in->self,
 	};
 
@@ -197,21 +446,42 @@ static hvd_status_t propose(struct agree *a)
 	return HVD_OK;
 }
 
-/* Liveness probes to the ranks on other nodes this rank waits for (on
- * its node the pids say it): a dead one's reset connection fails the
- * send, and the endpoint's error handler marks it. */
-static void hello(struct agree *a)
+/* Liveness probes to the ranks on other nodes this rank waits on, and
+ * answers to those that sent one (on its node the pids say it): a dead
+ * one's reset connection fails the send, and the endpoint's error
+ * handler marks it; a live one hears that this one is alive. */
+static void hello(struct agree *a, double now)
 {
+	a->hello_now = 0;
 	if (memb_encode_hello(&a->buf, a->in->epoch, a->me) != HVD_OK)
 		return;
+	/* At most one a second to each rank, so that two ranks answering
+	 * each other do not spin. */
 	for (int r = 0; r < a->n; r++) {
-		int waited = a->coord == a->me ? !a->props[r] : r == a->coord;
-
-		if (r != a->me && waited && !memb_bit(a->failed, r) &&
-		    !peers_local(r))
+		if ((waits_on(a, r) || memb_bit(a->greet, r)) &&
+		    now - a->sent[r] >= 1.0) {
 			send_to_rank(a, r, MEMB_HELLO);
+			a->sent[r] = now;
+			memb_clear_bit(a->greet, r);
+		}
 	}
 	memb_reap_sends();
+}
+
+/* Does any candidate (this rank, or one that proposed) still suspect
+ * another that is not out? */
+static int doubts_open(const struct agree *a)
+{
+	for (int c = 0; c < a->n; c++) {
+		const uint8_t *d = c == a->me ? a->doubt : a->pdoubt[c];
+
+		if (!d || memb_bit(a->failed, c) || (c != a->me && !a->props[c]))
+			continue;
+		for (int r = 0; r < a->n; r++)
+			if (r != c && memb_bit(d, r) && !memb_bit(a->failed, r))
+				return 1;
+	}
+	return 0;
 }
 
 /* Newcomers of complete steps, in the order their requests came. */
@@ -305,6 +575,117 @@ static int decision_gone(void *arg, int i)
 	return memb_bit(f->a->failed, f->to[i].rank);
 }
 
+/* Tell r it is left out, and why (REMOVED); its endpoint, to flush. */
+static ucp_ep_h send_removed(struct agree *a, int r, const char *why)
+{
+	hvd_status_t est = HVD_OK;
+	ucp_ep_h ep;
+
+	if (memb_encode_removed(&a->buf, a->in->epoch, a->me, why) != HVD_OK)
+		return NULL;
+	ep = ucx_ep(r, &est);
+	memb_send(ep, memb_tag(MEMB_CTX, a->in->epoch, MEMB_REMOVED, a->me),
+		  &a->buf);
+	return ep;
+}
+
+/* The ranks left out of the decision that this coordinator heard from
+ * in the agreement (alive, and reached) learn it, and why, before its
+ * worker goes (up to 2 s: they are not waited for). */
+static void tell_left_out(struct agree *a)
+{
+	ucp_ep_h *eps = calloc((size_t)a->n + 1, sizeof(*eps));
+	int k = 0;
+
+	for (int r = 0; r < a->n; r++) {
+		char why[MEMB_REASON_MAX];
+		ucp_ep_h ep;
+
+		if (r == a->me || !memb_bit(a->failed, r) ||
+		    (!a->props[r] && a->heard[r] <= 0))
+			continue;
+		if (a->rival[r] >= 0)
+			snprintf(why, sizeof(why),
+				 "it and rank %d cannot reach each other, and "
+				 "rank %d, which reaches both, keeps the lower "
+				 "of the two",
+				 a->rival[r], a->me);
+		else
+			snprintf(why, sizeof(why),
+				 "rank %d (coordinating) counts it out: %s",
+				 a->me, transport_fail_reason(r));
+		ep = send_removed(a, r, why);
+		if (ep && eps)
+			eps[k++] = ep;
+	}
+	if (eps)
+		memb_flush(eps, k, 2.0, NULL, NULL);
+	free(eps);
+}
+
+/* The side of a partition without a majority stops: the members this
+ * coordinator would have kept are told, and it returns HVD_ERR_REMOVED. */
+static hvd_status_t check_quorum(struct agree *a, struct memb_peer **order,
+				 int n)
+{
+	size_t nb = (size_t)(a->n + 7) / 8 + 1;
+	uint8_t *in = calloc(nb, 1);
+	int *to = calloc((size_t)a->n + 1, sizeof(int));
+	char why[MEMB_REASON_MAX], gone[160] = "";
+	int kept = 0, alive = 0, nto = 0, ok, len = 0;
+
+	if (!in || !to) {
+		free(in);
+		free(to);
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	}
+	for (int i = 0; i < n; i++)
+		if (order[i]->old_rank >= 0) {
+			memb_set_bit(in, order[i]->old_rank);
+			kept++;
+			if (order[i]->old_rank != a->me)
+				to[nto++] = order[i]->old_rank;
+		}
+	ok = memb_quorum(a->n, a->failed, a->quiet, in);
+	for (int r = 0; r < a->n; r++) {
+		if (memb_bit(a->failed, r) && !memb_bit(a->quiet, r))
+			continue;
+		alive++;
+		if (!memb_bit(in, r) && len < (int)sizeof(gone) - 16)
+			len += snprintf(gone + len, sizeof(gone) - (size_t)len,
+					"%s%d", len ? ", " : "", r);
+	}
+	free(in);
+	if (ok) {
+		free(to);
+		return HVD_OK;
+	}
+	snprintf(why, sizeof(why),
+		 "its side of the network holds %d of the %d ranks not known "
+		 "dead (rank%s %s went silent, not known gone): without a "
+		 "majority it stops, so that two worlds do not train apart; a "
+		 "side with one goes on",
+		 kept, alive, strchr(gone, ',') ? "s" : "", gone);
+	hvd_log(HVD_LOG_WARNING, "elastic: epoch %u: %s",
+		(unsigned)a->in->epoch + 1, why);
+	{
+		ucp_ep_h *eps = calloc((size_t)nto + 1, sizeof(*eps));
+
+		for (int i = 0; i < nto; i++) {
+			ucp_ep_h ep = send_removed(a, to[i], why);
+
+			if (eps)
+				eps[i] = ep;
+		}
+		if (eps)
+			memb_flush(eps, nto, 5.0, NULL, NULL);
+		free(eps);
+	}
+	free(to);
+	return hvd_error(HVD_ERR_REMOVED,
+			 "hvd: elastic: this rank (%d) stops: %s", a->me, why);
+}
+
 /* The coordinator: the decision, sent to every member and to the ranks
  * that came too late. */
 static hvd_status_t decide(struct agree *a, const uint8_t *late)
@@ -318,12 +699,16 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 	double t_flush, wait;
 	hvd_status_t st;
 
+	memset(&d, 0, sizeof(d)); /* out: frees d.peers */
 	if (a->in->admit)
 		nnew = pick_newcomers(&newc);
 	st = memb_order(a->n, a->failed, a->props, newc, nnew, &order, &n);
 	if (st != HVD_OK)
 		goto out;
-	memset(&d, 0, sizeof(d));
+	st = check_quorum(a, order, n);
+	if (st != HVD_OK)
+		goto out;
+	tell_left_out(a);
 	d.epoch = a->in->epoch + 1;
 	d.sender = a->me;
 	d.min_size = a->in->min_size;
@@ -475,15 +860,30 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 	a.me = peers_self();
 	a.out = out;
 	a.index = index;
+	a.pt = transport_peer_timeout();
 	a.failed = calloc((size_t)(a.n + 7) / 8 + 1, 1);
+	a.quiet = calloc((size_t)(a.n + 7) / 8 + 1, 1);
+	a.doubt = calloc((size_t)(a.n + 7) / 8 + 1, 1);
+	a.cleared = calloc((size_t)(a.n + 7) / 8 + 1, 1);
+	a.greet = calloc((size_t)(a.n + 7) / 8 + 1, 1);
+	a.probe = calloc((size_t)(a.n + 7) / 8 + 1, 1);
+	a.pdoubt = calloc((size_t)a.n, sizeof(*a.pdoubt));
+	a.rival = malloc((size_t)a.n * sizeof(*a.rival));
+	a.heard = calloc((size_t)a.n, sizeof(*a.heard));
+	a.since = calloc((size_t)a.n, sizeof(*a.since));
+	a.sent = calloc((size_t)a.n, sizeof(*a.sent));
 	a.props = calloc((size_t)a.n, sizeof(*a.props));
 	a.all.world_ranks = malloc((size_t)a.n * sizeof(int));
-	if (!a.failed || !a.props || !a.all.world_ranks) {
+	if (!a.failed || !a.quiet || !a.doubt || !a.cleared || !a.greet || !a.probe ||
+	    !a.pdoubt || !a.rival || !a.heard || !a.since || !a.sent || !a.props ||
+	    !a.all.world_ranks) {
 		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 		goto out;
 	}
-	for (int r = 0; r < a.n; r++)
+	for (int r = 0; r < a.n; r++) {
 		a.all.world_ranks[r] = r;
+		a.rival[r] = -1;
+	}
 	a.all.size = a.n;
 	a.all.rank = a.me;
 	self = in->self; /* shallow: the caller owns the address */
@@ -494,6 +894,7 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 		double now;
 		int busy = ucp_worker_progress(ucx_worker);
 
+		take_hellos(&a);
 		take_proposals(&a);
 		take_decisions(&a);
 		if (a.decided)
@@ -506,10 +907,14 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 			goto out;
 		}
 		now = hvd_now();
+		a.coord = memb_coordinator(a.failed, a.n);
 		if (now >= next_check) {
 			refresh(&a);
+			silence(&a, now);
 			next_check = now + 0.05;
 		}
+		if (a.nprobe)
+			probe_silent(&a);
 		a.coord = memb_coordinator(a.failed, a.n);
 		if (a.coord == a.me) {
 			uint8_t *late = NULL;
@@ -526,10 +931,15 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 						mark(&a, r,
 						     "it did not reach the "
 						     "re-forming within "
-						     "HOROVOD_ELASTIC_TIMEOUT");
+						     "HOROVOD_ELASTIC_TIMEOUT",
+						     PEER_DEAD);
 					}
 				pending = 0;
 			}
+			/* A member that still suspects another: wait for
+			 * the answer or the silence (bounded as well). */
+			if (!pending && now <= deadline && doubts_open(&a))
+				pending = 1;
 			if (!pending) {
 				st = decide(&a, late);
 				free(late);
@@ -538,11 +948,12 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 				break;
 			}
 		} else {
-			if (sent_to != a.coord) {
+			if (sent_to != a.coord || a.dirty) {
 				st = propose(&a);
 				if (st != HVD_OK)
 					goto out;
 				sent_to = a.coord;
+				a.dirty = 0;
 			}
 			/* The coordinator waits up to the bound for the
 			 * others; a member waits that and a margin. */
@@ -555,9 +966,10 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 				goto out;
 			}
 		}
-		if (now >= next_hello) {
-			hello(&a);
-			next_hello = now + 1.0;
+		if (now >= next_hello || a.hello_now) {
+			hello(&a, now);
+			if (now >= next_hello)
+				next_hello = now + 1.0;
 		}
 		if (!busy)
 			memb_nap();
@@ -570,8 +982,20 @@ out:
 			memb_peer_free(a.props[r]);
 			free(a.props[r]);
 		}
+	for (int r = 0; a.pdoubt && r < a.n; r++)
+		free(a.pdoubt[r]);
+	free(a.pdoubt);
 	free(a.props);
 	free(a.failed);
+	free(a.quiet);
+	free(a.doubt);
+	free(a.cleared);
+	free(a.greet);
+	free(a.probe);
+	free(a.rival);
+	free(a.heard);
+	free(a.since);
+	free(a.sent);
 	free(a.all.world_ranks);
 	memb_buf_free(&a.buf);
 	memb_reap_sends();

@@ -104,17 +104,25 @@ static void test_propose(void)
 	struct memb_propose p = {0}, q;
 	struct memb_buf b = {0};
 	uint8_t failed[2] = {0x05, 0x02}; /* ranks 0, 2, 9 */
+	uint8_t quiet[2] = {0x00, 0x02};  /* 9 only went silent */
+	uint8_t doubt[2] = {0x40, 0x00};  /* 6 is suspected */
 
 	p.epoch = 7;
 	p.sender = 3;
 	p.nranks = 10;
 	p.failed = failed;
+	ok(memb_encode_propose(&b, &p) != HVD_OK,
+	   "a proposal without its quiet and doubt sets is refused");
+	memb_buf_free(&b);
+	p.quiet = quiet;
+	p.doubt = doubt;
 	fill_peer(&p.self, 3, "vm#node2", "slurm.pmix.12.0", 300);
 	ok(memb_encode_propose(&b, &p) == HVD_OK, "a proposal encodes");
 	is_int(memb_type_of(b.p, b.len), MEMB_PROPOSE, "... as a proposal");
 	ok(memb_decode_propose(b.p, b.len, &q) == HVD_OK &&
 		   q.epoch == 7 && q.sender == 3 && q.nranks == 10 &&
-		   !memcmp(q.failed, failed, 2) && same_peer(&q.self, &p.self),
+		   !memcmp(q.failed, failed, 2) && !memcmp(q.quiet, quiet, 2) &&
+		   !memcmp(q.doubt, doubt, 2) && same_peer(&q.self, &p.self),
 	   "... and decodes to the same proposal");
 	memb_propose_free(&q);
 	ok(refuses_truncations(&b, dec_propose),
@@ -247,6 +255,14 @@ static void test_join_and_removed(void)
 	ok(memb_encode_hello(&b, 3, 1) == HVD_OK &&
 		   memb_type_of(b.p, b.len) == MEMB_HELLO,
 	   "a hello is a hello");
+	{
+		uint32_t e = 0;
+		int32_t snd = -1;
+
+		ok(memb_decode_hello(b.p, b.len, &e, &snd) == HVD_OK &&
+			   e == 3 && snd == 1,
+		   "... and names its epoch and sender");
+	}
 	/* Another type's decoder refuses it. */
 	ok(dec_decide(b.p, b.len) != 0 && dec_propose(b.p, b.len) != 0,
 	   "a hello is neither a decision nor a proposal");
@@ -292,6 +308,46 @@ static void test_damage(void)
 	memb_buf_free(&b);
 }
 
+/* in/out/quiet from strings of 'k' (kept), 'q' (out, silent), 'd' (out,
+ * dead), one character a rank. */
+static int quorum_of(const char *v)
+{
+	uint8_t in[4] = {0}, out[4] = {0}, quiet[4] = {0};
+	int n = (int)strlen(v);
+
+	for (int r = 0; r < n; r++) {
+		if (v[r] == 'k')
+			memb_set_bit(in, r);
+		else
+			memb_set_bit(out, r);
+		if (v[r] == 'q')
+			memb_set_bit(quiet, r);
+	}
+	return memb_quorum(n, out, quiet, in);
+}
+
+static void test_quorum(void)
+{
+	is_int(quorum_of("kkq"), 1, "2 of 3 kept, 1 silent: the majority "
+				    "goes on");
+	is_int(quorum_of("kqq"), 0, "1 of 3 kept, 2 silent: a minority "
+				    "stops");
+	is_int(quorum_of("kdd"), 1, "1 of 3 kept, 2 dead: it goes on "
+				    "(nobody is beyond a partition)");
+	is_int(quorum_of("kq"), 1, "1 of 2, the other silent: a tie, and "
+				   "this side has rank 0: it goes on");
+	is_int(quorum_of("qk"), 0, "1 of 2, rank 0 silent: a tie without "
+				   "rank 0 stops");
+	is_int(quorum_of("dk"), 1, "1 of 2, rank 0 dead: it goes on");
+	is_int(quorum_of("dqkk"), 1, "2 of the 3 not dead: the majority");
+	is_int(quorum_of("dkqk"), 1, "rank 0 dead, rank 1 the lowest alive: "
+				     "its half of a tie goes on");
+	is_int(quorum_of("dqkkqk"), 1, "3 of the 5 not dead kept: it goes "
+				       "on");
+	is_int(quorum_of("dqqkk"), 0, "2 of 4 not dead, without the lowest "
+				      "of them (rank 1): it stops");
+}
+
 static void test_decisions(void)
 {
 	uint8_t failed[2] = {0};
@@ -329,6 +385,7 @@ static void test_decisions(void)
 	   "next world: survivors 0, 2, 5 in old order (failed 1, 4 and "
 	   "silent 3 out), then the newcomers");
 	free(order);
+	test_quorum();
 	{
 		struct memb_join a = {0}, b = {0}, c = {0};
 		const struct memb_join *js[3] = {&a, &b, &c};
@@ -352,7 +409,7 @@ static void test_decisions(void)
 
 int main(void)
 {
-	plan(27);
+	plan(39);
 	test_propose();
 	test_decide();
 	test_join_and_removed();

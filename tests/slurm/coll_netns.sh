@@ -301,28 +301,8 @@ kill_run "3 x 1, rank 2 (node 3) killed" 2 2 "" -N3 --ntasks-per-node=1
 # cut (whole seconds: 9 or more), not later than 30 s, and the step
 # ends.  16 MiB: the TCP lane and shared memory; 8 B: UCX through the
 # leaders.  Then 3 x 1 with only node1 and node2 apart.
-tag=$(own_cluster_netns_tag "$dir")
-addrs=()
-for k in 1 2 3; do
-	addrs+=("$(ip -n "hvd-$tag-node$k" -4 -o addr show eth0 | awk '{sub("/.*", "", $4); print $4}')")
-done
-# sever add|del [PAIRS]: the neighbour entries, both ways, between the
-# nodes of each pair (K-J; all three pairs by default)
-sever() {
-	local p k j
-	for p in ${2:-1-2 1-3 2-3}; do
-		k=${p%-*} j=${p#*-}
-		if [[ $1 == add ]]; then
-			ip -n "hvd-$tag-node$k" neigh replace "${addrs[j - 1]}" \
-				lladdr 02:00:00:00:00:97 dev eth0 nud permanent &&
-				ip -n "hvd-$tag-node$j" neigh replace "${addrs[k - 1]}" \
-					lladdr 02:00:00:00:00:97 dev eth0 nud permanent || return 1
-		else
-			ip -n "hvd-$tag-node$k" neigh del "${addrs[j - 1]}" dev eth0 >/dev/null 2>&1
-			ip -n "hvd-$tag-node$j" neigh del "${addrs[k - 1]}" dev eth0 >/dev/null 2>&1
-		fi
-	done
-}
+# sever add|del [PAIRS]: lib.sh's netns_sever on this cluster
+sever() { netns_sever "$dir" "$@"; }
 # cut_run NAME SIZE NODES RANKS-PER-NODE [PAIRS [WHY]]: WHY (an ERE) is
 # the reason each rank gives for the peer it names, by default the
 # timeout

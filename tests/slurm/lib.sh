@@ -319,6 +319,34 @@ own_cluster_netns_tag() {
 	printf '%s' "$(realpath -m "$1")" | md5sum | cut -c1-4
 }
 
+# netns_sever DIR add|del [PAIRS]: on DIR's --netns cluster, each node's
+# neighbour entries for the other node of each pair K-J (all three pairs
+# of a 3-node cluster by default) point at a MAC nobody has (add), or are
+# taken away (del).  Packets between them vanish and no reset comes, as
+# when a switch port, a cable or a node's kernel dies; srun's own traffic
+# goes by the host bridge and is not cut.
+netns_sever() {
+	local tag p k j a=()
+	tag=$(own_cluster_netns_tag "$1")
+	for k in 1 2 3; do
+		a[k]=$(ip -n "hvd-$tag-node$k" -4 -o addr show eth0 2>/dev/null |
+			awk '{ sub("/.*", "", $4); print $4 }')
+	done
+	for p in ${3:-1-2 1-3 2-3}; do
+		k=${p%-*} j=${p#*-}
+		if [[ $2 == add ]]; then
+			ip -n "hvd-$tag-node$k" neigh replace "${a[j]}" \
+				lladdr 02:00:00:00:00:97 dev eth0 nud permanent &&
+				ip -n "hvd-$tag-node$j" neigh replace "${a[k]}" \
+					lladdr 02:00:00:00:00:97 dev eth0 nud permanent || return 1
+		else
+			ip -n "hvd-$tag-node$k" neigh del "${a[j]}" dev eth0 >/dev/null 2>&1
+			ip -n "hvd-$tag-node$j" neigh del "${a[k]}" dev eth0 >/dev/null 2>&1
+		fi
+	done
+	return 0
+}
+
 # At exit: stop each cluster of the test's own.  A slurmd removes its pid
 # file as it begins to shut down, so stop may not wait for the end of one
 # that then hangs: what still runs with the directory in its command line

@@ -1,0 +1,79 @@
+#!/bin/bash
+# shellcheck disable=SC2154 # lib.sh sets oc_*, elastic_lib.sh el_*
+# srun --horovod=elastic when the network splits, nobody dead: each node
+# a network namespace, the links between some of them cut mid-training
+# (lib.sh's netns_sever: packets vanish, no reset comes).  No two worlds
+# may train apart, and the side that can go on must, within bounded time.
+#
+#  1. node1 (rank 0) cut off from node2 and node3, which still reach each
+#     other: ranks 1 and 2 re-form at size 2 and finish with the accuracy
+#     of an uninterrupted run, every sample of each epoch seen once; rank
+#     0, alone, stops with HVD_ERR_REMOVED saying its side has no
+#     majority, and trains no world of its own.
+#  2. node2 and node3 lose each other, node1 reaches both: ranks 0 and 1
+#     re-form at size 2 and finish; rank 2, the higher of the two that
+#     cannot reach each other, is told it is left out, and stops.
+#
+# HOROVOD_PEER_TIMEOUT=5: a collective finds the loss in 5 s, the
+# agreement waits up to 2 x 5 + 5 s for a rank it never hears and 5 s
+# after the last word from one it heard.  Each case must go on within
+# 60 s of the cut.  On a 3-node cluster of its own.
+hvdt_own_cluster=1
+. "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
+. "$top_srcdir/tests/slurm/elastic_lib.sh"
+
+own_cluster_require --netns --plugin
+[[ -x $EL_PROG ]] || skip_all "$EL_PROG is not built"
+own_cluster_visible
+plan $((1 + 2 + 2 * 9))
+
+own_cluster_dir elastic-partition
+dir=$oc_dir
+HVD_MINICLUSTER_WAIT=90 own_cluster_start --nodes 3 --netns --plugin "$oc_plugin"
+ok $? "a 3-node cluster of its own, a network namespace per node" || {
+	diag "$oc_out"
+	exit 0
+}
+wd=$dir/jobs/partition
+mkdir -p "$wd"
+chmod 755 "$dir/jobs" "$wd"
+cd "$wd" || bail_out "no $wd"
+export HOROVOD_PEER_TIMEOUT=5
+E=(-N3 -n3 --no-kill --kill-on-bad-exit=0 --horovod=elastic)
+trap 'netns_sever "$dir" del' EXIT
+
+el_ref "$wd/ref" "${E[@]}"
+is "$(cat "$wd/ref.rc")" 0 "uninterrupted: 3 tasks on 3 nodes finish"
+[[ -n $el_ref_acc ]]
+ok $? "... with an accuracy ($el_ref_acc)" || diag "$(tail -20 "$wd/ref.err")"
+
+# split NAME PAIRS OUT-RANK WHY: cut PAIRS at step 30 and check that the
+# other two ranks finish at size 2 and OUT-RANK stops (exit status 4,
+# removed) saying WHY (an ERE).
+split() {
+	local name=$1 pairs=$2 lost=$3 why=$4 out=$wd/$1 worlds took
+	el_start "$out" "${E[@]}"
+	el_wait_step "$out" 30
+	el_pids="$(el_pid "$out" 0) $(el_pid "$out" 1) $(el_pid "$out" 2)"
+	el_killed_at=$(el_now)
+	netns_sever "$dir" add "$pairs" || diag "could not cut $pairs"
+	el_finish "$out"
+	netns_sever "$dir" del
+	ok "$el_returned" "$name: srun returns (status $el_st)"
+	el_checks "$out" 2 "$name"
+	grep -qE "^rank $lost: HVD-5011 hvd: elastic: .*($why)" "$out.err"
+	ok $? "$name: rank $lost stops with HVD_ERR_REMOVED: $why" ||
+		diag "$(grep -v 'engine:\|collectives:' "$out.err" | tail -15)"
+	worlds=$(grep -c '^done' "$out")
+	is "$worlds" 1 "$name: one world trains on, not two"
+	took=$(awk -v tk="$el_killed_at" '$1 == "step" && $6 == 2 {
+		sub("t=", "", $7); printf "%d", $7 - tk; exit }' "$out")
+	ok $((${took:-999} <= 60 ? 0 : 1)) \
+		"$name: training went on ${took:-never} s after the cut (at most 60)"
+}
+
+split "node1 cut off" "1-2 1-3" 0 \
+	'its side of the network holds 1 of the 3 ranks not known dead'
+split "node2 and node3 apart" "2-3" 2 \
+	'left out of the next world: it and rank 1 cannot reach each other'
+exit 0

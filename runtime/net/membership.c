@@ -264,20 +264,28 @@ static void silence(struct agree *a, double now)
 	}
 }
 
-static void take_hellos(struct agree *a)
+/* The next message of this agreement's epoch and type, from anyone: 1
+ * with *msg (malloc'ed) and *len, 0 when none; those that failed to
+ * arrive or to verify are skipped. */
+static int next_msg(const struct agree *a, int type, void **msg, size_t *len)
 {
-	uint64_t tag = memb_tag(MEMB_CTX, a->in->epoch, MEMB_HELLO, 0);
-	size_t len;
-	uint64_t stag;
-	void *msg;
+	uint64_t tag = memb_tag(MEMB_CTX, a->in->epoch, type, 0), stag;
 	int got;
 
-	while ((got = memb_take(tag, MASK_EXACT, &msg, &len, &stag)) != 0) {
+	while ((got = memb_take(tag, MASK_EXACT, msg, len, &stag)) < 0)
+		;
+	return got;
+}
+
+static void take_hellos(struct agree *a)
+{
+	size_t len;
+	void *msg;
+
+	while (next_msg(a, MEMB_HELLO, &msg, &len)) {
 		uint32_t epoch;
 		int32_t from;
 
-		if (got < 0)
-			continue;
 		if (memb_decode_hello(msg, len, &epoch, &from) == HVD_OK &&
 		    epoch == a->in->epoch && from >= 0 && from < a->n &&
 		    from != a->me) {
@@ -308,18 +316,13 @@ static void quarrel(struct agree *a, int reporter, int r)
 
 static void take_proposals(struct agree *a)
 {
-	uint64_t tag = memb_tag(MEMB_CTX, a->in->epoch, MEMB_PROPOSE, 0);
 	size_t len;
-	uint64_t stag;
 	void *msg;
-	int got;
 
-	while ((got = memb_take(tag, MASK_EXACT, &msg, &len, &stag)) != 0) {
+	while (next_msg(a, MEMB_PROPOSE, &msg, &len)) {
 		struct memb_propose p;
 		char why[96];
 
-		if (got < 0)
-			continue;
 		if (memb_decode_propose(msg, len, &p) != HVD_OK ||
 		    p.epoch != a->in->epoch || p.nranks != a->n ||
 		    p.sender == a->me || p.self.old_rank != p.sender) {
@@ -366,19 +369,13 @@ static void take_proposals(struct agree *a)
 /* A decision for the next epoch that names this rank ends the wait. */
 static void take_decisions(struct agree *a)
 {
-	uint64_t tag = memb_tag(MEMB_CTX, a->in->epoch, MEMB_DECIDE, 0);
 	size_t len;
-	uint64_t stag;
 	void *msg;
-	int got;
 
-	while (!a->decided &&
-	       (got = memb_take(tag, MASK_EXACT, &msg, &len, &stag)) != 0) {
+	while (!a->decided && next_msg(a, MEMB_DECIDE, &msg, &len)) {
 		struct memb_decide d;
 		int idx = -1;
 
-		if (got < 0)
-			continue;
 		if (memb_decode_decide(msg, len, &d) != HVD_OK ||
 		    d.epoch != a->in->epoch + 1) {
 			free(msg);
@@ -402,13 +399,9 @@ static void take_decisions(struct agree *a)
 		*a->index = idx;
 		a->decided = 1;
 	}
-	tag = memb_tag(MEMB_CTX, a->in->epoch, MEMB_REMOVED, 0);
-	while (!a->decided &&
-	       (got = memb_take(tag, MASK_EXACT, &msg, &len, &stag)) != 0) {
+	while (!a->decided && next_msg(a, MEMB_REMOVED, &msg, &len)) {
 		char why[MEMB_REASON_MAX];
 
-		if (got < 0)
-			continue;
 		if (memb_decode_removed(msg, len, why, sizeof(why)) == HVD_OK)
 			snprintf(a->removed, sizeof(a->removed), "%s", why);
 		free(msg);

@@ -328,24 +328,30 @@ static int quorum_of(const char *v)
 
 static void test_quorum(void)
 {
-	is_int(quorum_of("kkq"), 1, "2 of 3 kept, 1 silent: the majority "
-				    "goes on");
-	is_int(quorum_of("kqq"), 0, "1 of 3 kept, 2 silent: a minority "
-				    "stops");
-	is_int(quorum_of("kdd"), 1, "1 of 3 kept, 2 dead: it goes on "
-				    "(nobody is beyond a partition)");
-	is_int(quorum_of("kq"), 1, "1 of 2, the other silent: a tie, and "
-				   "this side has rank 0: it goes on");
-	is_int(quorum_of("qk"), 0, "1 of 2, rank 0 silent: a tie without "
-				   "rank 0 stops");
-	is_int(quorum_of("dk"), 1, "1 of 2, rank 0 dead: it goes on");
-	is_int(quorum_of("dqkk"), 1, "2 of the 3 not dead: the majority");
-	is_int(quorum_of("dkqk"), 1, "rank 0 dead, rank 1 the lowest alive: "
-				     "its half of a tie goes on");
-	is_int(quorum_of("dqkkqk"), 1, "3 of the 5 not dead kept: it goes "
-				       "on");
-	is_int(quorum_of("dqqkk"), 0, "2 of 4 not dead, without the lowest "
-				      "of them (rank 1): it stops");
+	static const struct {
+		const char *v;
+		int want;
+		const char *what;
+	} t[] = {
+	    {"kkq", 1, "2 of 3 kept, 1 silent: the majority goes on"},
+	    {"kqq", 0, "1 of 3 kept, 2 silent: a minority stops"},
+	    {"kdd", 1, "1 of 3 kept, 2 dead: it goes on (nobody is beyond a "
+		       "partition)"},
+	    {"kq", 1, "1 of 2, the other silent: a tie, and this side has "
+		      "rank 0: it goes on"},
+	    {"qk", 0, "1 of 2, rank 0 silent: a tie without rank 0 stops"},
+	    {"dk", 1, "1 of 2, rank 0 dead: it goes on"},
+	    {"dqkk", 1, "2 of the 3 not dead: the majority"},
+	    {"dkqk", 1, "rank 0 dead, rank 1 the lowest alive: its half of a "
+			"tie goes on"},
+	    {"dqkkqk", 1, "3 of the 5 not dead kept: it goes on"},
+	    {"dqqkk", 0, "2 of 4 not dead, without the lowest of them (rank "
+			 "1): it stops"},
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		is_int(quorum_of(t[i].v), t[i].want, "%s (%s)", t[i].what,
+		       t[i].v);
 }
 
 static void test_decisions(void)

@@ -26,11 +26,13 @@
  * first).
  *
  * What a rank knows of another comes in three strengths (net/peers.h):
- * dead (its pid, PMIx, a reset: its host says so), silent (a timed-out
- * connection, the silence above, another rank's word) and suspected (a
- * collective got no progress from it: it may itself wait on a third).  A
- * suspicion is not a failure here: the rank sends hellos to the suspect,
- * and an answer clears it; no answer turns it into silence.  Proposals
+ * dead (its pid, PMIx, a reset, a refused probe: its host says so),
+ * silent (a timed-out connection, the silence above) and suspected (a
+ * collective got no progress from it: it may itself wait on a third; or
+ * another rank's notice: that rank may only have lost its own way to
+ * it).  A suspicion is not a failure here: the rank probes the suspect's
+ * host and sends it hellos; a refusal makes it dead, an answer clears it,
+ * no answer turns it into silence.  Proposals
  * carry the three sets, and the coordinator decides only when no member
  * still suspects another.  A member that reports another silent while
  * the coordinator hears both is in a quarrel: the coordinator keeps the
@@ -143,8 +145,8 @@ static enum peer_gone now_kind(const struct agree *a, int r,
  * rank on another node becomes a doubt, unless it was heard from in
  * this agreement; on this node the pids tell, and a node-mate that made
  * no progress is out as before.  A rank heard from in this agreement
- * that a connection or another rank's word calls silent stays in: the
- * silence rule, and the coordinator's view of the quarrel, decide. */
+ * that a connection calls silent stays in: the silence rule, and the
+ * coordinator's view of the quarrel, decide. */
 static void refresh(struct agree *a)
 {
 	peers_check_local_pids(&a->all);
@@ -162,6 +164,8 @@ static void refresh(struct agree *a)
 			     kind == PEER_SUSPECT ? PEER_DEAD : kind);
 		} else if (!memb_bit(a->cleared, r) && !memb_bit(a->doubt, r)) {
 			memb_set_bit(a->doubt, r);
+			memb_set_bit(a->probe, r);
+			a->nprobe++;
 			a->dirty = 1;
 			a->hello_now = 1;
 			hvd_log(HVD_LOG_DEBUG,
@@ -188,10 +192,10 @@ static void heard_from(struct agree *a, int r)
 	}
 }
 
-/* Silent ranks: is their process there?  A host that refuses a
- * connection to a rank's lane says it is gone (a kill, a crash), which
- * UCX does not tell from a cut; a process that is there, or no answer,
- * leaves it silent (net/lane.h, lane_probe). */
+/* Silent and suspected ranks: is their process there?  A host that
+ * refuses a connection to a rank's lane says it is gone (a kill, a
+ * crash), which UCX does not tell from a cut; a process that is there,
+ * or no answer, leaves it as it was (net/lane.h, lane_probe). */
 static void probe_silent(struct agree *a)
 {
 	int *ws = malloc((size_t)a->nprobe * sizeof(int));
@@ -209,7 +213,8 @@ static void probe_silent(struct agree *a)
 		char why[400];
 
 		if (res[i] != LANE_PROBE_GONE) {
-			hvd_log(HVD_LOG_DEBUG, "elastic: rank %d is silent, %s",
+			hvd_log(HVD_LOG_DEBUG,
+				"elastic: rank %d is silent or suspected, %s",
 				ws[i],
 				res[i] == LANE_PROBE_THERE
 					? "and its process is there"

@@ -91,8 +91,9 @@ static void take_in(void)
 				notice_in.seq, (int)notice_in.reporter,
 				(int)notice_in.dead);
 			/* Another rank's word: it may only have lost
-			 * its way to it. */
-			peers_mark(notice_in.dead, why, 0, PEER_QUIET);
+			 * its way to it, which the elastic agreement
+			 * checks. */
+			peers_mark(notice_in.dead, why, 0, PEER_SUSPECT);
 		} else if (rs != UCS_ERR_CANCELED) {
 			/* a flood must not flood the log: the first ten,
 			 * then every 1000th */

@@ -26,10 +26,10 @@ const void *peers_addr(int r);
 /* 1 when r runs on this node (its pid is checked, shm transports). */
 int peers_local(int r);
 
-/* How sure a failure is, weakest first: a peer that made no progress
- * (it may be waiting on another), one that cannot be reached (silent
- * connection, or another rank's word), one whose process is known gone
- * (its pid, PMIx, a connection reset by its host).  The elastic
+/* How sure a failure is, weakest first: a suspect (it made no progress,
+ * and may be waiting on another; another rank's word), one that cannot
+ * be reached (a connection that timed out), one whose process is known
+ * gone (its pid, PMIx, a connection reset by its host).  The elastic
  * agreement clears suspicions it can check and counts only the dead as
  * certainly gone (net/membership.c). */
 enum peer_gone { PEER_SUSPECT = 0, PEER_QUIET = 1, PEER_DEAD = 2 };

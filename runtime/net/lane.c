@@ -1751,6 +1751,26 @@ int lane_progress(void)
 	return done;
 }
 
+/* Listening sockets of worlds this process has left (lane_park). */
+#define LANE_PARKED 64
+static int parked[LANE_PARKED], nparked;
+
+void lane_park(void)
+{
+	pthread_mutex_lock(&lk);
+	if (lfd >= 0) {
+		if (nparked == LANE_PARKED) {
+			close(parked[0]);
+			memmove(parked, parked + 1,
+				(LANE_PARKED - 1) * sizeof(*parked));
+			nparked--;
+		}
+		parked[nparked++] = lfd;
+		lfd = -1;
+	}
+	pthread_mutex_unlock(&lk);
+}
+
 void lane_close(void)
 {
 	pthread_mutex_lock(&lk);

@@ -128,6 +128,13 @@ int lane_block_ms(int ms);
  * LANE_PROBE_UNKNOWN (no answer, no lane). */
 enum { LANE_PROBE_UNKNOWN = 0, LANE_PROBE_THERE = 1, LANE_PROBE_GONE = 2 };
 void lane_probe(const int *ws, int n, double limit, int *out);
+/* Before an elastic re-forming's lane_close: keep this world's listening
+ * socket open, unaccepted, for as long as the process lives (the last
+ * 64 worlds').  A rank left behind in the old world that probes this one
+ * (lane_probe) then finds it there, not gone: the kernel still takes
+ * connections to the port, where a closed one would refuse them as a
+ * dead process's does. */
+void lane_park(void);
 /* Say goodbye to every peer and close (hvd_finalize, and before an
  * elastic re-forming: the new world opens its own, transport.h's
  * transport_agree_world). */

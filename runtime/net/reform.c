@@ -51,6 +51,7 @@ hvd_status_t reform_transport(const struct hvd_world *w,
 				 "hvd: elastic: switching worlds without a "
 				 "next worker");
 	pthread_mutex_lock(&map_lock);
+	lane_park();  /* a rank left behind must not think this one dead */
 	lane_close(); /* opened again below, among the new ranks */
 	notice_cancel();
 	ucx_worker_switch();

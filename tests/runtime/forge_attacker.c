@@ -294,7 +294,7 @@ static void memb_attack(uint64_t tagkey, int have_key, void *addr,
 	uint32_t old = e ? e - 1 : 0xfffffu;
 	struct memb_buf b = {0};
 	struct memb_peer self = {0}, r0 = {0};
-	uint8_t gone[4] = {0};
+	uint8_t gone[4] = {0}, none[4] = {0};
 
 	free(t);
 	free(p);
@@ -332,6 +332,8 @@ static void memb_attack(uint64_t tagkey, int have_key, void *addr,
 		pr.sender = 2;
 		pr.nranks = 3;
 		pr.failed = gone;
+		pr.quiet = none;
+		pr.doubt = none;
 		pr.self = self;
 		if (memb_encode_propose(&b, &pr) == HVD_OK)
 			fire_memb(mtag(MCTX, pr.epoch, MEMB_PROPOSE, 2), &b,

@@ -630,9 +630,7 @@ hvd_status_t lane_start(const struct lane_addr *all, int n)
  */
 void lane_probe(const int *ws, int n, double limit, int *out)
 {
-	struct probe {
-		int fd, k;
-	} *pr = calloc((size_t)n * LANE_ADDRS + 1, sizeof(*pr));
+	int *of = calloc((size_t)n * LANE_ADDRS + 1, sizeof(int)); /* k */
 	struct pollfd *p = calloc((size_t)n * LANE_ADDRS + 1, sizeof(*p));
 	int *refused = calloc((size_t)n + 1, sizeof(int));
 	int np = 0, live = 0;
@@ -640,7 +638,7 @@ void lane_probe(const int *ws, int n, double limit, int *out)
 
 	for (int k = 0; k < n; k++)
 		out[k] = LANE_PROBE_UNKNOWN;
-	if (!pr || !p || !refused)
+	if (!of || !p || !refused)
 		goto done;
 	pthread_mutex_lock(&lk);
 	for (int k = 0; k < n && up; k++) {
@@ -660,8 +658,7 @@ void lane_probe(const int *ws, int n, double limit, int *out)
 			if (fd >= 0 &&
 			    (connect(fd, (struct sockaddr *)&to, tl) == 0 ||
 			     errno == EINPROGRESS)) {
-				pr[np].fd = fd;
-				pr[np].k = k;
+				of[np] = k;
 				p[np].fd = fd;
 				p[np].events = POLLOUT;
 				np++;
@@ -681,7 +678,7 @@ void lane_probe(const int *ws, int n, double limit, int *out)
 		if (poll(p, (nfds_t)np, ms) <= 0)
 			break;
 		for (int i = 0; i < np; i++) {
-			int err = 0, k = pr[i].k;
+			int err = 0, k = of[i];
 			socklen_t el = sizeof(err);
 
 			if (p[i].fd < 0 || !p[i].revents)
@@ -707,7 +704,7 @@ void lane_probe(const int *ws, int n, double limit, int *out)
 		if (out[k] == LANE_PROBE_UNKNOWN && refused[k] > 0)
 			out[k] = LANE_PROBE_GONE;
 done:
-	free(pr);
+	free(of);
 	free(p);
 	free(refused);
 }

@@ -77,7 +77,6 @@ struct agree {
 	uint8_t *failed;
 	uint8_t *quiet;   /* of failed: only gone silent (not known dead)  */
 	uint8_t *doubt;   /* suspected, not heard from yet: not failed     */
-	uint8_t *cleared; /* heard from in this agreement: no suspicion    */
 	uint8_t *greet;   /* hello to send back at the next round          */
 	uint8_t *probe;   /* silent ranks whose process to look for         */
 	int nprobe;
@@ -100,6 +99,14 @@ struct agree {
 	char removed[MEMB_REASON_MAX];
 };
 
+/* Ask lane_probe, at the next turn of the loop, whether r's process is
+ * there. */
+static void want_probe(struct agree *a, int r)
+{
+	memb_set_bit(a->probe, r);
+	a->nprobe++;
+}
+
 /* r is out, as dead or as silent (quiet: it may be alive beyond a
  * partition); a silent one found dead later is counted dead. */
 static void mark(struct agree *a, int r, const char *why,
@@ -118,35 +125,30 @@ static void mark(struct agree *a, int r, const char *why,
 	memb_set_bit(a->failed, r);
 	if (kind != PEER_DEAD)
 		memb_set_bit(a->quiet, r);
-	if (kind != PEER_DEAD && !peers_local(r)) {
-		memb_set_bit(a->probe, r);
-		a->nprobe++;
-	}
+	if (kind != PEER_DEAD && !peers_local(r))
+		want_probe(a, r);
 	memb_clear_bit(a->doubt, r);
 	a->dirty = 1;
 	peers_mark(r, why, 0, kind == PEER_DEAD ? PEER_DEAD : PEER_QUIET);
 	hvd_log(HVD_LOG_INFO, "elastic: rank %d is out: %s", r, why);
 }
 
-/* How sure a failure of r that this rank learns now is.  A rank on
- * another node heard from in this agreement was alive a moment ago: if
- * its connection fails now it has more likely moved on to a world
- * decided without this rank (its old worker closed) than died, and it
- * counts as silent, not dead; the pids of node-mates are certain. */
-static enum peer_gone now_kind(const struct agree *a, int r,
-			       enum peer_gone kind)
+/* Was r, on another node, heard from in this agreement?  Then it was
+ * alive a moment ago: if its connection fails now it has more likely
+ * moved on to a world decided without this rank (its old worker closed)
+ * than died, and a failure of it counts as silent at most; the pids of
+ * node-mates are certain. */
+static int heard_here(const struct agree *a, int r)
 {
-	if (kind == PEER_DEAD && a->heard[r] > 0 && !peers_local(r))
-		return PEER_QUIET;
-	return kind;
+	return a->heard[r] > 0 && !peers_local(r);
 }
 
-/* What the transport's detectors know, into the sets.  A suspicion of a
- * rank on another node becomes a doubt, unless it was heard from in
- * this agreement; on this node the pids tell, and a node-mate that made
- * no progress is out as before.  A rank heard from in this agreement
- * that a connection calls silent stays in: the silence rule, and the
- * coordinator's view of the quarrel, decide. */
+/* What the transport's detectors know, into the sets.  A rank on
+ * another node heard from in this agreement stays in whatever a
+ * connection or a suspicion says: the silence rule, and the
+ * coordinator's view of the quarrel, decide.  Otherwise a suspicion of
+ * a rank on another node becomes a doubt; on this node the pids tell,
+ * and a node-mate that made no progress is out as before. */
 static void refresh(struct agree *a)
 {
 	peers_check_local_pids(&a->all);
@@ -154,18 +156,16 @@ static void refresh(struct agree *a)
 	for (int r = 0; r < a->n; r++) {
 		enum peer_gone kind;
 
-		if (r == a->me || !peers_failed(r) || memb_bit(a->failed, r))
+		if (r == a->me || !peers_failed(r) || memb_bit(a->failed, r) ||
+		    heard_here(a, r))
 			continue;
-		kind = now_kind(a, r, peers_gone_kind(r));
-		if (kind == PEER_QUIET && a->heard[r] > 0 && !peers_local(r))
-			continue;
+		kind = peers_gone_kind(r);
 		if (kind != PEER_SUSPECT || peers_local(r)) {
 			mark(a, r, transport_fail_reason(r),
 			     kind == PEER_SUSPECT ? PEER_DEAD : kind);
-		} else if (!memb_bit(a->cleared, r) && !memb_bit(a->doubt, r)) {
+		} else if (!memb_bit(a->doubt, r)) {
 			memb_set_bit(a->doubt, r);
-			memb_set_bit(a->probe, r);
-			a->nprobe++;
+			want_probe(a, r);
 			a->dirty = 1;
 			a->hello_now = 1;
 			hvd_log(HVD_LOG_DEBUG,
@@ -181,9 +181,6 @@ static void heard_from(struct agree *a, int r)
 	if (r < 0 || r >= a->n || r == a->me)
 		return;
 	a->heard[r] = hvd_now();
-	if (memb_bit(a->cleared, r))
-		return;
-	memb_set_bit(a->cleared, r);
 	if (memb_bit(a->doubt, r)) {
 		memb_clear_bit(a->doubt, r);
 		a->dirty = 1;
@@ -304,6 +301,15 @@ static void take_hellos(struct agree *a)
 	}
 }
 
+/* Why a rank that lost a quarrel with rank kept is out. */
+static void rival_why(const struct agree *a, int kept, char *why, size_t len)
+{
+	snprintf(why, len,
+		 "it and rank %d cannot reach each other, and rank %d, which "
+		 "reaches both, keeps the lower of the two",
+		 kept, a->me);
+}
+
 /* The coordinator keeps the lower of two ranks it hears that cannot
  * reach each other; the other is out, and told why at the decision. */
 static void quarrel(struct agree *a, int reporter, int r)
@@ -311,10 +317,7 @@ static void quarrel(struct agree *a, int reporter, int r)
 	int loser = reporter > r ? reporter : r, kept = reporter + r - loser;
 	char why[200];
 
-	snprintf(why, sizeof(why),
-		 "it and rank %d cannot reach each other, and rank %d "
-		 "(coordinating) keeps the lower of the two",
-		 kept, a->me);
+	rival_why(a, kept, why, sizeof(why));
 	mark(a, loser, why, PEER_DEAD);
 	a->rival[loser] = kept;
 }
@@ -342,8 +345,7 @@ static void take_proposals(struct agree *a)
 		snprintf(why, sizeof(why), "rank %d reports it gone",
 			 (int)p.sender);
 		for (int r = 0; r < a->n; r++) {
-			int silent = memb_bit(p.quiet, r) ||
-				     now_kind(a, r, PEER_DEAD) == PEER_QUIET;
+			int silent = memb_bit(p.quiet, r) || heard_here(a, r);
 
 			if (!memb_bit(p.failed, r) || r == a->me ||
 			    memb_bit(a->failed, p.sender))
@@ -356,9 +358,15 @@ static void take_proposals(struct agree *a)
 				mark(a, r, why,
 				     silent ? PEER_QUIET : PEER_DEAD);
 		}
+		/* Only a set that names someone: doubts_open, which runs at
+		 * each turn of the coordinator's loop, skips the others. */
 		free(a->pdoubt[p.sender]);
-		a->pdoubt[p.sender] = p.doubt; /* takes the set */
-		p.doubt = NULL;
+		a->pdoubt[p.sender] = NULL;
+		for (int r = 0; r < a->n && !a->pdoubt[p.sender]; r++)
+			if (memb_bit(p.doubt, r)) {
+				a->pdoubt[p.sender] = p.doubt; /* takes it */
+				p.doubt = NULL;
+			}
 		if (a->props[p.sender])
 			memb_peer_free(a->props[p.sender]);
 		else
@@ -603,11 +611,7 @@ static void tell_left_out(struct agree *a)
 		    (!a->props[r] && a->heard[r] <= 0))
 			continue;
 		if (a->rival[r] >= 0)
-			snprintf(why, sizeof(why),
-				 "it and rank %d cannot reach each other, and "
-				 "rank %d, which reaches both, keeps the lower "
-				 "of the two",
-				 a->rival[r], a->me);
+			rival_why(a, a->rival[r], why, sizeof(why));
 		else
 			snprintf(why, sizeof(why),
 				 "rank %d (coordinating) counts it out: %s",
@@ -775,19 +779,9 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 			 "%.0f s (HOROVOD_ELASTIC_TIMEOUT); the others went on "
 			 "without it",
 			 (unsigned)a->in->epoch, a->in->timeout);
-		if (memb_encode_removed(&a->buf, a->in->epoch, a->me, why) ==
-		    HVD_OK)
-			for (int r = 0; r < a->n; r++)
-				if (memb_bit(late, r)) {
-					hvd_status_t est = HVD_OK;
-
-					memb_send(ucx_ep(r, &est),
-						  memb_tag(MEMB_CTX,
-							   a->in->epoch,
-							   MEMB_REMOVED,
-							   a->me),
-						  &a->buf);
-				}
+		for (int r = 0; r < a->n; r++)
+			if (memb_bit(late, r))
+				send_removed(a, r, why);
 	}
 	/* Every member and newcomer must have it before this worker goes
 	 * (the switch cancels what it still holds): wait for the slow ones
@@ -862,7 +856,6 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 	a.failed = calloc((size_t)(a.n + 7) / 8 + 1, 1);
 	a.quiet = calloc((size_t)(a.n + 7) / 8 + 1, 1);
 	a.doubt = calloc((size_t)(a.n + 7) / 8 + 1, 1);
-	a.cleared = calloc((size_t)(a.n + 7) / 8 + 1, 1);
 	a.greet = calloc((size_t)(a.n + 7) / 8 + 1, 1);
 	a.probe = calloc((size_t)(a.n + 7) / 8 + 1, 1);
 	a.pdoubt = calloc((size_t)a.n, sizeof(*a.pdoubt));
@@ -872,7 +865,7 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 	a.sent = calloc((size_t)a.n, sizeof(*a.sent));
 	a.props = calloc((size_t)a.n, sizeof(*a.props));
 	a.all.world_ranks = malloc((size_t)a.n * sizeof(int));
-	if (!a.failed || !a.quiet || !a.doubt || !a.cleared || !a.greet || !a.probe ||
+	if (!a.failed || !a.quiet || !a.doubt || !a.greet || !a.probe ||
 	    !a.pdoubt || !a.rival || !a.heard || !a.since || !a.sent || !a.props ||
 	    !a.all.world_ranks) {
 		st = hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
@@ -905,9 +898,9 @@ hvd_status_t memb_agree(const struct memb_round *in, struct memb_decide *out,
 			goto out;
 		}
 		now = hvd_now();
-		a.coord = memb_coordinator(a.failed, a.n);
 		if (now >= next_check) {
 			refresh(&a);
+			a.coord = memb_coordinator(a.failed, a.n);
 			silence(&a, now);
 			next_check = now + 0.05;
 		}
@@ -987,7 +980,6 @@ out:
 	free(a.failed);
 	free(a.quiet);
 	free(a.doubt);
-	free(a.cleared);
 	free(a.greet);
 	free(a.probe);
 	free(a.rival);

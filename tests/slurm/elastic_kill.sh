@@ -23,10 +23,7 @@ wd=$(slurm_workdir)
 cd "$wd" || bail_out "no $wd"
 E=(--no-kill --kill-on-bad-exit=0 --horovod=elastic)
 
-el_ref "$wd/ref" -N"$n" -n"$n" "${E[@]}"
-is "$(cat "$wd/ref.rc")" 0 "uninterrupted: $n tasks on $n nodes finish"
-[[ -n $el_ref_acc ]]
-ok $? "... with an accuracy ($el_ref_acc)" || diag "$(tail -20 "$wd/ref.err")"
+el_ref_ok "$wd/ref" "$n tasks on $n nodes" -N"$n" -n"$n" "${E[@]}"
 
 for ((t = 1; t <= TRIALS; t++)); do
 	out=$wd/kill$t

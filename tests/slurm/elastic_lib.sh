@@ -2,14 +2,16 @@
 # shellcheck disable=SC2034,SC2154 # el_* results are the caller's to read;
 # top_builddir comes from lib.sh, el_pids and el_killed_at from the caller
 # tests/slurm/elastic_lib.sh: sourced by the elastic Slurm tests
-# (elastic_kill.sh, elastic_node.sh, elastic_grow.sh) after lib.sh.
+# (elastic_kill.sh, elastic_node.sh, elastic_partition.sh) after lib.sh.
 #
 #	el_start OUT SRUN-ARGS...   srun ... elastic_train in the background
 #	el_wait_step OUT N          until rank 0 printed step N
 #	el_pid OUT RANK             the pid rank RANK printed
 #	el_finish OUT               wait for it; its status in el_st,
 #	                            el_returned 0 when it ended in time
+#	el_ref_ok OUT DESC SRUN-ARGS... an uninterrupted run (2 results)
 #	el_checks OUT SIZE DESC     the common assertions (5 results)
+#	el_jobdir DIR NAME          cd to DIR/jobs/NAME (a cluster's own)
 #	node_pids NODE              every process of a mini-cluster node
 #
 # The training program is tests/runtime/elastic_train (its output format is
@@ -68,6 +70,26 @@ el_ref() {
 	el_start "$out" "$@"
 	el_finish "$out"
 	el_ref_acc=$(el_acc "$out")
+}
+
+# el_ref_ok OUT DESC SRUN-ARGS...: el_ref, and two results: "DESC" (the
+# tasks) finished, with an accuracy.
+el_ref_ok() {
+	local out=$1 desc=$2
+	shift 2
+	el_ref "$out" "$@"
+	is "$(cat "$out.rc")" 0 "uninterrupted: $desc finish"
+	[[ -n $el_ref_acc ]]
+	ok $? "... with an accuracy ($el_ref_acc)" || diag "$(tail -20 "$out.err")"
+}
+
+# el_jobdir DIR NAME: make DIR/jobs/NAME, where the jobs of a cluster of
+# the test's own (DIR) can write, and cd there; the path in wd.
+el_jobdir() {
+	wd=$1/jobs/$2
+	mkdir -p "$wd"
+	chmod 755 "$1/jobs" "$wd"
+	cd "$wd" || bail_out "no $wd"
 }
 
 el_close() { awk -v a="$1" -v b="$2" -v t="$EL_TOL" \

@@ -44,17 +44,11 @@ ok $? "a 3-node cluster of its own, a network namespace per node" || {
 	diag "$oc_out"
 	exit 0
 }
-wd=$dir/jobs/partition
-mkdir -p "$wd"
-chmod 755 "$dir/jobs" "$wd"
-cd "$wd" || bail_out "no $wd"
+el_jobdir "$dir" partition
 export HOROVOD_PEER_TIMEOUT=5
 E=(-N3 -n3 --no-kill --kill-on-bad-exit=0 --horovod=elastic)
 
-el_ref "$wd/ref" "${E[@]}"
-is "$(cat "$wd/ref.rc")" 0 "uninterrupted: 3 tasks on 3 nodes finish"
-[[ -n $el_ref_acc ]]
-ok $? "... with an accuracy ($el_ref_acc)" || diag "$(tail -20 "$wd/ref.err")"
+el_ref_ok "$wd/ref" "3 tasks on 3 nodes" "${E[@]}"
 
 # split NAME PAIRS LOST WHY: cut PAIRS at step 30 and check that the other
 # two ranks finish at size 2 and the rank that LOST (an ERE) matches stops

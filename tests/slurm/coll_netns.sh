@@ -163,7 +163,7 @@ algo_of() { # COUNT TYPE: the algorithms rank 0 logged for such calls
 		sort -u | tr '\n' ' '
 }
 got="$(algo_of 65537 float32)/$(algo_of 65537 float64)/$(algo_of 786437 float32)"
-ok $([[ $got == "rd /ring /ring " ]] && echo 0 || echo 1) \
+ok "$([[ $got == "rd /ring /ring " ]] && echo 0 || echo 1)" \
 	"2 x 1 allreduce: 256 KiB by rd, 512 KiB + 8 and 3 MiB by the ring ($got)" ||
 	diag "$(grep 'allreduce ctx 1: \(65537\|786437\) ' "$err" | head -n 4)"
 # Counts on either side of that threshold (512 KiB by rd on rank 0,
@@ -183,7 +183,7 @@ for how in big small; do
 	took=$(($(date +%s) - start))
 	line=$(grep '^rank 1: straddle' <<<"$out")
 	secs=$(sed -n 's/.*HVD_ERR_MISMATCH after \([0-9.]*\) s.*/\1/p' <<<"$line")
-	ok $([[ -n $secs ]] && awk -v s="$secs" 'BEGIN {exit !(s < 10)}' && echo 0 || echo 1) \
+	ok "$([[ -n $secs ]] && awk -v s="$secs" 'BEGIN {exit !(s < 10)}' && echo 0 || echo 1)" \
 		"counts apart across the lane's threshold ($how at the root): rank 1 fails with HVD_ERR_MISMATCH in ${secs:-?} s; step ${took}s" ||
 		diag "$out"
 done
@@ -219,7 +219,7 @@ want=binomial
 ranks=$(sed -n "s/^hvd: \[\([0-9]*\)\] trace: broadcast ctx 1: [0-9]* B from [0-9]*: $want\$/\1/p" "$err" | sort -u | tr "\n" " " | sed "s/ $//")
 other=$(grep -c -E "trace: broadcast ctx 1: ([0-9]|[1-9][0-9]{1,3}) B from [0-9]*: " "$err")
 mine=$(grep -c -E "trace: broadcast ctx 1: ([0-9]|[1-9][0-9]{1,3}) B from [0-9]*: $want\$" "$err")
-ok $([[ $ranks == "0 1 2" && $other == "$mine" ]] && echo 0 || echo 1) \
+ok "$([[ $ranks == "0 1 2" && $other == "$mine" ]] && echo 0 || echo 1)" \
 	"3 x 1 on $cpus CPUs: every small broadcast is a $want on ranks ${ranks:-none} ($mine of $other)" ||
 	diag "$(grep 'trace: broadcast' "$err" | sort | uniq -c | head -n 20)"
 # The lane's threshold on 3 x 1: 16 KiB where the 3 nodes outnumber the

@@ -150,12 +150,14 @@ trap hvdt_at_exit EXIT
 # ---------------------------------------------------------------- Slurm
 
 # run_timeout seconds command...: like timeout(1), plus a comment when the
-# command hung; exit status 124 then, as timeout(1).
+# command hung; exit status 124 (or 137 when TERM did not end it) then, as
+# timeout(1).  A command that exits 137 by itself (srun, when a task was
+# SIGKILLed) before the time is up did not hang: no comment then.
 run_timeout() {
-	local secs=$1 st=0
+	local secs=$1 st=0 t0=$SECONDS
 	shift
 	timeout --kill-after=10 "$secs" "$@" || st=$?
-	if [[ $st == 124 || $st == 137 ]]; then
+	if [[ $st == 124 || $st == 137 ]] && ((SECONDS - t0 >= secs)); then
 		diag "timed out after ${secs}s: $*" >&2
 	fi
 	return "$st"

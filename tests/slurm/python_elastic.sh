@@ -29,12 +29,11 @@ NTRAIN=1920
 plan 14
 wd=$(slurm_workdir)
 cd "$wd" || bail_out "no $wd"
-E=(--no-kill --kill-on-bad-exit=0 --horovod=elastic -N$N -n3)
+E=(--no-kill --kill-on-bad-exit=0 --horovod=elastic -N"$N" -n3)
 
 # start OUT: the training in the background (srun's status to OUT.rc)
 start() {
 	rm -f "$1" "$1.err" "$1.rc"
-	el_t0=$SECONDS
 	(
 		ELASTIC_STEP_MS=30 run_timeout "$HVD_TEST_TIMEOUT" srun "${E[@]}" \
 			"$HVD_PYTHON" "$PROG" 3 >"$1" 2>"$1.err"

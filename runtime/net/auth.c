@@ -89,7 +89,7 @@ int auth_msg_mac(uint64_t tag, const void *msg, size_t len, uint64_t *mac)
 
 static uint64_t notice_mac(const struct auth_notice *m)
 {
-	uint8_t b[16];
+	uint8_t b[24];
 
 	/* the fields in a fixed order and byte order, not the struct */
 	for (int i = 0; i < 4; i++) {
@@ -97,18 +97,21 @@ static uint64_t notice_mac(const struct auth_notice *m)
 		b[4 + i] = (uint8_t)((uint32_t)m->dead >> (8 * i));
 		b[8 + i] = (uint8_t)((uint32_t)m->reporter >> (8 * i));
 		b[12 + i] = (uint8_t)(m->seq >> (8 * i));
+		b[16 + i] = (uint8_t)(m->how >> (8 * i));
+		b[20 + i] = (uint8_t)(m->zero >> (8 * i));
 	}
 	return siphash24(job_key, b, sizeof(b));
 }
 
 void auth_notice_seal(struct auth_notice *m, int dead, int reporter,
-		      uint32_t seq)
+		      uint32_t seq, unsigned how)
 {
 	memset(m, 0, sizeof(*m));
 	m->magic = NOTICE_MAGIC;
 	m->dead = dead;
 	m->reporter = reporter;
 	m->seq = seq;
+	m->how = how;
 	m->mac = notice_mac(m);
 }
 
@@ -127,6 +130,11 @@ int auth_notice_open(const struct auth_notice *m, size_t len, int n, int me,
 	if (m->reporter < 0 || m->reporter >= n || m->reporter == me ||
 	    m->dead < 0 || m->dead >= n) {
 		*why = "it names ranks outside the job";
+		return -1;
+	}
+	if (m->how > AUTH_NOTICE_HOW_MAX || m->zero) {
+		*why = "it says how the rank is known gone in no way this "
+		       "libhvd knows";
 		return -1;
 	}
 	if (m->seq <= last_seq[m->reporter]) {

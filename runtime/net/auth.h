@@ -56,18 +56,23 @@ static inline uint64_t auth_tag(uint64_t tag)
 /* 0 with *mac; -1 when out of memory (nothing to send, nothing taken). */
 int auth_msg_mac(uint64_t tag, const void *msg, size_t len, uint64_t *mac);
 
-/* A failure notice as it travels: reporter says rank dead is gone. */
+/* A failure notice as it travels: reporter says rank dead is gone, and
+ * how it knows (an enum peer_gone of net/peers.h: 0 no progress from it,
+ * 1 its connection timed out, 2 dead). */
+#define AUTH_NOTICE_HOW_MAX 2
 struct auth_notice {
 	uint32_t magic;
 	int32_t dead;
 	int32_t reporter;
 	uint32_t seq; /* per reporter, from 1, growing */
+	uint32_t how;
+	uint32_t zero;
 	uint64_t mac; /* SipHash-2-4 of the fields above under the key */
 };
 
 /* Fill m for sending. */
 void auth_notice_seal(struct auth_notice *m, int dead, int reporter,
-		      uint32_t seq);
+		      uint32_t seq, unsigned how);
 /* Check a received notice of len bytes for a job of n ranks, this rank
  * me; last_seq[n] holds the last sequence number taken from each
  * reporter (updated when the notice is taken).  0: take it; -1: drop it,

@@ -65,6 +65,20 @@ hvd_status_t notice_start(void)
 	return HVD_OK;
 }
 
+/* What a notice's how says, after "rank R reports". */
+static const char *notice_how(uint32_t how)
+{
+	switch (how) {
+	case PEER_SUSPECT:
+		return "no progress from it (HOROVOD_PEER_TIMEOUT): it is "
+		       "stuck, cut off, or waits on a rank that is";
+	case PEER_QUIET:
+		return "its connection to it timed out (cut off, or gone)";
+	default:
+		return "it gone";
+	}
+}
+
 static void take_in(void)
 {
 	int n = peers_count();
@@ -83,8 +97,9 @@ static void take_in(void)
 		notice_req = NULL;
 		if (ok && auth_notice_open(&notice_in, len, n, peers_self(),
 					   notice_last, &bad) == 0) {
-			snprintf(why, sizeof(why), "rank %d reports it gone",
-				 (int)notice_in.reporter);
+			snprintf(why, sizeof(why), "rank %d reports %s",
+				 (int)notice_in.reporter,
+				 notice_how(notice_in.how));
 			hvd_log(HVD_LOG_DEBUG,
 				"failure notice %u from rank %d: rank %d is "
 				"gone",
@@ -116,7 +131,8 @@ static void send_out(int f)
 {
 	int n = peers_count();
 
-	auth_notice_seal(&notice_out[f], f, peers_self(), ++notice_seq);
+	auth_notice_seal(&notice_out[f], f, peers_self(), ++notice_seq,
+			 (unsigned)peers_gone_kind(f));
 	for (int w = 0; w < n; w++)
 		ucx_send_forget(w, &notice_out[f], sizeof(notice_out[f]),
 				notice_tag());

@@ -6,7 +6,7 @@
  *
  *	forge_attacker DIR notice   forged failure notices, every form:
  *	                            libhvd's old {dead, reporter} on the old
- *	                            tags, the new 24-byte form with a made-up
+ *	                            tags, the new 32-byte form with a made-up
  *	                            MAC on the plain tag, and with DIR/tagkey
  *	                            (the tag key, as if read off the wire)
  *	                            on the keyed tag
@@ -172,17 +172,18 @@ static void flush(void)
 		ucp_request_free(r);
 }
 
-struct notice24 {
+/* libhvd's notice (net/auth.h's struct auth_notice) */
+struct notice32 {
 	uint32_t magic;
 	int32_t dead, reporter;
-	uint32_t seq;
+	uint32_t seq, how, zero;
 	uint64_t mac;
 };
 
 static void notices(uint64_t tagkey, int have_key)
 {
 	static int32_t old[4][4][2];
-	static struct notice24 n24[64];
+	static struct notice32 n32[64];
 	int k = 0;
 
 	/* libhvd's old notices: {dead, reporter} on ctx 0xffff | source */
@@ -197,7 +198,7 @@ static void notices(uint64_t tagkey, int have_key)
 	/* the new form with a made-up MAC, on the plain notice tag and,
 	 * when the tag key is known, on the keyed one */
 	for (int d = 0; d < 3; d++) {
-		struct notice24 *m = &n24[k++ % 64];
+		struct notice32 *m = &n32[k++ % 64];
 
 		m->magic = 0x4e445648u;
 		m->dead = d;

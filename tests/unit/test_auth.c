@@ -55,7 +55,7 @@ int main(void)
 	uint64_t t1, t2;
 	int bad = 0;
 
-	plan(14);
+	plan(16);
 	for (int i = 0; i < 16; i++)
 		key[i] = (uint8_t)i;
 	for (int i = 0; i < 64; i++)
@@ -82,40 +82,48 @@ int main(void)
 
 	/* rank 1 of 4 takes notices from ranks 0, 2 and 3 */
 	auth_set_key(k1);
-	auth_notice_seal(&m, 3, 0, 1);
+	auth_notice_seal(&m, 3, 0, 1, 2);
 	ok(opens(&m, sizeof(m), last) && last[0] == 1,
 	   "a sealed notice opens, its sequence number is kept");
 	ok(!opens(&m, sizeof(m), last), "the same notice again: a replay");
-	auth_notice_seal(&x, 2, 0, 1);
+	auth_notice_seal(&x, 2, 0, 1, 0);
 	ok(!opens(&x, sizeof(x), last),
 	   "another notice with an old sequence number is refused");
-	auth_notice_seal(&x, 2, 0, 2);
+	auth_notice_seal(&x, 2, 0, 2, 0);
 	ok(opens(&x, sizeof(x), last), "the next sequence number opens");
 
-	auth_notice_seal(&x, 3, 2, 1);
+	auth_notice_seal(&x, 3, 2, 1, 0);
 	x.mac ^= 1;
 	ok(!opens(&x, sizeof(x), last), "one bit of the MAC flipped: refused");
-	auth_notice_seal(&x, 3, 2, 1);
+	auth_notice_seal(&x, 3, 2, 1, 0);
 	x.dead = 0;
 	ok(!opens(&x, sizeof(x), last), "the dead rank changed: refused");
-	auth_notice_seal(&x, 3, 2, 1);
+	auth_notice_seal(&x, 3, 2, 1, 0);
 	x.seq = 7;
 	ok(!opens(&x, sizeof(x), last), "the sequence number changed: refused");
 
+	auth_notice_seal(&x, 3, 2, 1, 0);
+	x.how = 2;
+	ok(!opens(&x, sizeof(x), last), "how it is known changed (no "
+					"progress made dead): refused");
+	auth_notice_seal(&x, 3, 2, 1, AUTH_NOTICE_HOW_MAX + 1);
+	ok(!opens(&x, sizeof(x), last),
+	   "a how beyond the known ones, its MAC right: refused");
+
 	auth_set_key(k2);
-	auth_notice_seal(&x, 3, 2, 1);
+	auth_notice_seal(&x, 3, 2, 1, 0);
 	auth_set_key(k1);
 	ok(!opens(&x, sizeof(x), last), "sealed under another job's key: "
 					"refused");
 
-	auth_notice_seal(&x, 3, 1, 1);
+	auth_notice_seal(&x, 3, 1, 1, 0);
 	ok(!opens(&x, sizeof(x), last), "claiming to come from this rank: "
 					"refused");
-	auth_notice_seal(&x, 4, 2, 1);
-	ok(!opens(&x, sizeof(x), last) && (auth_notice_seal(&x, 3, 9, 1),
+	auth_notice_seal(&x, 4, 2, 1, 0);
+	ok(!opens(&x, sizeof(x), last) && (auth_notice_seal(&x, 3, 9, 1, 0),
 					   !opens(&x, sizeof(x), last)),
 	   "ranks outside the job: refused");
-	auth_notice_seal(&x, 3, 2, 1);
+	auth_notice_seal(&x, 3, 2, 1, 0);
 	ok(!opens(&x, 8, last) && !opens(&x, sizeof(x) - 1, last) &&
 		   opens(&x, sizeof(x), last),
 	   "the old 8-byte notice and a short one refused, the full one "

@@ -21,9 +21,11 @@
  * cut off (a link, a switch, a hung kernel: no reset ever comes, and UCX
  * may never fail a connection it has unsent data on) is found by silence:
  * a rank this one waits on is out when nothing came from it for
- * HOROVOD_PEER_TIMEOUT, and not before twice that and 5 s after the wait
- * for it began (it may still be inside a collective that has to time out
- * first).
+ * HOROVOD_PEER_TIMEOUT, and not before that and 5 s after the wait for
+ * it began.  The grace is for a rank computing until its next call: one
+ * still inside a collective is not late, since the collective timeout
+ * that began the re-forming was told to every rank (a failure notice),
+ * and every collective fails on it.
  *
  * What a rank knows of another comes in three strengths (net/peers.h):
  * dead (its pid, PMIx, a reset, a refused probe: its host says so),
@@ -248,7 +250,7 @@ static void silence(struct agree *a, double now)
 			continue;
 		if (a->since[r] == 0)
 			a->since[r] = now;
-		last = a->since[r] + a->pt + 5.0;
+		last = a->since[r] + 5.0;
 		if (a->heard[r] > last)
 			last = a->heard[r];
 		if (now - last > a->pt) {

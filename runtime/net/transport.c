@@ -950,8 +950,14 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 			 "no progress from it for %.0f s "
 			 "(HOROVOD_PEER_TIMEOUT)",
 			 transport_peer_timeout());
-		/* A suspicion: the peer may itself wait on another. */
-		peers_mark(w, why, 0, PEER_SUSPECT);
+		/* A suspicion: the peer may itself wait on another.  Told
+		 * to every rank at once (a failure notice), so that ranks
+		 * waiting on this one, or on others behind it, stop now
+		 * rather than each a timeout later: in an elastic job they
+		 * all reach the re-forming together, and its wait for a
+		 * rank it never hears can be one timeout, not two. */
+		peers_mark(w, why, 1, PEER_SUSPECT);
+		notice_poll();
 		return peer_error(x, w, "%s", why);
 	}
 	return HVD_OK;

@@ -700,10 +700,17 @@ void ucx_finalize(int fence)
 		return;
 	nreq = close_eps(0, &reqs);
 	/* Keep progressing until every rank has closed: a rank that
-	 * stopped progressing could leave its peers' flushes hanging. */
+	 * stopped progressing could leave its peers' flushes hanging.
+	 * After a failure, 1 s: the endpoints of failed ranks are closed
+	 * by force, and what a flush still waits for then is a rank cut off
+	 * without being named (a cut node's other ranks), whose flush
+	 * never ends, or data of the collective that failed, which nobody
+	 * will take.  With 5 s there, every rank of a 2 x 2 job whose nodes
+	 * were cut apart exited 5 s after its error. */
 	if (fence && bootstrap_fence_nb(&fenced) != HVD_OK)
 		fenced = 1;
-	deadline = hvd_now() + (fence ? 30.0 : 5.0);
+	deadline = hvd_now() +
+		   (fence ? 30.0 : transport_any_failed() >= 0 ? 1.0 : 5.0);
 	for (;;) {
 		int left = reap_closes(reqs, nreq);
 

@@ -102,13 +102,21 @@ static void take_in(void)
 				 notice_how(notice_in.how));
 			hvd_log(HVD_LOG_DEBUG,
 				"failure notice %u from rank %d: rank %d is "
-				"gone",
+				"gone (how %u)",
 				notice_in.seq, (int)notice_in.reporter,
-				(int)notice_in.dead);
+				(int)notice_in.dead, notice_in.how);
 			/* Another rank's word: it may only have lost
 			 * its way to it, which the elastic agreement
-			 * checks. */
-			peers_mark(notice_in.dead, why, 0, PEER_SUSPECT);
+			 * checks.  Of a rank on this node only a death
+			 * is taken: its pid, and this rank's own waits
+			 * on it, say more than another node's silence
+			 * (which the agreement would take for a
+			 * node-mate's death: a timeout behind a chain
+			 * of waits names live ranks). */
+			if (notice_in.how == PEER_DEAD ||
+			    !peers_local(notice_in.dead))
+				peers_mark(notice_in.dead, why, 0,
+					   PEER_SUSPECT);
 		} else if (rs != UCS_ERR_CANCELED) {
 			/* a flood must not flood the log: the first ten,
 			 * then every 1000th */

@@ -23,6 +23,8 @@
 #     lane port is parked, not closed: net/lane.h, lane_park), so it
 #     holds 1 of 3, not 1 of 2, and stops.  Slower steps (200 ms) keep
 #     the new world training while rank 1 looks.
+#  4. two ranks a node, node2 and node3 apart: node1's ranks and those of
+#     one of the other two nodes go on at size 4; the third node's stop.
 #
 # HOROVOD_PEER_TIMEOUT=5: a collective finds the loss in 5 s and tells
 # every rank, the agreement waits up to 5 + 5 s for a rank it never hears
@@ -37,7 +39,7 @@ hvdt_own_cluster=1
 own_cluster_require --netns --plugin
 [[ -x $EL_PROG ]] || skip_all "$EL_PROG is not built"
 own_cluster_visible
-plan $((1 + 2 + 3 * 9))
+plan $((1 + 2 + 4 * 9))
 
 own_cluster_dir elastic-partition
 dir=$oc_dir
@@ -52,26 +54,28 @@ E=(-N3 -n3 --no-kill --kill-on-bad-exit=0 --horovod=elastic)
 
 el_ref_ok "$wd/ref" "3 tasks on 3 nodes" "${E[@]}"
 
-# split NAME PAIRS LOST WHY: cut PAIRS at step 30 and check that the other
-# two ranks finish at size 2 and the rank that LOST (an ERE) matches stops
-# with HVD_ERR_REMOVED saying WHY (an ERE).
+# split NAME PAIRS LOST WHY [RANKS KEEP]: cut PAIRS at step 30 and check
+# that the others finish at size KEEP (2 of RANKS 3) and a rank that LOST
+# (an ERE) matches stops with HVD_ERR_REMOVED saying WHY (an ERE).
 split() {
-	local name=$1 pairs=$2 lost=$3 why=$4 out=$wd/$1 worlds took
+	local name=$1 pairs=$2 lost=$3 why=$4 n=${5:-3} keep=${6:-2}
+	local out=$wd/$1 worlds took r
 	el_start "$out" "${E[@]}"
 	el_wait_step "$out" 30
-	el_pids="$(el_pid "$out" 0) $(el_pid "$out" 1) $(el_pid "$out" 2)"
+	el_pids=
+	for ((r = 0; r < n; r++)); do el_pids="$el_pids $(el_pid "$out" "$r")"; done
 	el_killed_at=$(el_now)
 	netns_sever "$dir" add "$pairs" || diag "could not cut $pairs"
 	el_finish "$out"
 	netns_sever "$dir" del
 	ok "$el_returned" "$name: srun returns (status $el_st)"
-	el_checks "$out" 2 "$name"
+	el_checks "$out" "$keep" "$name"
 	grep -qE "^rank $lost: HVD-5011 hvd: elastic: .*($why)" "$out.err"
 	ok $? "$name: rank $lost stops with HVD_ERR_REMOVED: $why" ||
 		diag "$(grep -v 'engine:\|collectives:' "$out.err" | tail -15)"
 	worlds=$(grep -c '^done' "$out")
 	is "$worlds" 1 "$name: one world trains on, not two"
-	took=$(awk -v tk="$el_killed_at" '$1 == "step" && $6 == 2 {
+	took=$(awk -v tk="$el_killed_at" -v n="$keep" '$1 == "step" && $6 == n {
 		sub("t=", "", $7); printf "%d", $7 - tk; exit }' "$out")
 	ok $((${took:-999} <= 2 * HOROVOD_PEER_TIMEOUT + 9 ? 0 : 1)) \
 		"$name: training went on ${took:-never} s after the cut (at most $((2 * HOROVOD_PEER_TIMEOUT + 9)))"
@@ -83,4 +87,12 @@ split "node2 and node3 apart" "2-3" '[12]' \
 	'left out of the next world: (it and rank 1 cannot reach each other|rank 0 \(coordinating\) counts it out)'
 ELASTIC_STEP_MS=200 split "node1 and node2 apart" "1-2" 1 \
 	'its side of the network holds 1 of the 3 ranks not known dead \(ranks 0, 2 went silent'
+# Two ranks a node: a collective's timeout behind a chain of waits names
+# a live rank, and its notice reaches that rank's node-mate, which must
+# not take it for a death (net/notice.c).  It did, before: rank 3 counted
+# rank 2 dead, node3's ranks quarrelled with rank 3, and 3 ranks went on
+# (0, 1 and 3), not 4.
+E=(-N3 --ntasks-per-node=2 --no-kill --kill-on-bad-exit=0 --horovod=elastic)
+split "3 x 2, node2 and node3 apart" "2-3" '[2-5]' \
+	'left out of the next world: (it and rank [2-5] cannot reach each other|rank 0 \(coordinating\) counts it out)' 6 4
 exit 0

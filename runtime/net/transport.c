@@ -777,8 +777,13 @@ static hvd_status_t op_result(struct xfer *x, struct tp_op *op)
 				 "different counts or types",
 				 w, op->expect);
 	if (op->status != UCS_OK) {
-		int f = transport_group_failed(x->g);
+		int f;
 
+		/* A failure notice that came before the error (a peer's
+		 * timeout, told as it gave up) names the rank that failed
+		 * first; the error itself may only be that peer leaving. */
+		notice_poll();
+		f = transport_group_failed(x->g);
 		if (f >= 0)
 			return peer_error(x, f, "%s", transport_fail_reason(f));
 		return peer_error(x, w, "transfer failed (%s)",

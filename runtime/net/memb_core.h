@@ -140,6 +140,14 @@ static inline void memb_set_bit(uint8_t *set, int r)
 {
 	set[r >> 3] = (uint8_t)(set[r >> 3] | (1u << (r & 7)));
 }
+/* Is any of ranks 0..n-1 in the set? */
+static inline int memb_any(const uint8_t *set, int n)
+{
+	for (int r = 0; r < n; r++)
+		if (memb_bit(set, r))
+			return 1;
+	return 0;
+}
 static inline void memb_clear_bit(uint8_t *set, int r)
 {
 	set[r >> 3] = (uint8_t)(set[r >> 3] & ~(1u << (r & 7)));

@@ -364,11 +364,10 @@ static void take_proposals(struct agree *a)
 		 * each turn of the coordinator's loop, skips the others. */
 		free(a->pdoubt[p.sender]);
 		a->pdoubt[p.sender] = NULL;
-		for (int r = 0; r < a->n && !a->pdoubt[p.sender]; r++)
-			if (memb_bit(p.doubt, r)) {
-				a->pdoubt[p.sender] = p.doubt; /* takes it */
-				p.doubt = NULL;
-			}
+		if (memb_any(p.doubt, a->n)) {
+			a->pdoubt[p.sender] = p.doubt; /* takes it */
+			p.doubt = NULL;
+		}
 		if (a->props[p.sender])
 			memb_peer_free(a->props[p.sender]);
 		else

@@ -65,6 +65,10 @@ hvd_status_t notice_start(void)
 	return HVD_OK;
 }
 
+/* A notice's how is an enum peer_gone (net/auth.h cannot see it). */
+_Static_assert(PEER_SUSPECT == 0 && PEER_DEAD == AUTH_NOTICE_HOW_MAX,
+	       "net/auth.h's notice how and enum peer_gone differ");
+
 /* What a notice's how says, after "rank R reports". */
 static const char *notice_how(uint32_t how)
 {

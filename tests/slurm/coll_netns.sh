@@ -300,8 +300,9 @@ kill_run "3 x 1, rank 2 (node 3) killed" 2 2 "" -N3 --ntasks-per-node=1
 # 10 s after the cut (whole seconds: 9 or more), not later than 30 s,
 # and the step ends.  The first rank whose collective times out tells
 # every rank (a failure notice): each rank names the peer it timed out
-# on, or the one a notice named ("rank 2 reports no progress from it").  16 MiB: the TCP lane and shared memory; 8 B: UCX through the
-# leaders.  Then 3 x 1 with only node1 and node2 apart.
+# on, or the one a notice named ("rank 2 reports no progress from it").
+# 16 MiB: the TCP lane and shared memory; 8 B: UCX through the leaders.
+# Then 3 x 1 with only node1 and node2 apart.
 TIMED_OUT='no progress from it for 10 s \(HOROVOD_PEER_TIMEOUT\)|rank [0-9] reports no progress from it \(HOROVOD_PEER_TIMEOUT\)'
 # sever add|del [PAIRS]: lib.sh's netns_sever on this cluster
 sever() { netns_sever "$dir" "$@"; }

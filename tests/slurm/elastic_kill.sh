@@ -31,8 +31,7 @@ for ((t = 1; t <= TRIALS; t++)); do
 	at=$((15 + (t * 23) % 50))
 	el_start "$out" -N"$n" -n"$n" "${E[@]}"
 	el_wait_step "$out" "$at"
-	el_pids=
-	for ((r = 0; r < n; r++)); do el_pids="$el_pids $(el_pid "$out" "$r")"; done
+	el_pids_of "$out" "$n"
 	el_killed_at=$(el_now)
 	kill -9 "$(el_pid "$out" "$victim")"
 	el_finish "$out"
@@ -46,7 +45,7 @@ out=$wd/pernode
 el_times=
 el_start "$out" -N2 --ntasks-per-node=2 "${E[@]}"
 el_wait_step "$out" 20
-el_pids="$(el_pid "$out" 0) $(el_pid "$out" 1) $(el_pid "$out" 2) $(el_pid "$out" 3)"
+el_pids_of "$out" 4
 el_killed_at=$(el_now)
 kill -9 "$(el_pid "$out" 1)"
 el_finish "$out"

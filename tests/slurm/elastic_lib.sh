@@ -7,6 +7,7 @@
 #	el_start OUT SRUN-ARGS...   srun ... elastic_train in the background
 #	el_wait_step OUT N          until rank 0 printed step N
 #	el_pid OUT RANK             the pid rank RANK printed
+#	el_pids_of OUT N            el_pids: those of ranks 0..N-1
 #	el_finish OUT               wait for it; its status in el_st,
 #	                            el_returned 0 when srun ended by itself
 #	el_ref_ok OUT DESC SRUN-ARGS... an uninterrupted run (2 results)
@@ -50,6 +51,12 @@ el_wait_step() { # OUT N
 
 el_pid() { # OUT RANK
 	awk -v r="$2" '$1 == "start" && $3 == r { print $7; exit }' "$1" 2>/dev/null
+}
+
+el_pids_of() { # OUT N: el_pids, the pids ranks 0..N-1 printed
+	local r
+	el_pids=
+	for ((r = 0; r < $2; r++)); do el_pids="$el_pids $(el_pid "$1" "$r")"; done
 }
 
 el_finish() { # OUT: el_st is srun's status; el_returned says it ended

@@ -56,7 +56,7 @@ for ((t = 1; t <= TRIALS; t++)); do
 	out=$wd/node$t
 	el_start "$out" "${E[@]}"
 	el_wait_step "$out" $((20 + (t * 13) % 40))
-	el_pids="$(el_pid "$out" 0) $(el_pid "$out" 1) $(el_pid "$out" 2)"
+	el_pids_of "$out" 3
 	down "$node"
 	el_finish "$out"
 	ok "$el_returned" "trial $t: $node down: srun returns (status $el_st)"

@@ -59,11 +59,10 @@ el_ref_ok "$wd/ref" "3 tasks on 3 nodes" "${E[@]}"
 # (an ERE) matches stops with HVD_ERR_REMOVED saying WHY (an ERE).
 split() {
 	local name=$1 pairs=$2 lost=$3 why=$4 n=${5:-3} keep=${6:-2}
-	local out=$wd/$1 worlds took r
+	local out=$wd/$1 worlds took
 	el_start "$out" "${E[@]}"
 	el_wait_step "$out" 30
-	el_pids=
-	for ((r = 0; r < n; r++)); do el_pids="$el_pids $(el_pid "$out" "$r")"; done
+	el_pids_of "$out" "$n"
 	el_killed_at=$(el_now)
 	netns_sever "$dir" add "$pairs" || diag "could not cut $pairs"
 	el_finish "$out"

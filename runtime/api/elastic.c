@@ -144,6 +144,7 @@ static void publish(void)
 	auth_get_key(r.key);
 	snprintf(r.node, sizeof(r.node), "%s", el.node_key);
 	r.pid = (long)getpid();
+	r.pidns = hvd_pidns();
 	reform_current_addr(&addr, &len);
 	r.addr = addr;
 	r.addr_len = len;
@@ -163,7 +164,8 @@ static void publish(void)
  * (memb_ep_open: over shared memory, watched by its pid). */
 static long rank0_local_pid(const struct rdv_info *r)
 {
-	return memb_local_pid(r->node, r->pid, el.node_key);
+	return memb_local_pid(r->node, r->pid, r->pidns, el.node_key,
+			      hvd_pidns());
 }
 
 /* A step's rank 0 in hvd_init: a live world of this job to join? */
@@ -204,6 +206,7 @@ static void describe_self(struct memb_peer *p, void *addr, size_t len)
 	memset(p, 0, sizeof(*p));
 	p->old_rank = w->rank;
 	p->pid = (int32_t)getpid();
+	p->pidns = hvd_pidns();
 	p->pmix_local_rank = el.pmix_local_rank;
 	p->pmix_rank = el.pmix_rank;
 	snprintf(p->node_key, sizeof(p->node_key), "%s", el.node_key);
@@ -244,6 +247,7 @@ static hvd_status_t rebuild(struct memb_decide *d, int idx)
 			 p->node_key);
 		bp[i].pmix_local_rank = p->pmix_local_rank;
 		bp[i].pid = p->pid;
+		bp[i].pidns = p->pidns;
 		bp[i].addr = p->addr; /* taken */
 		bp[i].addr_len = p->addr_len;
 		p->addr = NULL;

@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAGIC_LINE "hvd-elastic-rendezvous 3"
+#define MAGIC_LINE "hvd-elastic-rendezvous 4"
 #define DIR_NAME ".hvd-elastic"
 
 /* ------------------------------------------------------------- pure */
@@ -85,8 +85,9 @@ hvd_status_t rdv_format(const struct rdv_info *in, char *buf, size_t len,
 	off += 5;
 	if (put_hex(buf, len, &off, in->key, RDV_KEY_BYTES))
 		goto err_small;
-	n = snprintf(buf + off, len - off, "\nnode %s\npid %ld\naddr ", node,
-		     in->pid);
+	n = snprintf(buf + off, len - off,
+		     "\nnode %s\npid %ld\npidns %llu\naddr ", node, in->pid,
+		     (unsigned long long)in->pidns);
 	if (n < 0 || (size_t)n >= len - off)
 		goto err_small;
 	off += (size_t)n;
@@ -208,6 +209,10 @@ hvd_status_t rdv_parse(const char *text, size_t len, struct rdv_info *out)
 	    num > 0x7fffffffL)
 		goto err;
 	out->pid = num;
+	what = "pidns";
+	if (next_line(&p, end, "pidns", &v, &vlen) || get_num(v, vlen, &num))
+		goto err;
+	out->pidns = (uint64_t)num;
 	what = "addr";
 	if (next_line(&p, end, "addr", &v, &vlen) || vlen % 2 ||
 	    vlen / 2 > RDV_ADDR_MAX || vlen == 0)

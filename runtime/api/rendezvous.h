@@ -16,7 +16,7 @@
  * token and its job id; rank 0 admits only requests that match both.
  *
  * Format, text, one "key value" per line, in this order:
- *     hvd-elastic-rendezvous 3
+ *     hvd-elastic-rendezvous 4
  *     job <SLURM_JOB_ID, or "local">
  *     restart <SLURM_RESTART_COUNT, or 0>
  *     step <the writer's first PMIx namespace>
@@ -25,6 +25,7 @@
  *     key <32 hex digits>
  *     node <rank 0's node key (elastic.c), or - when it has none>
  *     pid <rank 0's pid, or 0>
+ *     pidns <its pid namespace (hvd_pidns), or 0>
  *     addr <hex of the address>
  */
 #ifndef HVD_API_RENDEZVOUS_H
@@ -52,6 +53,7 @@ struct rdv_info {
 	uint8_t key[RDV_KEY_BYTES];
 	char node[RDV_NODE_MAX]; /* "" when the file had none ("-")      */
 	long pid;                /* 0 when unknown                        */
+	uint64_t pidns;          /* where pid means something; 0: unknown */
 	uint8_t *addr; /* malloc'ed by rdv_parse */
 	size_t addr_len;
 };

@@ -92,6 +92,15 @@ int hvd_parse_size(const char *s, size_t *out);
 /* 1 when process pid is gone or a zombie (exited, not yet reaped by its
  * launcher: it still answers kill(pid, 0)); 0 when it runs or pid <= 0. */
 int hvd_pid_dead(pid_t pid);
+/* The pid namespace of this process: the inode of /proc/self/ns/pid, or 0
+ * where /proc does not say.  A pid names a process only within its own
+ * namespace; ranks of one node may sit in different ones (a container
+ * per task). */
+uint64_t hvd_pidns(void);
+/* pid when the process it names, in pid namespace ns, can be watched from
+ * this one (hvd_pid_dead), else 0.  An unknown namespace (0) on either
+ * side counts as ours. */
+pid_t hvd_pid_here(pid_t pid, uint64_t ns);
 
 /* Monotonic clock in seconds / nanoseconds. */
 double hvd_now(void);

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 double hvd_now(void)
@@ -56,4 +57,24 @@ int hvd_pid_dead(pid_t pid)
 	}
 	fclose(f);
 	return dead;
+}
+
+uint64_t hvd_pidns(void)
+{
+	static uint64_t ns;
+	struct stat sb;
+
+	/* Fixed for the life of the process: setns() and unshare() of the
+	 * pid namespace move only its children. */
+	if (!__atomic_load_n(&ns, __ATOMIC_RELAXED) &&
+	    stat("/proc/self/ns/pid", &sb) == 0)
+		__atomic_store_n(&ns, (uint64_t)sb.st_ino, __ATOMIC_RELAXED);
+	return __atomic_load_n(&ns, __ATOMIC_RELAXED);
+}
+
+pid_t hvd_pid_here(pid_t pid, uint64_t ns)
+{
+	uint64_t mine = hvd_pidns();
+
+	return ns && mine && ns != mine ? 0 : pid;
 }

@@ -287,6 +287,7 @@ static hvd_status_t put_blob(const char *key, const void *addr,
 	me.node_key_len = (int)strlen(me.node_key);
 	me.pmix_local_rank = get_pmix_local_rank();
 	me.pid = getpid();
+	me.pidns = hvd_pidns();
 	me.addr = (void *)addr;
 	me.addr_len = addr_len;
 	buf = bootstrap_blob_encode(&me, &len);
@@ -413,6 +414,7 @@ static hvd_status_t singleton_exchange(struct hvd_world *w, const void *addr,
 	snprintf(p->node_key, sizeof(p->node_key), "%s", w->hostname);
 	p->pmix_local_rank = 0;
 	p->pid = getpid();
+	p->pidns = hvd_pidns();
 	p->addr_len = addr_len;
 	p->addr = malloc(addr_len ? addr_len : 1);
 	if (!p->addr) {

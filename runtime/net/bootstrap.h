@@ -19,6 +19,7 @@ struct bootstrap_peer {
 	char node_key[300]; /* "hostname#nodeid": equal on one node only */
 	int pmix_local_rank; /* -1 when PMIx did not say                */
 	pid_t pid;           /* liveness checks of peers on this node   */
+	uint64_t pidns;      /* ... in this pid namespace (hvd_pidns)   */
 	void *addr;          /* UCX worker address (malloc'ed)          */
 	size_t addr_len;
 };

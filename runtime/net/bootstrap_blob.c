@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BLOB_MAGIC 0x48564431u /* "HVD1" */
+#define BLOB_MAGIC 0x48564432u /* "HVD2" */
 
 struct blob_hdr {
 	uint32_t magic;
@@ -23,7 +23,10 @@ struct blob_hdr {
 	int32_t pid;
 	uint32_t key_len;
 	uint32_t addr_len;
+	uint32_t zero; /* no hidden padding: the bytes are the record */
+	uint64_t pidns;
 };
+_Static_assert(sizeof(struct blob_hdr) == 32, "a record's header is 32 bytes");
 
 void *bootstrap_blob_encode(const struct bootstrap_peer *p, size_t *len)
 {
@@ -33,9 +36,11 @@ void *bootstrap_blob_encode(const struct bootstrap_peer *p, size_t *len)
 
 	if (p->addr_len > UINT32_MAX)
 		return NULL;
+	memset(&h, 0, sizeof(h));
 	h.magic = BLOB_MAGIC;
 	h.pmix_local_rank = p->pmix_local_rank;
 	h.pid = (int32_t)p->pid;
+	h.pidns = p->pidns;
 	h.key_len = (uint32_t)klen;
 	h.addr_len = (uint32_t)p->addr_len;
 	buf = malloc(sizeof(h) + klen + p->addr_len);
@@ -67,7 +72,7 @@ hvd_status_t bootstrap_blob_decode(const void *bytes, size_t size,
 				 "malformed: magic %#x, expected %#x (another "
 				 "libhvd version?)",
 				 h.magic, BLOB_MAGIC);
-	if (h.key_len >= sizeof(p->node_key) ||
+	if (h.zero || h.key_len >= sizeof(p->node_key) ||
 	    size != sizeof(h) + (size_t)h.key_len + (size_t)h.addr_len ||
 	    memchr(b + sizeof(h), '\0', h.key_len))
 		return hvd_error(HVD_ERR_BOOTSTRAP,
@@ -79,6 +84,7 @@ hvd_status_t bootstrap_blob_decode(const void *bytes, size_t size,
 	p->node_key_len = (int)h.key_len;
 	p->pmix_local_rank = h.pmix_local_rank;
 	p->pid = (pid_t)h.pid;
+	p->pidns = h.pidns;
 	p->addr_len = h.addr_len;
 	p->addr = malloc(h.addr_len ? h.addr_len : 1);
 	if (!p->addr)

@@ -6,8 +6,8 @@
  *
  *   header   u32 magic, u16 type, u16 version, u32 epoch, i32 sender,
  *            u32 total length
- *   peer     i32 old_rank, pid, pmix_local_rank, pmix_rank;
- *            str node_key, str nspace, bytes addr
+ *   peer     i32 old_rank, pid, pmix_local_rank, pmix_rank, u32 pidns
+ *            low and high half; str node_key, str nspace, bytes addr
  *   PROPOSE  header, i32 nranks, bytes failed, quiet and doubt bitmaps,
  *            peer
  *   DECIDE   header, i32 status, i32 min_size, str world, i32 n, n x peer
@@ -128,6 +128,8 @@ static void put_peer(struct memb_buf *b, const struct memb_peer *p)
 	put_i32(b, p->pid);
 	put_i32(b, p->pmix_local_rank);
 	put_i32(b, p->pmix_rank);
+	put_u32(b, (uint32_t)p->pidns);
+	put_u32(b, (uint32_t)(p->pidns >> 32));
 	put_str(b, p->node_key);
 	put_str(b, p->nspace);
 	put_bytes(b, p->addr, p->addr_len);
@@ -298,6 +300,8 @@ static void get_peer(struct rd *r, struct memb_peer *p)
 	p->pid = get_i32(r);
 	p->pmix_local_rank = get_i32(r);
 	p->pmix_rank = get_i32(r);
+	p->pidns = get_u32(r);
+	p->pidns |= (uint64_t)get_u32(r) << 32;
 	get_str(r, p->node_key, sizeof(p->node_key));
 	get_str(r, p->nspace, sizeof(p->nspace));
 	get_addr(r, &p->addr, &p->addr_len);

@@ -21,7 +21,7 @@
 #pragma GCC visibility push(hidden)
 
 #define MEMB_MAGIC 0x48564d31u /* "HVM1" */
-#define MEMB_VERSION 2
+#define MEMB_VERSION 3
 
 enum memb_type {
 	MEMB_PROPOSE = 1, /* a survivor to the coordinator: what it knows   */
@@ -47,6 +47,7 @@ struct memb_peer {
 	int32_t pid;
 	int32_t pmix_local_rank; /* -1 when PMIx did not say               */
 	int32_t pmix_rank;       /* its rank in its own PMIx namespace     */
+	uint64_t pidns;          /* where pid means something (hvd_pidns)  */
 	char node_key[MEMB_KEY_MAX]; /* equal for processes of one node   */
 	char nspace[MEMB_NSPACE_MAX]; /* its own PMIx namespace           */
 	void *addr;              /* its next worker's UCX address (owned)  */

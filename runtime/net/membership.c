@@ -527,9 +527,11 @@ static int pick_newcomers(struct memb_peer ***out)
 	return k;
 }
 
-long memb_local_pid(const char *peer_node, long pid, const char *my_node)
+long memb_local_pid(const char *peer_node, long pid, uint64_t peer_ns,
+		    const char *my_node, uint64_t my_ns)
 {
-	if (pid <= 0 || !peer_node[0] || strcmp(peer_node, my_node) != 0)
+	if (pid <= 0 || !peer_node[0] || strcmp(peer_node, my_node) != 0 ||
+	    (peer_ns && my_ns && peer_ns != my_ns))
 		return 0;
 	return pid;
 }
@@ -757,7 +759,9 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 			 * memory (memb_ep_open). */
 			long pid = j ? memb_local_pid(j->self.node_key,
 						      j->self.pid,
-						      a->in->self.node_key)
+						      j->self.pidns,
+						      a->in->self.node_key,
+						      a->in->self.pidns)
 				     : 0;
 
 			if (j && memb_ep_open(x, j->reply_addr, pid) == HVD_OK) {

@@ -20,7 +20,7 @@
 struct peer {
 	void *addr;          /* UCX worker address (owned)            */
 	pid_t pid;
-	int local;           /* on this node: pid checks apply       */
+	int local;           /* node and pid namespace: pid checks   */
 	atomic_int failed;
 	atomic_int kind;     /* enum peer_gone, once failed          */
 	atomic_int announce; /* to tell the other ranks              */
@@ -33,6 +33,8 @@ static atomic_int launcher_failed;
 
 hvd_status_t peers_init(const struct hvd_world *w, struct bootstrap_peer *bp)
 {
+	int apart = 0;
+
 	peers = calloc((size_t)w->size, sizeof(*peers));
 	if (!peers)
 		return hvd_error(HVD_ERR_NO_MEMORY,
@@ -43,9 +45,23 @@ hvd_status_t peers_init(const struct hvd_world *w, struct bootstrap_peer *bp)
 		atomic_init(&peers[r].announce, 0);
 		peers[r].addr = bp[r].addr;
 		bp[r].addr = NULL;
-		peers[r].pid = bp[r].pid;
-		peers[r].local = w->node_of[r] == w->node_id;
+		/* A rank of this node in another pid namespace (a container
+		 * of its own) cannot be watched by its pid, and UCX's
+		 * shared-memory transports do not reach it: it counts as a
+		 * rank of another node for failures and endpoints, while the
+		 * layout (local ranks, the node's shared-memory group) still
+		 * puts it on this node. */
+		peers[r].pid = hvd_pid_here(bp[r].pid, bp[r].pidns);
+		peers[r].local =
+			w->node_of[r] == w->node_id && peers[r].pid > 0;
+		if (w->node_of[r] == w->node_id && !peers[r].pid)
+			apart++;
 	}
+	if (apart)
+		hvd_log(HVD_LOG_DEBUG,
+			"%d rank(s) of this node run in another pid namespace: "
+			"watched through the network, not their pids",
+			apart);
 	npeers = w->size;
 	my_rank = w->rank;
 	return HVD_OK;

@@ -23,7 +23,8 @@ int peers_count(void);
 int peers_self(void);
 /* Peer r's UCX worker address and its length (NULL: no table). */
 const void *peers_addr(int r);
-/* 1 when r runs on this node (its pid is checked, shm transports). */
+/* 1 when r runs on this node in this pid namespace (its pid is
+ * checked, shm transports). */
 int peers_local(int r);
 
 /* How sure a failure is, weakest first: a suspect (it made no progress,

@@ -20,6 +20,7 @@ static void fill_peer(struct memb_peer *p, int old, const char *key,
 	memset(p, 0, sizeof(*p));
 	p->old_rank = old;
 	p->pid = 1000 + old;
+	p->pidns = 0xeffffffcull + (uint64_t)old * 0x100000001ull;
 	p->pmix_local_rank = old % 2;
 	p->pmix_rank = old;
 	snprintf(p->node_key, sizeof(p->node_key), "%s", key);
@@ -33,6 +34,7 @@ static void fill_peer(struct memb_peer *p, int old, const char *key,
 static int same_peer(const struct memb_peer *a, const struct memb_peer *b)
 {
 	return a->old_rank == b->old_rank && a->pid == b->pid &&
+	       a->pidns == b->pidns &&
 	       a->pmix_local_rank == b->pmix_local_rank &&
 	       a->pmix_rank == b->pmix_rank &&
 	       !strcmp(a->node_key, b->node_key) &&
@@ -194,7 +196,9 @@ static void test_decide(void)
 
 		one.n = 1;
 		memb_encode_decide(&c, &one);
-		key_off = 20 + 4 + 4 + 4 + strlen("ns1@8") + 4 + 16;
+		/* header, status, min_size, world, n, then the peer: four
+		 * i32 and the two halves of pidns before its node key. */
+		key_off = 20 + 4 + 4 + 4 + strlen("ns1@8") + 4 + 16 + 8;
 		memcpy(c.p + key_off, &n, 4);
 		ok(dec_decide(c.p, c.len) != 0,
 		   "a node key longer than its field is refused");

@@ -28,6 +28,7 @@ static void sample(struct rdv_info *r, uint8_t *addr, size_t n)
 		r->key[i] = (uint8_t)(0x5a + i);
 	snprintf(r->node, sizeof(r->node), "vm#node2");
 	r->pid = 31337;
+	r->pidns = 4026532176u;
 	for (size_t i = 0; i < n; i++)
 		addr[i] = (uint8_t)(i * 13);
 	r->addr = addr;
@@ -54,7 +55,7 @@ int main(void)
 	struct stat sb;
 	int missing;
 
-	plan(28);
+	plan(30);
 	sample(&in, addr, sizeof(addr));
 	ok(rdv_format(&in, buf, sizeof(buf), &n) == HVD_OK,
 	   "the file's text is made");
@@ -63,6 +64,7 @@ int main(void)
 		   out.epoch == 3 && !memcmp(out.token, in.token, 16) &&
 		   !memcmp(out.key, in.key, 16) &&
 		   !strcmp(out.node, "vm#node2") && out.pid == 31337 &&
+		   out.pidns == 4026532176u &&
 		   out.addr_len == sizeof(addr) &&
 		   !memcmp(out.addr, addr, sizeof(addr)),
 	   "... and read back field for field");
@@ -90,13 +92,23 @@ int main(void)
 	   "another version (2, without rank 0's node and pid) is refused");
 	ok(!parses("hvd-elastic-rendezvous 3\njob 1\nrestart 0\nstep s\n"
 		   "epoch 0\ntoken 00000000000000000000000000000000\n"
-		   "key 00000000000000000000000000000000\nnode -\npid -5\n"
+		   "key 00000000000000000000000000000000\nnode -\npid 0\n"
 		   "addr 00\n"),
+	   "another version (3, without rank 0's pid namespace) is refused");
+	ok(!parses("hvd-elastic-rendezvous 4\njob 1\nrestart 0\nstep s\n"
+		   "epoch 0\ntoken 00000000000000000000000000000000\n"
+		   "key 00000000000000000000000000000000\nnode -\npid 0\n"
+		   "pidns x\naddr 00\n"),
+	   "a pid namespace that is not a number is refused");
+	ok(!parses("hvd-elastic-rendezvous 4\njob 1\nrestart 0\nstep s\n"
+		   "epoch 0\ntoken 00000000000000000000000000000000\n"
+		   "key 00000000000000000000000000000000\nnode -\npid -5\n"
+		   "pidns 0\naddr 00\n"),
 	   "a negative pid is refused");
-	ok(!parses("hvd-elastic-rendezvous 3\njob 1\nrestart 0\nstep s\n"
+	ok(!parses("hvd-elastic-rendezvous 4\njob 1\nrestart 0\nstep s\n"
 		   "epoch 0\ntoken 00000000000000000000000000000000\n"
 		   "key 00000000000000000000000000000000\nnode a b\npid 1\n"
-		   "addr 00\n"),
+		   "pidns 0\naddr 00\n"),
 	   "a node with a space is refused");
 	{
 		struct rdv_info r;
@@ -105,7 +117,7 @@ int main(void)
 		r.node[0] = '\0';
 		r.pid = 0;
 		ok(rdv_format(&r, buf, sizeof(buf), &n) == HVD_OK &&
-			   strstr(buf, "\nnode -\npid 0\n") &&
+			   strstr(buf, "\nnode -\npid 0\npidns 4026532176\n") &&
 			   rdv_parse(buf, n, &out) == HVD_OK &&
 			   out.node[0] == '\0' && out.pid == 0,
 		   "no node is written as '-' and read back as none");
@@ -115,25 +127,25 @@ int main(void)
 			   strstr(buf, "\nnode -\n"),
 		   "a node that is not plain text is written as none");
 	}
-	ok(!parses("hvd-elastic-rendezvous 3\njob 1\nrestart 0\nstep s\n"
-		   "epoch 0\ntoken 0000000000000000000000000000000g\nkey 00000000000000000000000000000000\nnode -\npid 0\naddr 00\n"),
+	ok(!parses("hvd-elastic-rendezvous 4\njob 1\nrestart 0\nstep s\n"
+		   "epoch 0\ntoken 0000000000000000000000000000000g\nkey 00000000000000000000000000000000\nnode -\npid 0\npidns 0\naddr 00\n"),
 	   "a token that is not hex is refused");
-	ok(!parses("hvd-elastic-rendezvous 3\njob 1\nrestart 0\nstep s\n"
+	ok(!parses("hvd-elastic-rendezvous 4\njob 1\nrestart 0\nstep s\n"
 		   "epoch 0\ntoken 00000000000000000000000000000000\n"
-		   "key 000000000000000000000000000000\nnode -\npid 0\naddr 00\n"),
+		   "key 000000000000000000000000000000\nnode -\npid 0\npidns 0\naddr 00\n"),
 	   "a key of 15 bytes is refused");
-	ok(!parses("hvd-elastic-rendezvous 3\njob 1\nrestart -1\nstep s\n"
-		   "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\nnode -\npid 0\naddr 00\n"),
+	ok(!parses("hvd-elastic-rendezvous 4\njob 1\nrestart -1\nstep s\n"
+		   "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\nnode -\npid 0\npidns 0\naddr 00\n"),
 	   "a negative restart count is refused");
-	ok(!parses("hvd-elastic-rendezvous 3\njob 1\nrestart 0\nstep s\n"
-		   "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\nnode -\npid 0\naddr 00\n"
+	ok(!parses("hvd-elastic-rendezvous 4\njob 1\nrestart 0\nstep s\n"
+		   "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\nnode -\npid 0\npidns 0\naddr 00\n"
 		   "extra 1\n"),
 	   "trailing lines are refused");
-	ok(!parses("hvd-elastic-rendezvous 3\njob a b\nrestart 0\nstep s\n"
-		   "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\nnode -\npid 0\naddr 00\n"),
+	ok(!parses("hvd-elastic-rendezvous 4\njob a b\nrestart 0\nstep s\n"
+		   "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\nnode -\npid 0\npidns 0\naddr 00\n"),
 	   "a job id with a space is refused");
-	ok(parses("hvd-elastic-rendezvous 3\njob 1\nrestart 0\nstep s\n"
-		  "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\nnode -\npid 0\naddr 00\n"),
+	ok(parses("hvd-elastic-rendezvous 4\njob 1\nrestart 0\nstep s\n"
+		  "epoch 0\ntoken 00000000000000000000000000000000\nkey 00000000000000000000000000000000\nnode -\npid 0\npidns 0\naddr 00\n"),
 	   "the smallest valid file parses");
 	rdv_job_name("12/../x", buf, sizeof(buf));
 	is_str(buf, "12____x", "a job id becomes a safe file name part");

@@ -7,8 +7,9 @@
  *
  *   header      magic, layout parameters chosen by the creator, attach
  *               count, "dead" word set by whoever first sees a peer die
- *   ctl[n]      per member: its pid and its flags, each 64-bit flag on its
- *               own 128-byte line (one writer per line: the member)
+ *   ctl[n]      per member: its pid (and pid namespace) and its flags,
+ *               each 64-bit flag on its own 128-byte line (one writer
+ *               per line: the member)
  *   small[n][2] per member, two copy-in buffers of small_max bytes
  *   slot[n][nbuf]  per member, nbuf pipeline buffers of chunk bytes, each
  *               split into n regions, region p carrying data for slice p

@@ -20,6 +20,15 @@ hvd_status_t shm_fail(shm_group_t *g, hvd_status_t st, const char *fmt, ...)
 	return hvd_error(st, "%s", g->failmsg);
 }
 
+/* Member r's pid where this process can watch it, else 0 (a member in
+ * another pid namespace: then only its silence counts). */
+static pid_t member_pid(const shm_group_t *g, int r)
+{
+	pid_t pid = (pid_t)__atomic_load_n(&g->ctl[r].pid, __ATOMIC_ACQUIRE);
+
+	return hvd_pid_here(pid, g->ctl[r].pidns);
+}
+
 /* A member other than this one that is alive and waiting on the network
  * (shm_away): 1 + its local rank, or 0. */
 static int away_member(shm_group_t *g)
@@ -27,7 +36,7 @@ static int away_member(shm_group_t *g)
 	for (int r = 0; r < g->n; r++)
 		if (r != g->rank &&
 		    __atomic_load_n(&g->ctl[r].away, __ATOMIC_ACQUIRE) &&
-		    !hvd_pid_dead((pid_t)g->ctl[r].pid))
+		    !hvd_pid_dead(member_pid(g, r)))
 			return r + 1;
 	return 0;
 }
@@ -63,7 +72,7 @@ hvd_status_t shm_wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
 				  g->what, dead - 1);
 			break;
 		}
-		if (hvd_pid_dead((pid_t)g->ctl[peer].pid)) {
+		if (hvd_pid_dead(member_pid(g, peer))) {
 			__atomic_store_n(&g->hdr->dead, (uint32_t)peer + 1,
 					 __ATOMIC_RELEASE);
 			st = shm_fail(g, HVD_ERR_PEER_FAILED,

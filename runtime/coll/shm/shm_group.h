@@ -61,7 +61,8 @@ struct shm_flag {
 struct shm_ctl {
 	struct shm_flag in, red, done, small0, small1;
 	_Alignas(SHM_LINE) int64_t pid;
-	uint32_t away; /* waiting on the network (shm_away) */
+	uint64_t pidns; /* hvd_pidns(): where pid means something */
+	uint32_t away;  /* waiting on the network (shm_away) */
 };
 
 struct shm_group {

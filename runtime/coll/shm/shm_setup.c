@@ -441,6 +441,7 @@ hvd_status_t shm_group_create(const char *key, int local_rank, int local_size,
 		}
 	}
 	if (st == HVD_OK) {
+		g->ctl[local_rank].pidns = hvd_pidns();
 		__atomic_store_n(&g->ctl[local_rank].pid, (int64_t)getpid(),
 				 __ATOMIC_RELEASE);
 		__atomic_add_fetch(&g->hdr->attached, 1, __ATOMIC_ACQ_REL);

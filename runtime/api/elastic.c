@@ -62,6 +62,9 @@ static struct {
 	uint8_t token[MEMB_TOKEN_BYTES];
 	int have_token;
 	int published;
+	/* why this process has no world: a re-forming failed after the old
+	 * world was taken down (rebuild), so nothing is left to re-form */
+	char lost[400];
 } el;
 
 static void read_knobs(void)
@@ -96,6 +99,13 @@ unsigned hvd_elastic_epoch(void)
 
 static hvd_status_t need_elastic(const char *fn)
 {
+	if ((!hvd_world() || !comm_world()) && hvd_is_initialized() &&
+	    el.lost[0])
+		return hvd_error(HVD_ERR_NOT_INITIALIZED,
+				 "hvd: %s(): this process has no world since "
+				 "its last re-forming failed (%s): call "
+				 "hvd_finalize() and exit",
+				 fn, el.lost);
 	if (!hvd_world() || !comm_world())
 		return hvd_error(HVD_ERR_NOT_INITIALIZED,
 				 "hvd: %s() called before hvd_init() (or after "
@@ -373,7 +383,8 @@ static hvd_status_t reform(void)
 		if (st == HVD_OK && status == HVD_ERR_TOO_FEW_RANKS)
 			st = too_few(&d);
 		memb_decide_free(&d);
-		if (st != HVD_ERR_PEER_FAILED || hvd_now() > deadline)
+		if (st != HVD_ERR_PEER_FAILED || hvd_now() > deadline ||
+		    !hvd_world())
 			break;
 		hvd_log(HVD_LOG_WARNING,
 			"elastic: a member failed while the world re-formed "
@@ -384,6 +395,11 @@ static hvd_status_t reform(void)
 		hvd_log(HVD_LOG_INFO, "elastic: re-formed in %.3f s",
 			hvd_now() - start);
 		publish();
+	} else if (!hvd_world() || !comm_world()) {
+		/* The old world is gone and the new one did not come up:
+		 * the caller's next hvd_elastic_reset() says so (need_elastic)
+		 * instead of re-forming from nothing. */
+		snprintf(el.lost, sizeof(el.lost), "%s", hvd_last_error());
 	}
 	return st;
 }
@@ -632,8 +648,12 @@ int elastic_finalize(void)
 	const struct hvd_world *w = hvd_world();
 	int fence;
 
-	if (!el.enabled || !w)
+	if (!el.enabled)
 		return 1;
+	if (!w) {
+		el.lost[0] = '\0';
+		return 0; /* a failed re-forming took the world: no fence */
+	}
 	if (el.published)
 		rdv_remove(el.dir, el.job, el.first_nspace);
 	el.published = 0;

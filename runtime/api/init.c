@@ -133,7 +133,7 @@ hvd_status_t hvd_finalize(void)
 	coll_finalize();
 	__atomic_store_n(&initialized, 0, __ATOMIC_RELEASE);
 	/* With a dead peer the fence would never complete. */
-	fence = fence && comm_failed(comm_world()) < 0;
+	fence = fence && comm_world() && comm_failed(comm_world()) < 0;
 	teardown(fence);
 	pthread_mutex_unlock(&init_lock);
 	return HVD_OK;

@@ -42,20 +42,6 @@ own_cluster_alloc -N3 --ntasks-per-node=2
 # timeout, two minutes after the previous one had ended).
 step() { run_timeout "$T" srun -Q --overlap --jobid="$job" --mpi=pmix "$@"; }
 
-# check_run NAME OUTPUT: rank 0's TAP complete and without failures
-check_run() {
-	local name=$1 out=$2 planned passed
-	planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' <<<"$out")
-	passed=$(grep -c '^ok ' <<<"$out")
-	if [[ -n $planned && $passed == "$planned" ]] &&
-		! grep -q '^not ok' <<<"$out"; then
-		ok 0 "$name: $passed/$planned checks passed"
-	else
-		ok 1 "$name: ${passed}/${planned:-?} checks passed"
-		diag "$(grep -v '^ok ' <<<"$out" | head -n 30)"
-	fi
-}
-
 err=$dir/stderr
 out=$(UCX_LOG_LEVEL=debug HOROVOD_LOG_LEVEL=debug step -N2 --ntasks-per-node=1 "$CHECK" 2>"$err.lane")
 check_run "2 nodes x 1 rank" "$out"

@@ -7,31 +7,11 @@
 # ranks count as theirs: those of their affinity masks, not the machine's.
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 
-CHECK=$top_builddir/tests/runtime/coll_check
-if [[ ! -x $CHECK ]]; then
-	skip_all "$CHECK not built"
-fi
-case $CHECK in
-/tmp/*) skip_all "the build tree is under /tmp, which the nodes do not share" ;;
-esac
+coll_check_require
 
 plan 11
 slurm_workdir >/dev/null
 err=$hvdt_workdir/stderr
-
-# check_run NAME OUTPUT: rank 0's TAP complete and without failures
-check_run() {
-	local name=$1 out=$2 planned passed
-	planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' <<<"$out")
-	passed=$(grep -c '^ok ' <<<"$out")
-	if [[ -n $planned && $passed == "$planned" ]] &&
-		! grep -q '^not ok' <<<"$out"; then
-		ok 0 "$name: $passed/$planned checks passed"
-	else
-		ok 1 "$name: ${passed}/${planned:-?} checks passed"
-		diag "$(grep -v '^ok ' <<<"$out" | head -n 30)"
-	fi
-}
 
 out=$(HOROVOD_LOG_LEVEL=trace run_timeout "$HVD_TEST_TIMEOUT" \
 	srun -Q --mpi=pmix -N2 -n4 --ntasks-per-node=2 "$CHECK" 2>"$err")

@@ -17,7 +17,8 @@
 #
 # TAP helpers: plan, ok, is, like, run_ok, diag, skip, bail_out.
 # Slurm helpers: run_timeout, slurm_workdir, job_state, wait_job,
-# slurm_has_horovod.  A cluster of the test's own (below, "a cluster of its
+# slurm_has_horovod; coll_check_require and check_run for the collectives'
+# checker.  A cluster of the test's own (below, "a cluster of its
 # own"): own_cluster_require, own_cluster_visible, own_cluster_dir,
 # own_cluster_start.  Helpers use the prefix hvdt_ for their own globals.
 # lib.sh sets an EXIT trap (hvdt_at_exit: plan check, the test's own
@@ -173,6 +174,34 @@ slurm_workdir() {
 		chmod 755 "$hvdt_workdir"
 	fi
 	echo "$hvdt_workdir"
+}
+
+# coll_check_require: CHECK, the collectives' checker (tests/runtime/
+# coll_check), or skip the whole test: not built, or in a build tree under
+# /tmp, which the nodes do not share.
+coll_check_require() {
+	CHECK=$top_builddir/tests/runtime/coll_check
+	[[ -x $CHECK ]] || skip_all "$CHECK not built"
+	case $CHECK in
+	/tmp/*) skip_all "the build tree is under /tmp, which the nodes do not share" ;;
+	esac
+}
+
+# check_run NAME OUTPUT: one result, that coll_check's TAP (rank 0's) in
+# OUTPUT is complete and without failures; else its other lines as
+# comments, and status 1.
+check_run() {
+	local name=$1 out=$2 planned passed
+	planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' <<<"$out")
+	passed=$(grep -c '^ok ' <<<"$out")
+	if [[ -n $planned && $passed == "$planned" ]] &&
+		! grep -q '^not ok' <<<"$out"; then
+		ok 0 "$name: $passed/$planned checks passed"
+	else
+		ok 1 "$name: ${passed}/${planned:-?} checks passed"
+		diag "$(grep -v '^ok ' <<<"$out" | head -n 30)"
+		return 1
+	fi
 }
 
 # job_state jobid: PENDING, RUNNING, COMPLETED, FAILED, ... (no accounting

@@ -15,13 +15,7 @@
 . "${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/slurm/lib.sh"
 . "$top_srcdir/tests/slurm/elastic_lib.sh"
 
-CHECK=$top_builddir/tests/runtime/coll_check
-if [[ ! -x $CHECK ]]; then
-	skip_all "$CHECK not built"
-fi
-case $CHECK in
-/tmp/*) skip_all "the build tree is under /tmp, which the nodes do not share" ;;
-esac
+coll_check_require
 if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
 	skip_all "unshare --pid is not allowed here (needs root or user namespaces)"
 fi
@@ -30,20 +24,6 @@ plan 17
 slurm_workdir >/dev/null
 wd=$hvdt_workdir
 err=$hvdt_workdir/stderr
-
-# check_run NAME OUTPUT: coll_check's TAP complete and without failures
-check_run() {
-	local planned passed
-	planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' <<<"$2")
-	passed=$(grep -c '^ok ' <<<"$2")
-	if [[ -n $planned && $passed == "$planned" ]] && ! grep -q '^not ok' <<<"$2"; then
-		ok 0 "$1: $passed/$planned coll_check checks passed"
-	else
-		ok 1 "$1: ${passed}/${planned:-?} coll_check checks passed"
-		diag "$(grep -v '^ok ' <<<"$2" | head -n 20)"
-		diag "$(grep -v 'debug\|trace' "$err" | head -n 20)"
-	fi
-}
 
 # Each task: a pid namespace of its own, and 25 sleepers per local rank
 # started first, so that node-mates' pids differ (rank with local id 0:
@@ -57,7 +37,8 @@ wrap=(unshare --pid --fork --mount-proc bash -c
 out=$(HOROVOD_LOG_LEVEL=debug run_timeout "$HVD_TEST_TIMEOUT" \
 	srun -Q --mpi=pmix -N2 -n4 --ntasks-per-node=2 "${wrap[@]}" \
 	"$CHECK" 2>"$err")
-check_run "srun -N2 -n4, a pid namespace per rank" "$out"
+check_run "srun -N2 -n4, a pid namespace per rank" "$out" ||
+	diag "$(grep -v 'debug' "$err" | head -n 20)"
 said=$(grep -c 'debug: 1 rank(s) of this node run in another pid namespace: watched through the network, not their pids$' "$err")
 is "$said" 4 "each of the 4 ranks watches its node-mate through the network" ||
 	diag "$(grep 'namespace' "$err")"
@@ -81,7 +62,7 @@ out=$(run_timeout "$HVD_TEST_TIMEOUT" srun -Q --mpi=pmix -N1 -n2 \
 	unshare --pid --fork --mount-proc bash -c \
 	'mount -t tmpfs -o size=64m tmpfs /dev/shm || exit 99; exec "$@"' \
 	wrap "$CHECK" 2>"$err")
-check_run "a /dev/shm per rank" "$out"
+check_run "a /dev/shm per rank" "$out" || diag "$(head -n 10 "$err")"
 warned=$(grep 'warning: shared memory unavailable' "$err" | grep -o '\[[01]\]' | sort -u | wc -l)
 is "$warned" 2 "... both ranks warn that shared memory is unavailable" ||
 	diag "$(head -n 10 "$err")"
@@ -109,9 +90,9 @@ host_pid() { # TAG RANK
 	done
 }
 if ! slurm_has_horovod; then
-	for i in {1..8}; do skip "srun has no --horovod (plugin not in plugstack.conf)"; done
+	skip 8 "srun has no --horovod (plugin not in plugstack.conf)"
 elif [[ ! -x $EL_PROG ]]; then
-	for i in {1..8}; do skip "$EL_PROG is not built"; done
+	skip 8 "$EL_PROG is not built"
 else
 	cd "$wd" || bail_out "no $wd"
 	E=(--no-kill --kill-on-bad-exit=0 --horovod=elastic -N2

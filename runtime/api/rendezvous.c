@@ -161,6 +161,29 @@ static int get_hex(const char *v, size_t vlen, uint8_t *out, size_t n)
 	return 0;
 }
 
+/* A first line that is not ours: another libhvd's file (a step of the
+ * job started with another installation) says so, anything else is
+ * malformed. */
+static hvd_status_t other_version(const char *text, size_t len)
+{
+	static const char word[] = "hvd-elastic-rendezvous ";
+	size_t n = sizeof(word) - 1, k = n;
+
+	while (k < len && k < n + 8 && text[k] >= '0' && text[k] <= '9')
+		k++;
+	if (len > k && k > n && text[k] == '\n' &&
+	    memcmp(text, word, n) == 0)
+		return hvd_error(HVD_ERR_CORRUPT,
+				 "hvd: elastic: the rendezvous file is of "
+				 "version %.*s, and this libhvd reads version "
+				 "%s: every step of a job must run the same "
+				 "libhvd",
+				 (int)(k - n), text + n, MAGIC_LINE + n);
+	return hvd_error(HVD_ERR_CORRUPT,
+			 "hvd: elastic: the rendezvous file is malformed at "
+			 "the first line");
+}
+
 hvd_status_t rdv_parse(const char *text, size_t len, struct rdv_info *out)
 {
 	const char *p = text, *end = text + len, *v, *what;
@@ -171,7 +194,7 @@ hvd_status_t rdv_parse(const char *text, size_t len, struct rdv_info *out)
 	what = "the first line";
 	if (len < sizeof(MAGIC_LINE) ||
 	    memcmp(p, MAGIC_LINE "\n", sizeof(MAGIC_LINE)) != 0)
-		goto err;
+		return other_version(text, len);
 	p += sizeof(MAGIC_LINE);
 	what = "job";
 	if (next_line(&p, end, "job", &v, &vlen) ||

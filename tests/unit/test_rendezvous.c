@@ -55,7 +55,7 @@ int main(void)
 	struct stat sb;
 	int missing;
 
-	plan(30);
+	plan(32);
 	sample(&in, addr, sizeof(addr));
 	ok(rdv_format(&in, buf, sizeof(buf), &n) == HVD_OK,
 	   "the file's text is made");
@@ -95,6 +95,22 @@ int main(void)
 		   "key 00000000000000000000000000000000\nnode -\npid 0\n"
 		   "addr 00\n"),
 	   "another version (3, without rank 0's pid namespace) is refused");
+	{
+		const char *v3 = "hvd-elastic-rendezvous 3\njob 1\n",
+			   *vx = "hvd-elastic-rendezvous x\n";
+		struct rdv_info r;
+
+		ok(rdv_parse(v3, strlen(v3), &r) == HVD_ERR_CORRUPT &&
+			   strstr(hvd_last_error(),
+				  "is of version 3, and this libhvd reads "
+				  "version 4: every step of a job must run "
+				  "the same libhvd"),
+		   "... saying which version it is and which one it reads");
+		ok(rdv_parse(vx, strlen(vx), &r) == HVD_ERR_CORRUPT &&
+			   strstr(hvd_last_error(),
+				  "malformed at the first line"),
+		   "a first line that names no version is malformed");
+	}
 	ok(!parses("hvd-elastic-rendezvous 4\njob 1\nrestart 0\nstep s\n"
 		   "epoch 0\ntoken 00000000000000000000000000000000\n"
 		   "key 00000000000000000000000000000000\nnode -\npid 0\n"

@@ -63,7 +63,8 @@ static struct {
 	int have_token;
 	int published;
 	/* why this process has no world: a re-forming failed after the old
-	 * world was taken down (rebuild), so nothing is left to re-form */
+	 * world was taken down (rebuild), so nothing is left to re-form;
+	 * kept from that failure until hvd_finalize */
 	char lost[400];
 } el;
 
@@ -99,8 +100,7 @@ unsigned hvd_elastic_epoch(void)
 
 static hvd_status_t need_elastic(const char *fn)
 {
-	if ((!hvd_world() || !comm_world()) && hvd_is_initialized() &&
-	    el.lost[0])
+	if ((!hvd_world() || !comm_world()) && el.lost[0])
 		return hvd_error(HVD_ERR_NOT_INITIALIZED,
 				 "hvd: %s(): this process has no world since "
 				 "its last re-forming failed (%s): call "
@@ -650,10 +650,9 @@ int elastic_finalize(void)
 
 	if (!el.enabled)
 		return 1;
-	if (!w) {
-		el.lost[0] = '\0';
+	el.lost[0] = '\0';
+	if (!w)
 		return 0; /* a failed re-forming took the world: no fence */
-	}
 	if (el.published)
 		rdv_remove(el.dir, el.job, el.first_nspace);
 	el.published = 0;

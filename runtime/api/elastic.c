@@ -100,17 +100,18 @@ unsigned hvd_elastic_epoch(void)
 
 static hvd_status_t need_elastic(const char *fn)
 {
-	if ((!hvd_world() || !comm_world()) && el.lost[0])
-		return hvd_error(HVD_ERR_NOT_INITIALIZED,
-				 "hvd: %s(): this process has no world since "
-				 "its last re-forming failed (%s): call "
-				 "hvd_finalize() and exit",
-				 fn, el.lost);
-	if (!hvd_world() || !comm_world())
+	if (!hvd_world() || !comm_world()) {
+		if (el.lost[0])
+			return hvd_error(HVD_ERR_NOT_INITIALIZED,
+					 "hvd: %s(): this process has no world "
+					 "since its last re-forming failed "
+					 "(%s): call hvd_finalize() and exit",
+					 fn, el.lost);
 		return hvd_error(HVD_ERR_NOT_INITIALIZED,
 				 "hvd: %s() called before hvd_init() (or after "
 				 "hvd_finalize())",
 				 fn);
+	}
 	if (!el.enabled)
 		return hvd_error(HVD_ERR_UNSUPPORTED,
 				 "hvd: %s(): elastic training is off: set "
@@ -174,8 +175,7 @@ static void publish(void)
  * (memb_ep_open: over shared memory, watched by its pid). */
 static long rank0_local_pid(const struct rdv_info *r)
 {
-	return memb_local_pid(r->node, r->pid, r->pidns, el.node_key,
-			      hvd_pidns());
+	return memb_local_pid(r->node, r->pid, r->pidns, el.node_key);
 }
 
 /* A step's rank 0 in hvd_init: a live world of this job to join? */

@@ -22,7 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAGIC_LINE "hvd-elastic-rendezvous 4"
+#define MAGIC_WORD "hvd-elastic-rendezvous "
+#define MAGIC_LINE MAGIC_WORD "4"
 #define DIR_NAME ".hvd-elastic"
 
 /* ------------------------------------------------------------- pure */
@@ -166,13 +167,12 @@ static int get_hex(const char *v, size_t vlen, uint8_t *out, size_t n)
  * malformed. */
 static hvd_status_t other_version(const char *text, size_t len)
 {
-	static const char word[] = "hvd-elastic-rendezvous ";
-	size_t n = sizeof(word) - 1, k = n;
+	size_t n = sizeof(MAGIC_WORD) - 1, k = n;
 
 	while (k < len && k < n + 8 && text[k] >= '0' && text[k] <= '9')
 		k++;
 	if (len > k && k > n && text[k] == '\n' &&
-	    memcmp(text, word, n) == 0)
+	    memcmp(text, MAGIC_WORD, n) == 0)
 		return hvd_error(HVD_ERR_CORRUPT,
 				 "hvd: elastic: the rendezvous file is of "
 				 "version %.*s, and this libhvd reads version "
@@ -191,7 +191,6 @@ hvd_status_t rdv_parse(const char *text, size_t len, struct rdv_info *out)
 	long num;
 
 	memset(out, 0, sizeof(*out));
-	what = "the first line";
 	if (len < sizeof(MAGIC_LINE) ||
 	    memcmp(p, MAGIC_LINE "\n", sizeof(MAGIC_LINE)) != 0)
 		return other_version(text, len);

@@ -528,12 +528,11 @@ static int pick_newcomers(struct memb_peer ***out)
 }
 
 long memb_local_pid(const char *peer_node, long pid, uint64_t peer_ns,
-		    const char *my_node, uint64_t my_ns)
+		    const char *my_node)
 {
-	if (pid <= 0 || !peer_node[0] || strcmp(peer_node, my_node) != 0 ||
-	    (peer_ns && my_ns && peer_ns != my_ns))
+	if (pid <= 0 || !peer_node[0] || strcmp(peer_node, my_node) != 0)
 		return 0;
-	return pid;
+	return hvd_pid_here((pid_t)pid, peer_ns);
 }
 
 static struct memb_join *join_of(const struct memb_peer *p)
@@ -760,8 +759,7 @@ static hvd_status_t decide(struct agree *a, const uint8_t *late)
 			long pid = j ? memb_local_pid(j->self.node_key,
 						      j->self.pid,
 						      j->self.pidns,
-						      a->in->self.node_key,
-						      a->in->self.pidns)
+						      a->in->self.node_key)
 				     : 0;
 
 			if (j && memb_ep_open(x, j->reply_addr, pid) == HVD_OK) {

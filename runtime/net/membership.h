@@ -73,14 +73,14 @@ int memb_poll_joins(const uint8_t token[MEMB_TOKEN_BYTES], const char *jobid);
 /* Forget the requests (finalize, or after they were admitted). */
 void memb_joins_clear(void);
 
-/* Pure: the pid to watch, over shared memory, for a peer of node key
- * peer_node that gave pid in pid namespace peer_ns, seen from a process
- * of node key my_node in namespace my_ns: pid when both keys name one
- * node and the namespaces are one (or either is unknown, 0), else 0
- * (then TCP, with UCX's failure handling).  What memb_join,
- * memb_reachable and the decision to a newcomer go by. */
+/* The pid to watch, over shared memory, for a peer of node key peer_node
+ * that gave pid in pid namespace peer_ns, seen from this process, of node
+ * key my_node: pid when both keys name one node and this process can see
+ * the pid (hvd_pid_here), else 0 (then TCP, with UCX's failure
+ * handling).  What memb_join, memb_reachable and the decision to a
+ * newcomer go by. */
 long memb_local_pid(const char *peer_node, long pid, uint64_t peer_ns,
-		    const char *my_node, uint64_t my_ns);
+		    const char *my_node);
 
 /* A newcomer's first look: 1 when a worker at addr (pid: its process
  * when on this node, else 0) answers within limit_s seconds (0: the

@@ -40,6 +40,8 @@ hvd_status_t peers_init(const struct hvd_world *w, struct bootstrap_peer *bp)
 		return hvd_error(HVD_ERR_NO_MEMORY,
 				 "hvd: out of memory for %d peers", w->size);
 	for (int r = 0; r < w->size; r++) {
+		int mate = w->node_of[r] == w->node_id;
+
 		atomic_init(&peers[r].failed, 0);
 		atomic_init(&peers[r].kind, PEER_DEAD);
 		atomic_init(&peers[r].announce, 0);
@@ -52,10 +54,8 @@ hvd_status_t peers_init(const struct hvd_world *w, struct bootstrap_peer *bp)
 		 * layout (local ranks, the node's shared-memory group) still
 		 * puts it on this node. */
 		peers[r].pid = hvd_pid_here(bp[r].pid, bp[r].pidns);
-		peers[r].local =
-			w->node_of[r] == w->node_id && peers[r].pid > 0;
-		if (w->node_of[r] == w->node_id && !peers[r].pid)
-			apart++;
+		peers[r].local = mate && peers[r].pid > 0;
+		apart += mate && !peers[r].pid;
 	}
 	if (apart)
 		hvd_log(HVD_LOG_DEBUG,

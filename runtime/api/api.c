@@ -2,7 +2,12 @@
  * api.c - the public blocking collectives: argument checks, then the
  * collectives' front door on the world communicator (which routes device
  * buffers to the GPU path).  Every check that can be made locally is made here, so a bad
- * call fails on the caller with a message instead of hanging its peers.
+ * call fails on the caller with a message, before any communication.  A
+ * refused call takes no part in the collective: where only some ranks'
+ * calls are refused, the others wait until the peer timeout, or take the
+ * refused rank's next call for this one (hvd(3), HVD_ERR_INVALID_ARG).
+ * Telling them would need the ranks to agree on which call a refusal
+ * stands for, across the flat, hierarchical and shared-memory paths.
  */
 #include "config.h"
 

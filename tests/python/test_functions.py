@@ -86,6 +86,43 @@ def test_broadcast_optimizer_state_fresh_distributed(hvd):
     assert all(torch.equal(got[0], got[i]) for i in range(hvd.size()))
 
 
+def test_broadcast_optimizer_state_resume(hvd):
+    # Horovod's resume: only the root loads a checkpoint (here: it took a
+    # step), the others start fresh.  The zero-gradient step that creates
+    # their state must not decay their weights, or they would train on
+    # from weights of their own.
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.5, momentum=0.9,
+                          weight_decay=0.1)
+    if hvd.rank() == 0:
+        m(torch.ones(1, 3)).sum().backward()
+        opt.step()
+    hvd.broadcast_parameters(m.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    w = hvd.allgather(m.weight.detach().reshape(1, -1), name='resume.w')
+    b = hvd.allgather(m.bias.detach().reshape(1, -1), name='resume.b')
+    for i in range(hvd.size()):
+        assert torch.equal(w[0], w[i]) and torch.equal(b[0], b[i]), i
+    buf = opt.state_dict()['state'][0]['momentum_buffer'].reshape(1, -1)
+    bufs = hvd.allgather(buf, name='resume.buf')
+    assert all(torch.equal(bufs[0], bufs[i]) for i in range(hvd.size()))
+    if hvd.rank() != 0:
+        assert m.weight.grad is None  # left as it was
+
+
+def test_broadcast_optimizer_state_fresh_decay(hvd):
+    # AdamW decays on every step, zero gradients or not: the step that
+    # creates a fresh optimizer's state leaves the weights alone
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    w = m.weight.detach().clone()
+    opt = torch.optim.AdamW(m.parameters(), lr=0.1, weight_decay=0.5)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert len(opt.state_dict()['state']) == 2
+    assert torch.equal(m.weight.detach(), w)
+
+
 def test_broadcast_object(hvd):
     obj = {'rank': hvd.rank(), 'list': list(range(hvd.rank() + 3)),
            't': torch.arange(3) * hvd.rank()}

@@ -43,7 +43,7 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
     the options of its parameter groups, e.g. the learning rate) from
     root_rank.  model: optional, to find sparse embeddings (a fresh optimizer
     is stepped once with zero gradients to create its state; the weights
-    and gradients are left as they were)."""
+    are left as they were)."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError('cannot broadcast torch.optim.LBFGS state')
     state_dict = optimizer.state_dict()
@@ -58,14 +58,14 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
     # so that every rank has the same structure to receive into.  That
     # step must not move the weights: weight decay (SGD's, AdamW's) would,
     # and on a resume, where only the root has loaded a state, the other
-    # ranks would train on from weights of their own.  Their values and
-    # gradients are put back after it.
+    # ranks would train on from weights of their own.  Their values are
+    # put back after it (the zero gradients stay, as in Horovod).
     if len(state_dict['state']) == 0:
         kept = []
         for group in optimizer.param_groups:
             for p in group['params']:
                 if p.requires_grad and id(p) not in state_dict['state']:
-                    kept.append((p, p.detach().clone(), p.grad))
+                    kept.append((p, p.detach().clone()))
                     p.grad = p.data.new(p.size()).zero_()
                     if isinstance(optimizer, torch.optim.SparseAdam) or \
                             (isinstance(optimizer, torch.optim.SGD) and
@@ -78,9 +78,8 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
         else:
             optimizer.step()
         with torch.no_grad():
-            for p, value, grad in kept:
+            for p, value in kept:
                 p.copy_(value)
-                p.grad = grad
         state_dict = optimizer.state_dict()
 
     if len(state_dict['state']) == 0:

@@ -20,13 +20,38 @@ __version__ = '0.28.1'  # the Horovod API this package provides
 _here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _installed_horovod():
-    paths = [p for p in sys.path
-             if os.path.abspath(p or os.getcwd()) != _here]
+_MARK = "horovod: slurm-horovod's compatibility package"
+
+
+def _is_compat(origin):
+    """Whether the package at origin is another copy of this one (an
+    installed slurm-horovod and a source tree, both on the path): it would
+    look for a Horovod in turn and find this one."""
     try:
-        return importlib.machinery.PathFinder.find_spec('horovod', paths)
-    except (ImportError, ValueError):
-        return None
+        with open(origin, encoding='utf-8', errors='replace') as f:
+            return _MARK in f.read(256)
+    except OSError:
+        return False
+
+
+def _installed_horovod():
+    def key(p):
+        return os.path.abspath(p or os.getcwd())
+    paths = [p for p in sys.path if key(p) != _here]
+    while True:
+        try:
+            spec = importlib.machinery.PathFinder.find_spec('horovod',
+                                                            paths)
+        except (ImportError, ValueError):
+            return None
+        if spec is None or not spec.origin or not _is_compat(spec.origin):
+            return spec
+        where = os.path.dirname(os.path.dirname(os.path.abspath(
+            spec.origin)))
+        left = [p for p in paths if key(p) != where]
+        if len(left) == len(paths):
+            return None
+        paths = left
 
 
 if os.environ.get('HVD_HOROVOD_COMPAT') != '1':

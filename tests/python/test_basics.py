@@ -136,6 +136,42 @@ def test_compat_never_shadows(hvd, tmp_path):
     assert alone.stdout.strip() == 'False', alone.stderr
 
 
+def test_compat_two_copies(hvd, tmp_path):
+    """Two copies of the compatibility package on sys.path (an installed
+    slurm-horovod and a source tree) take each other for no Horovod: the
+    first is used, without a warning, and a real Horovod behind both still
+    wins.  (Each took the other for a Horovod and imported it, without
+    end: RecursionError.)"""
+    import shutil
+    import subprocess
+    import sys
+    import hvd as core
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(core.__file__)))
+    copy = tmp_path / 'copy'
+    shutil.copytree(os.path.join(ours, 'horovod'), copy / 'horovod',
+                    ignore=shutil.ignore_patterns('__pycache__'))
+    fake = tmp_path / 'site'
+    (fake / 'horovod').mkdir(parents=True)
+    (fake / 'horovod' / '__init__.py').write_text('REAL = True\n')
+    code = ('import horovod; '
+            'print(getattr(horovod, "REAL", False), horovod.__file__)')
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE='1')
+    env.pop('HVD_HOROVOD_COMPAT', None)
+    runs = (([ours, copy], 'False', str(ours)),
+            ([copy, ours], 'False', str(copy)),
+            ([ours, copy, fake], 'True', str(fake)))
+    for path, real, where in runs:
+        args = [sys.executable] + ([] if real == 'True' else ['-W', 'error'])
+        out = subprocess.run(
+            args + ['-c', code],
+            env=dict(env, PYTHONPATH=':'.join(str(p) for p in path)),
+            capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr[-2000:]
+        got, origin = out.stdout.split()
+        assert got == real, (path, out.stdout)
+        assert origin.startswith(where), (path, origin)
+
+
 def test_compat_submodules(hvd):
     """horovod.torch's submodules are hvd.torch's (one handle map)."""
     import horovod.torch.mpi_ops as m

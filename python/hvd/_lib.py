@@ -18,7 +18,7 @@ points it into the build tree), the path written into hvd/_config.py by
 import ctypes
 import os
 
-from hvd.exceptions import HorovodInternalError
+from hvd.exceptions import DuplicateNameError, HorovodInternalError
 
 # hvd_status_t (include/hvd.h; the numbers are stable, doc/errors.md).
 OK = 0
@@ -267,14 +267,17 @@ def last_error():
 # and elastic-style recovery code catches exactly that class.  Everything
 # else from a running operation is raised as HorovodInternalError too, as
 # Horovod's synchronize() does for every failure, with the status name on
-# the exception (e.status) for code that wants to tell them apart.
+# the exception (e.status) for code that wants to tell them apart.  A name
+# already in flight is refused at submission with DuplicateNameError, a
+# HorovodInternalError that is also the ValueError Horovod raises there.
 def error(st, what=None):
     msg = last_error() or status_name(st)
     if what:
         msg = '%s: %s' % (what, msg)
     if st == ERR_NOT_INITIALIZED:
         return ValueError(NOT_INITIALIZED_MSG + ' (' + msg + ')')
-    e = HorovodInternalError(msg)
+    e = (DuplicateNameError if st == ERR_DUPLICATE_NAME
+         else HorovodInternalError)(msg)
     e.status = status_name(st)
     e.code = status_code(st)
     return e

@@ -18,6 +18,13 @@ class HorovodInternalError(RuntimeError):
     code = None
 
 
+class DuplicateNameError(HorovodInternalError, ValueError):
+    """An operation was submitted under a name that another operation of
+    this rank still has in flight (status 'HVD_ERR_DUPLICATE_NAME'): wait
+    for that one first, or use another name.  Raised at submission, as
+    Horovod raises ValueError there; it is a HorovodInternalError too."""
+
+
 class HostsUpdatedInterrupt(RuntimeError):
     """Elastic training: processes are waiting to join (a later srun step of
     the job).  Raised on every rank at once by State.commit() /

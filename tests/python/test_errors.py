@@ -74,3 +74,37 @@ def test_bad_arguments(hvd):
 
 def test_error_is_runtime_error(hvd):
     assert issubclass(hvd.HorovodInternalError, RuntimeError)
+
+
+@pytest.mark.parametrize('kind', ['allreduce', 'allgather', 'broadcast'])
+def test_duplicate_name(hvd, kind):
+    # A name still in flight is refused when submitted, with the ValueError
+    # Horovod raises there (also a HorovodInternalError); the first
+    # operation completes.  Rank 0 submits first: its operation cannot
+    # complete before the others submit theirs, after the barrier.
+    if hvd.size() < 2:
+        pytest.skip('needs 2 ranks')
+    x = torch.ones(4)
+    if kind == 'allreduce':
+        def submit():
+            return hvd.allreduce_async(x, name='err.dup.ar', op=hvd.Sum)
+    elif kind == 'allgather':
+        def submit():
+            return hvd.allgather_async(x, name='err.dup.ag')
+    else:
+        def submit():
+            return hvd.broadcast_async(x, root_rank=0, name='err.dup.bc')
+    if hvd.rank() == 0:
+        h = submit()
+        with pytest.raises(ValueError, match='already in flight') as e:
+            submit()
+        assert isinstance(e.value, hvd.HorovodInternalError)
+        assert e.value.status == 'HVD_ERR_DUPLICATE_NAME'
+        assert e.value.code == 'HVD-3010'
+    hvd.barrier()
+    if hvd.rank() != 0:
+        h = submit()
+    out = hvd.synchronize(h)
+    want = hvd.size() if kind == 'allreduce' else 1
+    assert out.shape[0] == (4 * hvd.size() if kind == 'allgather' else 4)
+    assert out[0].item() == want

@@ -302,27 +302,27 @@ def _alltoall_twostage(tensor, splits, name, process_set):
     dim0 = tensor.shape[0]
     if splits is None:
         if dim0 % n != 0:
-            raise HorovodInternalError(
+            raise ValueError(
                 'splits not provided, but first dimension of tensor is not an '
                 'even multiple of the number of workers.')
         split_list = [dim0 // n] * n
     else:
         if splits.dim() > 1:
-            raise HorovodInternalError('alltoall expects a 1D splits tensor')
+            raise ValueError('alltoall expects a 1D splits tensor')
         if splits.dtype != torch.int32:
-            raise HorovodInternalError(
+            raise ValueError(
                 'alltoall expects splits to contain 32-bit integer elements.')
         split_list = [int(x) for x in splits.cpu().tolist()]
         if len(split_list) != n:
-            raise HorovodInternalError(
+            raise ValueError(
                 'Number of entries in splits does not equal number of '
                 'workers.')
         if sum(split_list) > dim0:
-            raise HorovodInternalError(
+            raise ValueError(
                 'Sum of splits entries is greater than the first dimension '
                 'of tensor.')
         if any(s < 0 for s in split_list):
-            raise HorovodInternalError('alltoall: splits must not be negative')
+            raise ValueError('alltoall: splits must not be negative')
     full = _engine.op_name('alltoall', name, ps_id)
     staged = _device_staged(tensor)
     src = tensor.cpu() if staged else tensor

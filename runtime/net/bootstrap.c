@@ -28,10 +28,12 @@
 #include <pmix.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BLOB_KEY "hvd.peer"
@@ -39,8 +41,19 @@
 
 static pmix_proc_t myproc;
 static int pmix_up;
+/*
+ * PMIx calls on_registered and on_event on its progress thread.  ev_lock
+ * orders them against init and finalize: finalize clears fail_cb under
+ * it, so no failure is delivered into tables the layers above have
+ * already freed (the handler stays registered until the deregistration
+ * that follows), and it waits for the registration's answer so that the
+ * handler it deregisters is known.
+ */
+static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ev_cond = PTHREAD_COND_INITIALIZER;
+enum { EV_NONE, EV_PENDING, EV_REGISTERED, EV_REFUSED };
+static int ev_state;
 static size_t evhdlr_id;
-static int evhdlr_registered;
 static bootstrap_fail_fn fail_cb;
 static int world_size;
 /* No PMIx server and no sign of a parallel launch: one rank on its own
@@ -70,11 +83,13 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *src,
 			have_code = 1;
 		}
 	}
-	if (status == PMIX_ERR_LOST_CONNECTION ||
-	    status == PMIX_ERR_LOST_CONNECTION_TO_SERVER) {
-		if (fail_cb)
-			fail_cb(-1, "lost the connection to the PMIx server "
-				    "(the launcher died)");
+	pthread_mutex_lock(&ev_lock);
+	if (!fail_cb) {
+		/* finalizing: the tables a failure is recorded in are gone */
+	} else if (status == PMIX_ERR_LOST_CONNECTION ||
+		   status == PMIX_ERR_LOST_CONNECTION_TO_SERVER) {
+		fail_cb(-1, "lost the connection to the PMIx server "
+			    "(the launcher died)");
 	} else if (who && PMIX_CHECK_NSPACE(who->nspace, myproc.nspace) &&
 		   who->rank != myproc.rank &&
 		   who->rank < (pmix_rank_t)world_size) {
@@ -92,9 +107,9 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *src,
 			snprintf(why, sizeof(why),
 				 "PMIx reports it terminated (%s)",
 				 PMIx_Error_string(status));
-		if (fail_cb)
-			fail_cb((int)who->rank, why);
+		fail_cb((int)who->rank, why);
 	}
+	pthread_mutex_unlock(&ev_lock);
 	if (cbfunc)
 		cbfunc(PMIX_SUCCESS, NULL, 0, NULL, NULL, cbdata);
 }
@@ -102,10 +117,30 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *src,
 static void on_registered(pmix_status_t status, size_t refid, void *cbdata)
 {
 	(void)cbdata;
-	if (status == PMIX_SUCCESS) {
-		evhdlr_id = refid;
-		evhdlr_registered = 1;
-	}
+	pthread_mutex_lock(&ev_lock);
+	evhdlr_id = refid;
+	ev_state = status == PMIX_SUCCESS ? EV_REGISTERED : EV_REFUSED;
+	pthread_cond_broadcast(&ev_cond);
+	pthread_mutex_unlock(&ev_lock);
+}
+
+/* The registration's answer, for at most 10 s (it is a local round trip
+ * to the PMIx server; a server that does not answer leaves the handler
+ * unknown, and finalize then has nothing to deregister). */
+static int wait_registered(void)
+{
+	struct timespec until;
+	int st;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&ev_lock);
+	while (ev_state == EV_PENDING &&
+	       pthread_cond_timedwait(&ev_cond, &ev_lock, &until) == 0)
+		;
+	st = ev_state;
+	pthread_mutex_unlock(&ev_lock);
+	return st;
 }
 
 /* -------------------------------------------------------------- init */
@@ -217,11 +252,16 @@ hvd_status_t bootstrap_init(struct hvd_world *w, bootstrap_fail_fn on_fail)
 	if (st != HVD_OK)
 		goto err_fini;
 
+	pthread_mutex_lock(&ev_lock);
 	fail_cb = on_fail;
-	/* Registration completes asynchronously; we do not wait: an event
-	 * arriving before it is also caught by the transport's checks. */
+	ev_state = EV_PENDING;
+	pthread_mutex_unlock(&ev_lock);
 	PMIx_Register_event_handler(codes, sizeof(codes) / sizeof(codes[0]),
 				    NULL, 0, on_event, on_registered, NULL);
+	if (wait_registered() != EV_REGISTERED)
+		hvd_log(HVD_LOG_DEBUG,
+			"PMIx did not register the failure handler: failures "
+			"are the transport's to see");
 	return HVD_OK;
 
 err_fini:
@@ -541,10 +581,14 @@ void bootstrap_finalize(void)
 	singleton = 0;
 	if (!pmix_up)
 		return;
-	if (evhdlr_registered)
-		PMIx_Deregister_event_handler(evhdlr_id, NULL, NULL);
-	evhdlr_registered = 0;
+	pthread_mutex_lock(&ev_lock);
 	fail_cb = NULL;
+	pthread_mutex_unlock(&ev_lock);
+	if (wait_registered() == EV_REGISTERED)
+		PMIx_Deregister_event_handler(evhdlr_id, NULL, NULL);
+	pthread_mutex_lock(&ev_lock);
+	ev_state = EV_NONE;
+	pthread_mutex_unlock(&ev_lock);
 	PMIx_Finalize(NULL, 0);
 	pmix_up = 0;
 }

@@ -5,14 +5,17 @@
  * surer kind of evidence comes later (a rank that went silent is then
  * found dead): the kind and reason are replaced, never weakened.  Flags
  * are atomics so that any thread (PMIx's event thread, UCX's error callback,
- * a waiting collective) may record or read one without a lock.  The table
- * is built in hvd_init before any collective and freed in hvd_finalize
- * after the last one.
+ * a waiting collective) may read one without a lock.  The table is built
+ * in hvd_init before any collective and freed in hvd_finalize after the
+ * last one (and swapped when an elastic world re-forms); recording takes
+ * table_lock, which the build and the free take too, because PMIx's
+ * thread may deliver a failure at any time until its handler is gone.
  */
 #include "config.h"
 
 #include "net/peers.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,15 +33,18 @@ struct peer {
 static struct peer *peers;
 static int npeers = -1, my_rank = -1;
 static atomic_int launcher_failed;
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 hvd_status_t peers_init(const struct hvd_world *w, struct bootstrap_peer *bp)
 {
+	struct peer *t = calloc((size_t)w->size, sizeof(*t));
 	int apart = 0;
 
-	peers = calloc((size_t)w->size, sizeof(*peers));
-	if (!peers)
+	if (!t)
 		return hvd_error(HVD_ERR_NO_MEMORY,
 				 "hvd: out of memory for %d peers", w->size);
+	pthread_mutex_lock(&table_lock);
+	peers = t;
 	for (int r = 0; r < w->size; r++) {
 		int mate = w->node_of[r] == w->node_id;
 
@@ -57,25 +63,33 @@ hvd_status_t peers_init(const struct hvd_world *w, struct bootstrap_peer *bp)
 		peers[r].local = mate && peers[r].pid > 0;
 		apart += mate && !peers[r].pid;
 	}
+	npeers = w->size;
+	my_rank = w->rank;
+	pthread_mutex_unlock(&table_lock);
 	if (apart)
 		hvd_log(HVD_LOG_DEBUG,
 			"%d rank(s) of this node run in another pid namespace: "
 			"watched through the network, not their pids",
 			apart);
-	npeers = w->size;
-	my_rank = w->rank;
 	return HVD_OK;
 }
 
 void peers_free(void)
 {
-	for (int r = 0; peers && r < npeers; r++)
-		free(peers[r].addr);
-	free(peers);
+	struct peer *t;
+	int n;
+
+	pthread_mutex_lock(&table_lock);
+	t = peers;
+	n = npeers;
 	peers = NULL;
 	npeers = -1;
 	my_rank = -1;
 	atomic_store(&launcher_failed, 0);
+	pthread_mutex_unlock(&table_lock);
+	for (int r = 0; t && r < n; r++)
+		free(t[r].addr);
+	free(t);
 }
 
 int peers_count(void)
@@ -98,7 +112,8 @@ int peers_local(int r)
 	return peers && r >= 0 && r < npeers && peers[r].local;
 }
 
-void peers_mark(int rank, const char *why, int announce, enum peer_gone kind)
+static void mark_locked(int rank, const char *why, int announce,
+			enum peer_gone kind)
 {
 	if (rank < 0) {
 		atomic_store(&launcher_failed, 1);
@@ -128,6 +143,13 @@ void peers_mark(int rank, const char *why, int announce, enum peer_gone kind)
 	if (announce)
 		atomic_store(&peers[rank].announce, 1);
 	hvd_log(HVD_LOG_DEBUG, "rank %d failed: %s", rank, why);
+}
+
+void peers_mark(int rank, const char *why, int announce, enum peer_gone kind)
+{
+	pthread_mutex_lock(&table_lock);
+	mark_locked(rank, why, announce, kind);
+	pthread_mutex_unlock(&table_lock);
 }
 
 void peers_mark_failed(int rank, const char *why, int announce)

@@ -1,5 +1,7 @@
 """Every operation x type x in/out of place x process set, values checked."""
 
+import time
+
 import pytest
 import torch
 
@@ -312,3 +314,22 @@ def test_join(hvd):
     for i, res in enumerate(results):
         # ranks that had joined contributed zeros
         assert res.tolist() == [float(n - i)] * 3
+
+
+def test_join_unnamed(hvd):
+    """Uneven data with unnamed ops: rank k makes k+1 of them, joins, and
+    the unnamed ops after the join still pair up (their numbers would
+    differ by rank otherwise, and each rank wait for the others)."""
+    r, n = hvd.rank(), hvd.size()
+    for i in range(r + 1):
+        hvd.allreduce(torch.ones(2), op=hvd.Sum)
+    hvd.join()
+    for _ in range(2):
+        h = hvd.allreduce_async(torch.full((2,), float(r)), op=hvd.Sum)
+        deadline = time.monotonic() + 30
+        while not hvd.poll(h) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert hvd.poll(h), 'an unnamed allreduce after join did not pair up'
+        assert hvd.synchronize(h).tolist() == [float(n * (n - 1) // 2)] * 2
+    hvd.join()
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == float(n)

@@ -28,12 +28,16 @@ _handle_map = {}
 _handles = itertools.count(1)
 _noname = {}
 _noname_lock = threading.Lock()
+_joins = 0
 
 
 def op_name(prefix, name, process_set_id):
     """Horovod's names: "allreduce.<name>", or "allreduce.noname.<n>" with
     n counting this process set's unnamed operations (the same on every
-    member as long as they issue the same sequence).
+    member as long as they issue the same sequence).  After a join the
+    count starts again under the join's number ("allreduce.noname.j1.<n>"):
+    ranks with less data made fewer unnamed operations before it, and would
+    otherwise number every later one apart (Horovod's do, and wait).
 
     Each of Horovod's process sets has its own table of names, so the same
     name may be in flight in two sets at once (the even ranks and the odd
@@ -47,9 +51,20 @@ def op_name(prefix, name, process_set_id):
     with _noname_lock:
         n = _noname.get(process_set_id, 0) + 1
         _noname[process_set_id] = n
+        joins = _joins
+    base = '%s.noname.j%d' % (prefix, joins) if joins else prefix + '.noname'
     if process_set_id:
-        return '%s.noname.ps%d.%d' % (prefix, process_set_id, n)
-    return '%s.noname.%d' % (prefix, n)
+        return '%s.ps%d.%d' % (base, process_set_id, n)
+    return '%s.%d' % (base, n)
+
+
+def joined():
+    """Every rank returned from the same join: number unnamed operations
+    afresh, the same on all of them."""
+    global _joins
+    with _noname_lock:
+        _joins += 1
+        _noname.clear()
 
 
 _name_bytes = {}
@@ -291,6 +306,8 @@ def synchronize(handle):
 
 def reset():
     """After shutdown: forget every operation (their handles failed)."""
+    global _joins
     _handle_map.clear()
     with _noname_lock:
         _noname.clear()
+        _joins = 0

@@ -97,6 +97,7 @@ def join(device=-1):
     st = _lib.hvd_join(ctypes.byref(last))
     if st != _lib.OK:
         raise _lib.error(st)
+    _engine.joined()
     return last.value
 
 

@@ -215,7 +215,16 @@ typedef struct {
 	int group;               /* >0: ops of the same group run together  */
 	hvd_callback_t callback; /* optional                                */
 	void *callback_arg;
+	/* The tensor's dimensions, when it has a shape (ndims 0: none).  The
+	 * ranks must agree on it as on the count: every dimension for
+	 * allreduce, broadcast and reducescatter, all but the first for
+	 * allgather and alltoall; 2x3 against 3x2 is then HVD_ERR_MISMATCH
+	 * on every rank instead of a sum of unrelated elements.  At most
+	 * HVD_MAX_DIMS; the array is read during the call only. */
+	const int64_t *shape;
+	int ndims;
 } hvd_opts_t;
+#define HVD_MAX_DIMS 32
 
 /* Default options (pset 0, scale factors 1.0, everything else off). */
 void hvd_opts_init(hvd_opts_t *opts);

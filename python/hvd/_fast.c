@@ -33,7 +33,10 @@ typedef struct {
 	int group;
 	void *callback;
 	void *callback_arg;
+	const int64_t *shape;
+	int ndims;
 } hvd_opts_t;
+#define MAX_DIMS 32 /* HVD_MAX_DIMS */
 
 typedef int (*reduce_fn)(const char *, const void *, void *, size_t, int,
 			 int, const hvd_opts_t *, hvd_handle_t *);
@@ -76,22 +79,42 @@ static int do_submit(PyObject *args, hvd_handle_t *hp, int *failed)
 	double pre, post;
 	hvd_opts_t o, *op = NULL;
 	hvd_handle_t h = NULL;
+	PyObject *shape = NULL;
+	int64_t dims[MAX_DIMS];
+	Py_ssize_t nd = 0;
 
 	*failed = 1;
-	if (!PyArg_ParseTuple(args, "iyKKKiiiddi", &kind, &name, &send, &recv,
-			      &count, &dtype, &arg, &pset, &pre, &post, &group))
+	if (!PyArg_ParseTuple(args, "iyKKKiiiddi|O", &kind, &name, &send,
+			      &recv, &count, &dtype, &arg, &pset, &pre, &post,
+			      &group, &shape))
 		return -1;
 	if (!f_wait) {
 		PyErr_SetString(PyExc_RuntimeError,
 				"hvd._fast: setup() was not called");
 		return -1;
 	}
-	if (pset || pre != 1.0 || post != 1.0 || group) {
+	if (shape && shape != Py_None) {
+		if (!PyTuple_Check(shape) ||
+		    (nd = PyTuple_Size(shape)) > MAX_DIMS) {
+			PyErr_SetString(PyExc_ValueError,
+					"hvd._fast: shape: a tuple of at most "
+					"32 ints");
+			return -1;
+		}
+		for (Py_ssize_t i = 0; i < nd; i++) {
+			dims[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
+			if (dims[i] == -1 && PyErr_Occurred())
+				return -1;
+		}
+	}
+	if (pset || pre != 1.0 || post != 1.0 || group || nd) {
 		memset(&o, 0, sizeof(o));
 		o.pset = pset;
 		o.prescale = pre;
 		o.postscale = post;
 		o.group = group;
+		o.shape = nd ? dims : NULL;
+		o.ndims = (int)nd;
 		op = &o;
 	}
 	switch (kind) {
@@ -129,7 +152,7 @@ static int do_submit(PyObject *args, hvd_handle_t *hp, int *failed)
 }
 
 /* submit(kind, name, send, recv, count, dtype, op_or_root, pset, prescale,
- *        postscale, group) -> handle (int > 0), or -status on failure
+ *        postscale, group[, shape]) -> handle (int > 0), or -status on failure
  * (hvd_last_error() of this thread has the message). */
 static PyObject *submit(PyObject *self, PyObject *args)
 {
@@ -188,7 +211,7 @@ static PyMethodDef methods[] = {
 	{"setup", setup, METH_VARARGS, "setup(addresses of the hvd_* calls)"},
 	{"submit", submit, METH_VARARGS,
 	 "submit(kind, name, send, recv, count, dtype, op_or_root, pset, "
-	 "prescale, postscale, group) -> handle, or -status"},
+	 "prescale, postscale, group[, shape]) -> handle, or -status"},
 	{"run", run, METH_VARARGS,
 	 "run(the arguments of submit) -> status, once the operation is done"},
 	{"wait", wait_handle, METH_O, "wait(handle) -> status"},

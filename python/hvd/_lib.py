@@ -72,6 +72,8 @@ class Opts(ctypes.Structure):
         ('group', ctypes.c_int),
         ('callback', ctypes.c_void_p),
         ('callback_arg', ctypes.c_void_p),
+        ('shape', ctypes.POINTER(ctypes.c_int64)),
+        ('ndims', ctypes.c_int),
     ]
 
 

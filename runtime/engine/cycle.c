@@ -198,6 +198,8 @@ static hvd_status_t encode_requests(struct engine *e, struct wbuf *w,
 		r.group_size = h->group_size;
 		r.nranks = h->nranks;
 		r.ranks = h->ranks;
+		r.ndims = h->ndims;
+		r.dims = h->dims;
 		r.name = h->name;
 		r.group = h->group;
 		wire_put_req(w, &r);

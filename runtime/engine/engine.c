@@ -59,8 +59,48 @@ static void handle_free(struct hvd_handle *h)
 	free(h->name);
 	free(h->group);
 	free(h->ranks);
+	free(h->dims);
 	free(h->message);
 	free(h);
+}
+
+/* The dimensions the ranks must agree on: all of them, or all but the
+ * first for the ops whose first dimension is each rank's own. */
+static hvd_status_t set_shape(struct hvd_handle *h, int kind,
+			      const hvd_opts_t *opts, const char *what,
+			      const char *name)
+{
+	int skip = kind == EK_ALLGATHER || kind == EK_ALLTOALL;
+	uint64_t d = 1469598103934665603ULL; /* FNV-1a */
+	int n;
+
+	if (opts->ndims <= 0)
+		return HVD_OK;
+	if (opts->ndims > HVD_MAX_DIMS || !opts->shape)
+		return hvd_error(HVD_ERR_INVALID_ARG,
+				 "hvd: %s '%s': a shape of %d dimensions%s "
+				 "(at most %d, with its array)",
+				 what, name, opts->ndims,
+				 opts->shape ? "" : " but no array",
+				 HVD_MAX_DIMS);
+	n = opts->ndims - skip;
+	/* ndims is part of the digest: [6] and [6, 1] differ */
+	for (int i = -1; i < n; i++) {
+		uint64_t v = i < 0 ? (uint64_t)opts->ndims
+				   : (uint64_t)opts->shape[skip + i];
+
+		for (int b = 0; b < 8; b++) {
+			d ^= (v >> (8 * b)) & 0xff;
+			d *= 1099511628211ULL;
+		}
+	}
+	h->p.shape = d | 1; /* never 0 */
+	h->dims = malloc((size_t)opts->ndims * sizeof(*h->dims));
+	if (!h->dims)
+		return hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
+	memcpy(h->dims, opts->shape, (size_t)opts->ndims * sizeof(*h->dims));
+	h->ndims = (uint32_t)opts->ndims;
+	return HVD_OK;
 }
 
 /* Completions while the engine thread executes a cycle's responses on a
@@ -381,6 +421,11 @@ static hvd_status_t enqueue(const char *name, int kind, const void *sendbuf,
 	if (opts->compress_fp16 && dtype == HVD_FLOAT32 &&
 	    (kind == EK_ALLREDUCE))
 		h->p.flags |= EF_COMPRESS;
+	st = set_shape(h, kind, opts, what, name);
+	if (st != HVD_OK) {
+		handle_free(h);
+		return st;
+	}
 	if (coll_is_device(recvbuf) || coll_is_device(sendbuf)) {
 		h->p.flags |= EF_DEVICE;
 		st = engine_stream_mark(h);

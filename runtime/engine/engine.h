@@ -76,6 +76,8 @@ struct hvd_handle {
 	char *group;
 	int32_t *ranks; /* pset add */
 	uint32_t nranks;
+	int64_t *dims; /* the dimensions checked across ranks (hvd_opts_t) */
+	uint32_t ndims;
 	double t_enqueue;
 	/* engine thread */
 	int state;

@@ -9,8 +9,9 @@ def test_mismatched_count(hvd):
     if hvd.size() < 2:
         pytest.skip('needs 2 ranks')
     x = torch.ones(3 + hvd.rank())
+    # the binding passes shapes: the count's mismatch is told as theirs
     with pytest.raises(hvd.HorovodInternalError,
-                       match='mismatched count') as e:
+                       match=r'mismatched shape .*\[3\] on rank 0') as e:
         hvd.allreduce(x, name='err.count')
     assert e.value.status == 'HVD_ERR_MISMATCH'
     # the stable code, on the exception and at the start of the message
@@ -48,6 +49,44 @@ def test_mismatched_allgather_shape(hvd):
                    else torch.int64)
     with pytest.raises(hvd.HorovodInternalError, match='types'):
         hvd.allgather(y, name='err.ag.type')
+
+
+@pytest.mark.parametrize('kind', ['allreduce', 'allreduce_async',
+                                  'grouped_allreduce', 'broadcast',
+                                  'reducescatter'])
+def test_mismatched_shape(hvd, kind):
+    """The same number of elements in another shape is Horovod's error on
+    every rank, also once the name is in the response cache."""
+    if hvd.size() < 2:
+        pytest.skip('needs 2 ranks')
+    n = hvd.size()
+    name = 'err.shape.' + kind
+
+    def run(shape):
+        x = torch.ones(shape)
+        if kind == 'allreduce':
+            return hvd.allreduce(x, name=name, op=hvd.Sum)
+        if kind == 'allreduce_async':
+            return hvd.synchronize(hvd.allreduce_async(x, name=name,
+                                                       op=hvd.Sum))
+        if kind == 'grouped_allreduce':
+            return hvd.grouped_allreduce([x], name=name, op=hvd.Sum)[0]
+        if kind == 'broadcast':
+            return hvd.broadcast(x, root_rank=0, name=name)
+        return hvd.reducescatter(x, name=name, op=hvd.Sum)
+
+    good = (2 * n, 3)
+    for _ in range(2):  # the second time from the response cache
+        assert run(good).shape[1] == 3
+    bad = (3, 2 * n) if hvd.rank() == 1 else good
+    with pytest.raises(hvd.HorovodInternalError,
+                       match='mismatched shape') as e:
+        run(bad)
+    assert '[%d, 3]' % (2 * n) in str(e.value)
+    assert '[3, %d] on rank 1' % (2 * n) in str(e.value)
+    assert e.value.status == 'HVD_ERR_MISMATCH'
+    # the engine goes on
+    assert run(good).shape[1] == 3
 
 
 def test_mismatched_broadcast_root(hvd):

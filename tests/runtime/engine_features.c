@@ -65,11 +65,12 @@ static void mismatch(void)
 	static const char *fields[] = {"data type", "count",
 				       "reduction", "scale factors",
 				       "operation", "fp16 compression",
-				       "root rank"};
+				       "root rank", "shape"};
+	static const int64_t wide[] = {2, 8}, tall[] = {8, 2};
 	float buf[16], out[64];
 
 	for (int cached = 0; cached < 2; cached++)
-		for (int f = 0; f < 7; f++) {
+		for (int f = 0; f < 8; f++) {
 			char name[64];
 			hvd_opts_t o;
 			hvd_handle_t h;
@@ -88,6 +89,11 @@ static void mismatch(void)
 					o.prescale = 3;
 				if (f == 5 && bad)
 					o.compress_fp16 = 1;
+				if (f == 7) {
+					/* 16 elements everywhere */
+					o.shape = bad ? tall : wide;
+					o.ndims = 2;
+				}
 				if (f == 4 && bad)
 					st = hvd_allgather_async(
 					    name, buf, out, 16, HVD_FLOAT32, &o,

@@ -157,6 +157,10 @@ static void test_cache(void)
 	p.dtype = HVD_FLOAT64;
 	is_int(rc_lookup(&c, "b", &p, 0, &bit), RC_INVALID,
 	       "cache: same name, other type is invalid");
+	p.dtype = r.p.dtype;
+	p.shape = 77;
+	is_int(rc_lookup(&c, "b", &p, 0, &bit), RC_INVALID,
+	       "cache: same name, other shape is invalid");
 	is_int(rc_lookup(&c, "zz", &p, 0, &bit), RC_MISS, "cache: miss");
 	/* a is the least recently used unless touched */
 	rc_touch(&c, b0);
@@ -215,6 +219,14 @@ static void m_kind(struct eng_req *r) { r->p.kind = EK_ALLGATHER; }
 static void m_pset(struct eng_req *r) { r->p.pset = 1; }
 static void m_dev(struct eng_req *r) { r->p.flags = EF_DEVICE; }
 static void m_comp(struct eng_req *r) { r->p.flags = EF_COMPRESS; }
+static void m_shape(struct eng_req *r)
+{
+	r->ndims = 2;
+	r->dims = malloc(2 * sizeof(*r->dims));
+	r->dims[0] = 2;
+	r->dims[1] = 4;
+	r->p.shape = 0x2a1;
+}
 
 static void test_coordinator(void)
 {
@@ -331,6 +343,10 @@ static void test_coordinator(void)
 	mismatch("device", m_dev, EK_ALLREDUCE,
 		 "CPU on ranks 0,2; GPU on rank 1");
 	mismatch("compression", m_comp, EK_ALLREDUCE, "fp16 compression");
+	mismatch("shape", m_shape, EK_ALLREDUCE,
+		 "mismatched shape for ALLREDUCE 't': none given on ranks "
+		 "0,2; [2, 4] on rank 1");
+	mismatch("allgather shape", m_shape, EK_ALLGATHER, "[*, 4] on rank 1");
 }
 
 static void test_fusion_plan(void)

@@ -49,7 +49,8 @@ def _fast_allreduce(tensor, output, name, op, prescale_factor,
                   _engine.name_bytes(prefix, name, ps_id),
                   _IN_PLACE if output is tensor else tensor.data_ptr(),
                   output.data_ptr(), tensor.numel(), dt, cop,
-                  _engine.make_opts(ps_id, prescale_factor, postscale_factor))
+                  _engine.make_opts(ps_id, prescale_factor, postscale_factor,
+                                    shape=tensor.shape))
 
 
 def _wait1(h):
@@ -76,7 +77,7 @@ def _run_allreduce(tensor, output, name, op, prescale_factor,
     st = _fast.run(0, _engine.name_bytes('allreduce', name, ps_id),
                    _IN_PLACE if output is tensor else tensor.data_ptr(),
                    output.data_ptr(), tensor.numel(), dt, cop, ps_id,
-                   prescale_factor, postscale_factor, 0)
+                   prescale_factor, postscale_factor, 0, tensor.shape)
     if st:
         raise _lib.error(st)
     return True
@@ -108,7 +109,8 @@ def _allreduce_op(tensor, output, name, op, prescale_factor,
     h = submit(_lib.hvd_allreduce_async,
                _engine.name_bytes(prefix, name, ps_id), send,
                output.data_ptr(), tensor.numel(), dt, cop,
-               _engine.make_opts(ps_id, prescale_factor, postscale_factor))
+               _engine.make_opts(ps_id, prescale_factor, postscale_factor,
+                                 shape=tensor.shape))
     return Op([h], (tensor, output), lambda: output)
 
 
@@ -236,7 +238,8 @@ def _grouped_allreduce_op(tensors, outputs, name, op, prescale_factor,
         for t, o, dt, nm in zip(tensors, outputs, dts, names):
             send = _lib.HVD_IN_PLACE if o is t else t.data_ptr()
             handles.append(submit(_lib.hvd_allreduce_async, nm, send,
-                                  o.data_ptr(), t.numel(), dt, cop, opts))
+                                  o.data_ptr(), t.numel(), dt, cop,
+                                  opts[:4] + (t.shape,)))
     return Op(handles, (tensors, outputs), lambda: outputs)
 
 

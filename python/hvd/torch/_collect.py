@@ -237,7 +237,8 @@ def _broadcast_op(tensor, output, root_rank, name, process_set):
     _before_device(output)
     h = submit(_lib.hvd_broadcast_async,
                _engine.op_name('broadcast', name, ps_id), output.data_ptr(),
-               tensor.numel() * k, dt, root_rank, _engine.make_opts(ps_id))
+               tensor.numel() * k, dt, root_rank,
+               _engine.make_opts(ps_id, shape=tensor.shape))
     return Op([h], (tensor, output), lambda: output)
 
 

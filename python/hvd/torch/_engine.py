@@ -84,23 +84,29 @@ def name_bytes(prefix, name, process_set_id):
     return b
 
 
-_DEFAULT_OPTS = (0, 1.0, 1.0, 0)
+_DEFAULT_OPTS = (0, 1.0, 1.0, 0, None)
 
 
-def make_opts(process_set_id=0, prescale=1.0, postscale=1.0, group=0):
-    """An operation's hvd_opts_t fields: (pset, prescale, postscale,
-    group)."""
+def make_opts(process_set_id=0, prescale=1.0, postscale=1.0, group=0,
+              shape=None):
+    """An operation's hvd_opts_t fields: (pset, prescale, postscale, group,
+    shape).  shape: the tensor's (a tuple) for the ranks to agree on, as
+    Horovod checks it (libhvd otherwise only sees element counts)."""
     if not process_set_id and prescale == 1.0 and postscale == 1.0 and \
-            not group:
+            not group and not shape:
         return _DEFAULT_OPTS
-    return (process_set_id, prescale, postscale, group)
+    return (process_set_id, prescale, postscale, group,
+            tuple(shape) if shape else None)
 
 
 def _c_opts(o):
     if o == _DEFAULT_OPTS:
         return None
     c = _lib.Opts()
-    c.pset, c.prescale, c.postscale, c.group = o
+    c.pset, c.prescale, c.postscale, c.group, shape = o
+    if shape:
+        c.ndims = len(shape)
+        c.shape = (ctypes.c_int64 * len(shape))(*shape)
     return ctypes.byref(c)
 
 

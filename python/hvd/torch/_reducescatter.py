@@ -72,7 +72,7 @@ def _reducescatter_op(tensors, name, op, process_set, prescale_factor,
             outs.append((out, mine))
             handles.append(submit(_lib.hvd_reducescatter_async, nm,
                                   inp.data_ptr(), out.data_ptr(), inp.numel(),
-                                  dt, cop, opts))
+                                  dt, cop, opts[:4] + (t.shape,)))
 
     def result():
         res = []

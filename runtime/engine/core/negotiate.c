@@ -192,6 +192,7 @@ enum field {
 	F_KIND,
 	F_PSET,
 	F_DTYPE,
+	F_SHAPE, /* before the count it implies: the clearer message */
 	F_COUNT,
 	F_OP,
 	F_ROOT,
@@ -203,9 +204,9 @@ enum field {
 };
 
 static const char *const field_names[F_NFIELDS] = {
-    "operation",	"process set",	     "data type",     "count",
-    "reduction",	"root rank",	     "scale factors", "device",
-    "fp16 compression", "process set ranks",
+    "operation",	"process set",	     "data type",     "shape",
+    "count",		"reduction",	     "root rank",     "scale factors",
+    "device",		"fp16 compression",  "process set ranks",
 };
 
 static void format_field(char *buf, size_t len, const struct eng_req *q,
@@ -227,6 +228,29 @@ static void format_field(char *buf, size_t len, const struct eng_req *q,
 	case F_COUNT:
 		snprintf(buf, len, "%" PRIu64, q->p.count);
 		break;
+	case F_SHAPE: {
+		/* the first dimension of an allgather or alltoall is each
+		 * rank's own: shown as "*" */
+		int own = q->p.kind == EK_ALLGATHER || q->p.kind == EK_ALLTOALL;
+		size_t off = 0;
+
+		if (!q->ndims) {
+			snprintf(buf, len, "none given");
+			break;
+		}
+		buf[0] = '\0';
+		for (uint32_t i = 0; i < q->ndims && off + 24 < len; i++) {
+			if (i == 0 && own)
+				off += (size_t)snprintf(buf + off, len - off,
+							"[*");
+			else
+				off += (size_t)snprintf(
+				    buf + off, len - off, "%s%" PRId64,
+				    i ? ", " : "[", q->dims[i]);
+		}
+		snprintf(buf + off, len - off, "]");
+		break;
+	}
 	case F_OP:
 		snprintf(buf, len, "%s",
 			 hvd_op_name((hvd_op_t)q->p.op)
@@ -267,6 +291,8 @@ static int field_applies(int kind, enum field f)
 	switch (f) {
 	case F_COUNT:
 		return kind != EK_ALLGATHER && kind != EK_PSET_ADD;
+	case F_SHAPE:
+		return kind <= EK_REDUCESCATTER;
 	case F_OP:
 		return kind == EK_ALLREDUCE || kind == EK_REDUCESCATTER;
 	case F_ROOT:

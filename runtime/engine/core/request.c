@@ -16,6 +16,7 @@ void eng_req_free(struct eng_req *r)
 	if (!r)
 		return;
 	free(r->ranks);
+	free(r->dims);
 	free(r->name);
 	free(r->group);
 	memset(r, 0, sizeof(*r));

@@ -43,6 +43,7 @@ struct eng_params {
 	int32_t priority; /* not validated: the first submitter's wins */
 	uint64_t count;
 	double prescale, postscale;
+	uint64_t shape; /* digest of the dimensions checked (0: none given) */
 };
 
 /* A rank's request for one op, as the coordinator sees it. */
@@ -52,6 +53,8 @@ struct eng_req {
 	uint32_t group_size; /* >1: member of a group of that size */
 	uint32_t nranks;     /* pset add: the members */
 	int32_t *ranks;
+	uint32_t ndims; /* the dimensions p.shape digests (for messages) */
+	int64_t *dims;
 	char *name;
 	char *group; /* group key (smallest member name) or NULL */
 };

@@ -74,7 +74,7 @@ int rc_lookup(const struct rcache *c, const char *name,
 	if (q->kind != p->kind || q->dtype != p->dtype || q->op != p->op ||
 	    q->flags != p->flags || q->root != p->root || q->pset != p->pset ||
 	    count != p->count || q->prescale != p->prescale ||
-	    q->postscale != p->postscale)
+	    q->postscale != p->postscale || q->shape != p->shape)
 		return RC_INVALID;
 	return RC_HIT;
 }

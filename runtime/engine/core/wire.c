@@ -120,6 +120,9 @@ void wire_put_req(struct wbuf *w, const struct eng_req *r)
 	wire_put_u32(w, r->nranks);
 	if (r->nranks)
 		put(w, r->ranks, r->nranks * sizeof(*r->ranks));
+	wire_put_u32(w, r->ndims);
+	if (r->ndims)
+		put(w, r->dims, r->ndims * sizeof(*r->dims));
 	put_str(w, r->name);
 	put_str(w, r->group);
 }
@@ -132,6 +135,10 @@ int wire_get_req(struct rbuf *b, struct eng_req *r)
 	r->group_size = wire_get_u32(b);
 	r->nranks = wire_get_u32(b);
 	r->ranks = get_array(b, r->nranks, sizeof(*r->ranks));
+	r->ndims = wire_get_u32(b);
+	if (r->ndims > HVD_MAX_DIMS)
+		b->bad = 1;
+	r->dims = get_array(b, r->ndims, sizeof(*r->dims));
 	r->name = get_str(b);
 	r->group = get_str(b);
 	if (b->bad || !r->name || r->p.kind >= EK_ERROR) {

@@ -165,9 +165,11 @@ static hvd_status_t exec_allreduce(struct engine *e, const struct eng_resp *r,
 			const float *in = input_of(h);
 			uint16_t *d = (uint16_t *)(buf + off * es);
 			float s = (float)p->prescale;
+			float dv = reduce_scale_divisor(p->prescale);
 
 			for (size_t k = 0; k < n; k++)
-				d[k] = hvd_float_to_half(in[k] * s);
+				d[k] = hvd_float_to_half(dv != 0.0f ? in[k] / dv
+								    : in[k] * s);
 		} else {
 			reduce_scale_copy(buf + off * es, input_of(h), n, dtype,
 					  p->prescale);
@@ -190,9 +192,11 @@ static hvd_status_t exec_allreduce(struct engine *e, const struct eng_resp *r,
 		if (h && compress) {
 			const uint16_t *s = (const uint16_t *)(buf + off * es);
 			float *d = h->recvbuf, f = (float)post;
+			float dv = reduce_scale_divisor(post);
 
 			for (size_t k = 0; k < n; k++)
-				d[k] = hvd_half_to_float(s[k]) * f;
+				d[k] = dv != 0.0f ? hvd_half_to_float(s[k]) / dv
+						  : hvd_half_to_float(s[k]) * f;
 		} else if (h) {
 			reduce_scale_copy(h->recvbuf, buf + off * es, n, dtype,
 					  post);

@@ -92,6 +92,26 @@ def test_allreduce_scale_factors(hvd):
                                           dtype=torch.float64))
 
 
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_average_is_division(hvd, dtype):
+    """An average is the sum divided by the size, rounded once, as torch's
+    division and DDP's give it (a multiply by (float)(1/3) is an ulp off
+    for some sums); through the one-tensor path, the fused one, and with
+    a prescale (the engine then scales by 1/size itself)."""
+    n, r = hvd.size(), hvd.rank()
+    # exact sums, most of them not multiples of n
+    x = torch.arange(4096, dtype=dtype) * 37 + (1 if r == 0 else 0)
+    want = (torch.arange(4096, dtype=dtype) * 37 * n + 1) / n
+    one = hvd.allreduce(x, op=hvd.Average, name='avgdiv.one.%s' % dtype)
+    fused = hvd.grouped_allreduce([x, x[:100]], op=hvd.Average,
+                                  name='avgdiv.fused.%s' % dtype)
+    pre = hvd.allreduce(x, op=hvd.Average, prescale_factor=1.0,
+                        postscale_factor=2.0, name='avgdiv.post.%s' % dtype)
+    assert torch.equal(one, want)
+    assert torch.equal(fused[0], want) and torch.equal(fused[1], want[:100])
+    assert torch.allclose(pre, want * 2, rtol=1e-6)
+
+
 def test_allreduce_average_compat(hvd):
     x = torch.ones(3)
     with pytest.warns(DeprecationWarning):

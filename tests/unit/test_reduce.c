@@ -470,13 +470,44 @@ static void test_scale(void)
 			volatile float ef = (float)(i * 3 - 50) / 7.0f;
 			volatile double ed = (double)(i * 3 - 50) / 7.0;
 
-			ef = ef * (float)(1.0 / 3);
-			ed = ed * (1.0 / 3);
+			ef = ef / 3.0f;
+			ed = ed / 3.0;
 			good &= fv[i] == ef && dv[i] == ed;
 		}
 		good &= fv[0] == -50 / 7.0f && dv[0] == -50 / 7.0;
-		ok(good, "reduce_scale float32/float64: 37 misaligned "
-			 "elements as the scalar multiply, neighbour untouched");
+		ok(good, "reduce_scale float32/float64 by 1/3: 37 misaligned "
+			 "elements as the scalar division, neighbour untouched");
+	}
+
+	/* An average is the correctly rounded x / k (torch's t / k), not
+	 * x * (float)(1/3); a factor only near 1/k multiplies as given. */
+	{
+		float a[16], b[16], c[16];
+		double d[2] = {142.0, 142.0};
+		uint16_t h[1] = {hvd_float_to_half(142.0f)};
+		int differs = 0, good = 1;
+
+		for (int i = 0; i < 16; i++) {
+			a[i] = b[i] = c[i] = (float)(i * 37 + 100);
+			/* the multiply is an ulp off for some of them */
+			differs |= a[i] * (float)(1.0 / 3) != a[i] / 3.0f;
+		}
+		reduce_scale(a, 16, HVD_FLOAT32, 1.0 / 3);
+		reduce_scale_copy(b, b, 16, HVD_FLOAT32, 1.0 / 3);
+		reduce_scale(c, 16, HVD_FLOAT32, 0.3333);
+		for (int i = 0; i < 16; i++) {
+			volatile float x = (float)(i * 37 + 100);
+
+			good &= a[i] == x / 3.0f && b[i] == a[i] &&
+				c[i] == x * (float)0.3333;
+		}
+		reduce_scale(d, 2, HVD_FLOAT64, 1.0 / 3);
+		reduce_scale(h, 1, HVD_FLOAT16, 1.0 / 3);
+		good &= d[0] == 142.0 / 3 &&
+			h[0] == hvd_float_to_half(142.0f / 3.0f);
+		ok(differs && good, "reduce_scale by exactly 1/k divides "
+				    "(float32, float64, float16; in place and "
+				    "copying); by 0.3333 multiplies");
 	}
 
 	/* Averages of integers divide exactly (as NCCL's ncclAvg does). */
@@ -561,7 +592,7 @@ int main(void)
 {
 	static const char *const isas[] = {"generic", "avx2", "avx512"};
 
-	plan(4 + 3 * 2 + 6 + 2);
+	plan(4 + 3 * 2 + 7 + 2);
 	test_conversions();
 	for (int i = 0; i < 3; i++) {
 		if (reduce_select_isa(isas[i]) != 0) {

@@ -79,10 +79,10 @@ store4(float *p, __m128 x0, __m128 x1, __m128 x2, __m128 x3, const int nt,
  * after inlining, so that the loop has no branches). */
 static inline __attribute__((always_inline)) size_t
 sum2_loop(float *dst, float *own, const float *a, const float *b, size_t n,
-	  float scale, const int own_nt, const int dst_nt)
+	  float scale, float div, const int own_nt, const int dst_nt)
 {
-	const __m128 f = _mm_set1_ps(scale);
-	const int mul = scale != 1.0f;
+	const __m128 f = _mm_set1_ps(scale), k = _mm_set1_ps(div);
+	const int mul = scale != 1.0f && div == 0.0f;
 	size_t i = 0;
 
 	for (; i + 16 <= n; i += 16) {
@@ -100,6 +100,11 @@ sum2_loop(float *dst, float *own, const float *a, const float *b, size_t n,
 			x1 = _mm_mul_ps(x1, f);
 			x2 = _mm_mul_ps(x2, f);
 			x3 = _mm_mul_ps(x3, f);
+		} else if (div != 0.0f) {
+			x0 = _mm_div_ps(x0, k);
+			x1 = _mm_div_ps(x1, k);
+			x2 = _mm_div_ps(x2, k);
+			x3 = _mm_div_ps(x3, k);
 		}
 		store4(own + i, x0, x1, x2, x3, own_nt, 1);
 		store4(dst + i, x0, x1, x2, x3, dst_nt, 0);
@@ -113,27 +118,31 @@ sum2_loop(float *dst, float *own, const float *a, const float *b, size_t n,
  * the output (streamed when nt and aligned), own the member's region that
  * the peer copies the result from (64-byte aligned; streamed when own_nt,
  * see share_mode_begin).  The same float32 operations in the same order as
- * reduce_apply3 followed by reduce_scale: the same bits. */
+ * reduce_apply3 followed by reduce_scale (a division for an average): the
+ * same bits. */
 static void sum2_f32(float *dst, float *own, const float *a, const float *b,
-		     size_t n, float scale, int nt, int own_nt)
+		     size_t n, double factor, int nt, int own_nt)
 {
+	const float scale = (float)factor, div = reduce_scale_divisor(factor);
 	size_t i = 0;
 
 #if defined(__x86_64__)
 	const int dst_nt = nt && ((uintptr_t)dst & 15) == 0;
 
 	if (own_nt)
-		i = dst_nt ? sum2_loop(dst, own, a, b, n, scale, 1, 1)
-			   : sum2_loop(dst, own, a, b, n, scale, 1, 0);
+		i = dst_nt ? sum2_loop(dst, own, a, b, n, scale, div, 1, 1)
+			   : sum2_loop(dst, own, a, b, n, scale, div, 1, 0);
 	else
-		i = dst_nt ? sum2_loop(dst, own, a, b, n, scale, 0, 1)
-			   : sum2_loop(dst, own, a, b, n, scale, 0, 0);
+		i = dst_nt ? sum2_loop(dst, own, a, b, n, scale, div, 0, 1)
+			   : sum2_loop(dst, own, a, b, n, scale, div, 0, 0);
 #else
 	(void)nt;
 	(void)own_nt;
 #endif
 	for (; i < n; i++) {
-		own[i] = scale == 1.0f ? a[i] + b[i] : (a[i] + b[i]) * scale;
+		float x = a[i] + b[i];
+
+		own[i] = div != 0.0f ? x / div : scale == 1.0f ? x : x * scale;
 		dst[i] = own[i];
 	}
 }
@@ -169,7 +178,7 @@ static inline void step_reduce(const struct pipe *p, uint64_t b,
 			 (const float *)(const void *)mine,
 			 (const float *)(const void *)region(g, 1 - me, b, me,
 							     rbytes),
-			 len, (float)p->scale, p->nt, g->share_now);
+			 len, p->scale, p->nt, g->share_now);
 	} else if (p->kind == PIPE_ALLREDUCE && p->nt) {
 		/* reduce into the cached segment, stream to the output */
 		unsigned char *own = region(g, me, b, me, rbytes);

@@ -484,7 +484,7 @@ static void test_scale(void)
 	{
 		float a[16], b[16], c[16];
 		double d[2] = {142.0, 142.0};
-		uint16_t h[1] = {hvd_float_to_half(142.0f)};
+		uint16_t hf[1] = {hvd_float_to_half(142.0f)};
 		int differs = 0, good = 1;
 
 		for (int i = 0; i < 16; i++) {
@@ -502,9 +502,9 @@ static void test_scale(void)
 				c[i] == x * (float)0.3333;
 		}
 		reduce_scale(d, 2, HVD_FLOAT64, 1.0 / 3);
-		reduce_scale(h, 1, HVD_FLOAT16, 1.0 / 3);
+		reduce_scale(hf, 1, HVD_FLOAT16, 1.0 / 3);
 		good &= d[0] == 142.0 / 3 &&
-			h[0] == hvd_float_to_half(142.0f / 3.0f);
+			hf[0] == hvd_float_to_half(142.0f / 3.0f);
 		ok(differs && good, "reduce_scale by exactly 1/k divides "
 				    "(float32, float64, float16; in place and "
 				    "copying); by 0.3333 multiplies");

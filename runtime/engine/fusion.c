@@ -168,8 +168,8 @@ static hvd_status_t exec_allreduce(struct engine *e, const struct eng_resp *r,
 			float dv = reduce_scale_divisor(p->prescale);
 
 			for (size_t k = 0; k < n; k++)
-				d[k] = hvd_float_to_half(dv != 0.0f ? in[k] / dv
-								    : in[k] * s);
+				d[k] = hvd_float_to_half(
+				    reduce_scale1(in[k], s, dv));
 		} else {
 			reduce_scale_copy(buf + off * es, input_of(h), n, dtype,
 					  p->prescale);
@@ -195,8 +195,8 @@ static hvd_status_t exec_allreduce(struct engine *e, const struct eng_resp *r,
 			float dv = reduce_scale_divisor(post);
 
 			for (size_t k = 0; k < n; k++)
-				d[k] = dv != 0.0f ? hvd_half_to_float(s[k]) / dv
-						  : hvd_half_to_float(s[k]) * f;
+				d[k] = reduce_scale1(hvd_half_to_float(s[k]), f,
+						     dv);
 		} else if (h) {
 			reduce_scale_copy(h->recvbuf, buf + off * es, n, dtype,
 					  post);

@@ -23,15 +23,21 @@ void reduce_apply(void *dst, const void *src, size_t n, hvd_dtype_t dtype,
 void reduce_apply3(void *dst, const void *a, const void *b, size_t n,
 		   hvd_dtype_t dtype, hvd_op_t op);
 /* buf[i] *= factor (integers: rounded toward zero after the multiply).
- * A factor of 1/k for a whole k (an average over k ranks) divides by k
- * instead, in every type: the correctly rounded x / k, which is what
- * torch's t / k and DDP's average give (x * (float)(1/3) is an ulp away
- * for some x). */
+ * An average divides instead: integers by k when factor is 1/k, floating
+ * types by reduce_scale_divisor's k, giving the correctly rounded x / k
+ * that torch's t / k and DDP's average give (x * (float)(1/3) is an ulp
+ * away for some x). */
 void reduce_scale(void *buf, size_t n, hvd_dtype_t dtype, double factor);
 /* k when factor is exactly 1.0 / k for a whole k in [3, 2^24] (exact as
  * a float) that is not a power of two (those multiply exactly), else 0:
  * reduce_scale then divides by k. */
 float reduce_scale_divisor(double factor);
+/* One float scaled as reduce_scale scales it: x / k when k (from
+ * reduce_scale_divisor) is not 0, else x * f (f: the factor as a float). */
+static inline float reduce_scale1(float x, float f, float k)
+{
+	return k != 0.0f ? x / k : x * f;
+}
 /* dst[i] = src[i] * factor, the same values as a copy then reduce_scale
  * but in one pass for float32/float64 (a fusion buffer's pack and unpack);
  * factor 1 is a plain copy.  dst may equal src (never partially overlap). */

@@ -90,13 +90,13 @@ _DEFAULT_OPTS = (0, 1.0, 1.0, 0, None)
 def make_opts(process_set_id=0, prescale=1.0, postscale=1.0, group=0,
               shape=None):
     """An operation's hvd_opts_t fields: (pset, prescale, postscale, group,
-    shape).  shape: the tensor's (a tuple) for the ranks to agree on, as
-    Horovod checks it (libhvd otherwise only sees element counts)."""
+    shape).  shape: the tensor's (a torch.Size or other tuple) for the
+    ranks to agree on, as Horovod checks it (libhvd otherwise only sees
+    element counts)."""
     if not process_set_id and prescale == 1.0 and postscale == 1.0 and \
             not group and not shape:
         return _DEFAULT_OPTS
-    return (process_set_id, prescale, postscale, group,
-            tuple(shape) if shape else None)
+    return (process_set_id, prescale, postscale, group, shape or None)
 
 
 def _c_opts(o):

@@ -140,9 +140,7 @@ static void sum2_f32(float *dst, float *own, const float *a, const float *b,
 	(void)own_nt;
 #endif
 	for (; i < n; i++) {
-		float x = a[i] + b[i];
-
-		own[i] = div != 0.0f ? x / div : scale == 1.0f ? x : x * scale;
+		own[i] = reduce_scale1(a[i] + b[i], scale, div);
 		dst[i] = own[i];
 	}
 }

@@ -872,28 +872,10 @@ static hvd_status_t mismatch_told(struct xfer *x)
 		return HVD_OK;
 	earlier = ((auth_tag(info.sender_tag) ^ x->tag_base) & ~any_seq) != 0;
 	x->told = 1;
-	/* Taken off the queue: it must be received.  It is here already
-	 * (4 bytes, one fragment), so the copy completes at once; should it
-	 * not within 0.1 s, the buffer is left to UCX, never freed. */
-	buf = malloc(sizeof(*buf));
-	ucx_bytes_recv_params(&prm);
-	r = buf ? ucp_tag_msg_recv_nbx(ucx_worker, buf, sizeof(*buf), m, &prm)
-		: NULL;
-	if (r && !UCS_PTR_IS_ERR(r)) {
-		double until = hvd_now() + 0.1;
-		int done;
-
-		while (!(done = atomic_load(&r->done)) && hvd_now() < until)
-			ucp_worker_progress(ucx_worker);
-		if (done && r->status == UCS_OK && r->length == sizeof(*buf))
-			who = *buf;
-		atomic_store(&r->done, 0);
-		ucp_request_free(r);
-		if (done)
-			free(buf);
-	} else {
-		free(buf);
-	}
+	buf = ucx_recv_probed(m, sizeof(*buf), &got);
+	if (buf && got == sizeof(*buf))
+		who = *buf;
+	free(buf);
 	if (who < 0 || who >= peers_count())
 		return hvd_error(HVD_ERR_MISMATCH,
 				 "hvd: another rank found the ranks' calls "

@@ -561,6 +561,38 @@ void ucx_bytes_recv_params(ucp_request_param_t *prm)
 	prm->datatype = ucp_dt_make_contig(1);
 }
 
+void *ucx_recv_probed(ucp_tag_message_h m, size_t len, size_t *got)
+{
+	ucp_request_param_t prm;
+	struct tp_req *r;
+	void *buf = malloc(len ? len : 1);
+	double until;
+	int done;
+
+	ucx_bytes_recv_params(&prm);
+	r = buf ? ucp_tag_msg_recv_nbx(ucx_worker, buf, len, m, &prm) : NULL;
+	if (!r || UCS_PTR_IS_ERR(r)) {
+		free(buf);
+		return NULL;
+	}
+	until = hvd_now() + 0.1;
+	while (!(done = atomic_load(&r->done)) && hvd_now() < until)
+		ucp_worker_progress(ucx_worker);
+	if (done && r->status == UCS_OK)
+		*got = r->length;
+	else if (done)
+		*got = (size_t)-1;
+	atomic_store(&r->done, 0);
+	ucp_request_free(r);
+	if (!done)
+		return NULL; /* UCX may still write it */
+	if (*got == (size_t)-1) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
 void ucx_send_cb(void *request, ucs_status_t status, void *user_data)
 {
 	struct tp_req *r = request;

@@ -53,6 +53,12 @@ void ucx_send_forget(int w, const void *buf, size_t len, uint64_t tag);
  * UCP_OP_ATTR_FLAG_NO_IMM_CMPL). */
 void ucx_bytes_send_params(ucp_request_param_t *prm);
 void ucx_bytes_recv_params(ucp_request_param_t *prm);
+/* Receive the message m that ucp_tag_probe_nb() took off the queue (it
+ * must be received) into a buffer of len bytes from malloc: the buffer,
+ * and *got its length, once it completes within 0.1 s (a small message
+ * is here already); NULL otherwise, and then a buffer UCX may still write
+ * is left to it, never freed. */
+void *ucx_recv_probed(ucp_tag_message_h m, size_t len, size_t *got);
 /* Free the requests of reqs[0..n) that completed (their slots become
  * NULL); how many are still in flight.  No progress: the caller's. */
 int ucx_reqs_left(void **reqs, int n);

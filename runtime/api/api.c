@@ -1,17 +1,18 @@
 /*
  * api.c - the public blocking collectives: argument checks, then the
  * collectives' front door on the world communicator (which routes device
- * buffers to the GPU path).  Every check that can be made locally is made here, so a bad
- * call fails on the caller with a message, before any communication.  A
- * refused call takes no part in the collective: where only some ranks'
- * calls are refused, the others wait until the peer timeout, or take the
- * refused rank's next call for this one (hvd(3), HVD_ERR_INVALID_ARG).
- * Telling them would need the ranks to agree on which call a refusal
- * stands for, across the flat, hierarchical and shared-memory paths.
+ * buffers to the GPU path).  Every check that can be made locally is
+ * made here, so a bad call fails on the caller with a message, before
+ * any communication.  Each call is numbered first (net/refusal.h): a
+ * refused call takes no part in the collective, and where only some
+ * ranks refuse it, every rank hears so and the call fails on all of them
+ * (hvd(3), HVD_ERR_INVALID_ARG), instead of a refused rank's next call
+ * pairing with the others' call.
  */
 #include "config.h"
 
 #include "coll/coll.h"
+#include "net/refusal.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -73,17 +74,36 @@ static hvd_status_t check_buf(const char *fn, const char *name,
 	return HVD_OK;
 }
 
+/* Every public blocking collective, once need_init() passed: numbered,
+ * then refused on args (the status of its argument checks) or let go. */
+static hvd_status_t enter(const char *fn, hvd_status_t args)
+{
+	HVD_CHECK(refusal_call(fn));
+	if (args != HVD_OK)
+		return refusal_refuse(fn, args);
+	return refusal_go();
+}
+
+static hvd_status_t allreduce_args(const char *fn, const void *sendbuf,
+				   const void *recvbuf, size_t count,
+				   hvd_dtype_t dtype, hvd_op_t op)
+{
+	HVD_CHECK(check_type(fn, dtype));
+	HVD_CHECK(check_op(fn, op));
+	HVD_CHECK(check_count(fn, count, dtype, 1));
+	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+	return coll_allreduce_args(comm_world(), recvbuf, dtype, op);
+}
+
 hvd_status_t hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
 			   hvd_dtype_t dtype, hvd_op_t op)
 {
 	const char *fn = "hvd_allreduce";
 
 	HVD_CHECK(need_init(fn));
-	HVD_CHECK(check_type(fn, dtype));
-	HVD_CHECK(check_op(fn, op));
-	HVD_CHECK(check_count(fn, count, dtype, 1));
-	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
-	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+	HVD_CHECK(enter(fn, allreduce_args(fn, sendbuf, recvbuf, count, dtype,
+					   op)));
 	return coll_allreduce(comm_world(), sendbuf, recvbuf, count, dtype, op);
 }
 
@@ -97,7 +117,6 @@ static hvd_status_t even_args(const char *fn, const void *sendbuf,
 	size_t *counts;
 	int n;
 
-	HVD_CHECK(need_init(fn));
 	HVD_CHECK(check_type(fn, dtype));
 	n = comm_size(comm_world());
 	HVD_CHECK(check_count(fn, count, dtype, (size_t)n));
@@ -119,26 +138,26 @@ static hvd_status_t even_args(const char *fn, const void *sendbuf,
 hvd_status_t hvd_allgather(const void *sendbuf, void *recvbuf, size_t count,
 			   hvd_dtype_t dtype)
 {
+	const char *fn = "hvd_allgather";
 	size_t *counts = NULL;
 	hvd_status_t st;
 
-	HVD_CHECK(even_args("hvd_allgather", sendbuf, recvbuf, count, dtype,
-			    &counts));
-	st = coll_allgatherv(comm_world(), sendbuf, count, recvbuf, counts,
-			     NULL, dtype);
+	HVD_CHECK(need_init(fn));
+	st = enter(fn, even_args(fn, sendbuf, recvbuf, count, dtype, &counts));
+	if (st == HVD_OK)
+		st = coll_allgatherv(comm_world(), sendbuf, count, recvbuf,
+				     counts, NULL, dtype);
 	free(counts);
 	return st;
 }
 
-hvd_status_t hvd_allgatherv(const void *sendbuf, size_t sendcount,
-			    void *recvbuf, const size_t *recvcounts,
-			    const size_t *displs, hvd_dtype_t dtype)
+static hvd_status_t allgatherv_args(const char *fn, const void *sendbuf,
+				    size_t sendcount, const void *recvbuf,
+				    const size_t *recvcounts, hvd_dtype_t dtype)
 {
-	const char *fn = "hvd_allgatherv";
 	size_t total = 0;
 	int n, r;
 
-	HVD_CHECK(need_init(fn));
 	HVD_CHECK(check_type(fn, dtype));
 	if (!recvcounts)
 		return hvd_error(HVD_ERR_INVALID_ARG,
@@ -161,18 +180,27 @@ hvd_status_t hvd_allgatherv(const void *sendbuf, size_t sendcount,
 				 "recvcounts[%d] (this rank) is %zu",
 				 fn, sendcount, r, recvcounts[r]);
 	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, sendcount));
-	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, total));
+	return check_buf(fn, "recvbuf", recvbuf, total);
+}
+
+hvd_status_t hvd_allgatherv(const void *sendbuf, size_t sendcount,
+			    void *recvbuf, const size_t *recvcounts,
+			    const size_t *displs, hvd_dtype_t dtype)
+{
+	const char *fn = "hvd_allgatherv";
+
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(enter(fn, allgatherv_args(fn, sendbuf, sendcount, recvbuf,
+					    recvcounts, dtype)));
 	return coll_allgatherv(comm_world(), sendbuf, sendcount, recvbuf,
 			       recvcounts, displs, dtype);
 }
 
-hvd_status_t hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype,
-			   int root)
+static hvd_status_t broadcast_args(const char *fn, const void *buf,
+				   size_t count, hvd_dtype_t dtype, int root)
 {
-	const char *fn = "hvd_broadcast";
 	int n;
 
-	HVD_CHECK(need_init(fn));
 	HVD_CHECK(check_type(fn, dtype));
 	HVD_CHECK(check_count(fn, count, dtype, 1));
 	n = comm_size(comm_world());
@@ -181,28 +209,38 @@ hvd_status_t hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype,
 				 "hvd: %s(): root %d is not a rank (expected "
 				 "0..%d)",
 				 fn, root, n - 1);
-	HVD_CHECK(check_buf(fn, "buf", buf, count));
+	return check_buf(fn, "buf", buf, count);
+}
+
+hvd_status_t hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype,
+			   int root)
+{
+	const char *fn = "hvd_broadcast";
+
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(enter(fn, broadcast_args(fn, buf, count, dtype, root)));
 	return coll_broadcast(comm_world(), buf, count, dtype, root);
 }
 
 hvd_status_t hvd_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 			  hvd_dtype_t dtype)
 {
-	HVD_CHECK(even_args("hvd_alltoall", sendbuf, recvbuf, count, dtype,
-			    NULL));
+	const char *fn = "hvd_alltoall";
+
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(enter(fn, even_args(fn, sendbuf, recvbuf, count, dtype,
+				      NULL)));
 	return coll_alltoall(comm_world(), sendbuf, recvbuf, count, dtype);
 }
 
-hvd_status_t hvd_alltoallv(const void *sendbuf, const size_t *sendcounts,
-			   const size_t *sdispls, void *recvbuf,
-			   const size_t *recvcounts, const size_t *rdispls,
-			   hvd_dtype_t dtype)
+static hvd_status_t alltoallv_args(const char *fn, const void *sendbuf,
+				   const size_t *sendcounts,
+				   const void *recvbuf,
+				   const size_t *recvcounts, hvd_dtype_t dtype)
 {
-	const char *fn = "hvd_alltoallv";
 	size_t stot = 0, rtot = 0;
 	int n;
 
-	HVD_CHECK(need_init(fn));
 	HVD_CHECK(check_type(fn, dtype));
 	if (!sendcounts || !recvcounts)
 		return hvd_error(HVD_ERR_INVALID_ARG,
@@ -221,18 +259,29 @@ hvd_status_t hvd_alltoallv(const void *sendbuf, const size_t *sendcounts,
 	HVD_CHECK(check_count(fn, stot, dtype, 1));
 	HVD_CHECK(check_count(fn, rtot, dtype, 1));
 	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, stot));
-	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf, rtot));
+	return check_buf(fn, "recvbuf", recvbuf, rtot);
+}
+
+hvd_status_t hvd_alltoallv(const void *sendbuf, const size_t *sendcounts,
+			   const size_t *sdispls, void *recvbuf,
+			   const size_t *recvcounts, const size_t *rdispls,
+			   hvd_dtype_t dtype)
+{
+	const char *fn = "hvd_alltoallv";
+
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(enter(fn, alltoallv_args(fn, sendbuf, sendcounts, recvbuf,
+					   recvcounts, dtype)));
 	return coll_alltoallv(comm_world(), sendbuf, sendcounts, sdispls,
 			      recvbuf, recvcounts, rdispls, dtype);
 }
 
-hvd_status_t hvd_reducescatter(const void *sendbuf, void *recvbuf,
-			       size_t count, hvd_dtype_t dtype, hvd_op_t op)
+static hvd_status_t reducescatter_args(const char *fn, const void *sendbuf,
+				       const void *recvbuf, size_t count,
+				       hvd_dtype_t dtype, hvd_op_t op)
 {
-	const char *fn = "hvd_reducescatter";
 	int n, r;
 
-	HVD_CHECK(need_init(fn));
 	HVD_CHECK(check_type(fn, dtype));
 	HVD_CHECK(check_op(fn, op));
 	HVD_CHECK(check_count(fn, count, dtype, 1));
@@ -240,9 +289,20 @@ hvd_status_t hvd_reducescatter(const void *sendbuf, void *recvbuf,
 	r = comm_rank(comm_world());
 	HVD_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
 	HVD_CHECK(check_buf(fn, "recvbuf", recvbuf,
-			sendbuf == HVD_IN_PLACE
-				? count
-				: hvd_reducescatter_count(count, r, n)));
+			    sendbuf == HVD_IN_PLACE
+				    ? count
+				    : hvd_reducescatter_count(count, r, n)));
+	return coll_reducescatter_args(op);
+}
+
+hvd_status_t hvd_reducescatter(const void *sendbuf, void *recvbuf,
+			       size_t count, hvd_dtype_t dtype, hvd_op_t op)
+{
+	const char *fn = "hvd_reducescatter";
+
+	HVD_CHECK(need_init(fn));
+	HVD_CHECK(enter(fn, reducescatter_args(fn, sendbuf, recvbuf, count,
+					       dtype, op)));
 	return coll_reducescatter(comm_world(), sendbuf, recvbuf, count, dtype,
 				  op);
 }
@@ -250,5 +310,6 @@ hvd_status_t hvd_reducescatter(const void *sendbuf, void *recvbuf,
 hvd_status_t hvd_barrier(void)
 {
 	HVD_CHECK(need_init("hvd_barrier"));
+	HVD_CHECK(enter("hvd_barrier", HVD_OK));
 	return coll_barrier(comm_world());
 }

@@ -27,6 +27,12 @@ void coll_init(void);
 /* hvd_finalize: the GPU path's communicators and buffers go. */
 void coll_finalize(void);
 
+/* The checks of an allreduce (Adasum's) and of a reducescatter that only
+ * the collective layer can make, for the API to make before the call is
+ * let go (net/refusal.h); the collectives make them again. */
+hvd_status_t coll_allreduce_args(const hvd_comm_t *comm, const void *recvbuf,
+				 hvd_dtype_t dt, hvd_op_t op);
+hvd_status_t coll_reducescatter_args(hvd_op_t op);
 hvd_status_t coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
 			    void *recvbuf, size_t count, hvd_dtype_t dtype,
 			    hvd_op_t op);

@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include "coll/coll_impl.h"
+#include "net/refusal.h"
 #include "net/service.h"
 #include "net/watch.h"
 
@@ -67,11 +68,14 @@ static hvd_status_t shm_setup_bcast(void *arg, void *buf, size_t bytes)
 
 /* A failure anywhere in the job ends a shared-memory wait, as it ends a
  * transfer (net/transport.c, watch): a node-mate may have left the
- * collective for a rank that died on another node. */
-static int shm_world_check(void *arg, char *why, size_t len)
+ * collective for a rank that died on another node.  So does another
+ * rank's refusal of this call (net/refusal.h). */
+static hvd_status_t shm_world_check(void *arg, char *why, size_t len)
 {
 	(void)arg;
-	return transport_watch(why, len) >= 0;
+	if (transport_watch(why, len) >= 0)
+		return HVD_ERR_PEER_FAILED;
+	return transport_is_background() ? HVD_OK : refusal_watch(why, len);
 }
 
 shm_group_t *coll_shm(hvd_comm_t *comm)

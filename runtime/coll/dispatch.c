@@ -60,6 +60,40 @@ static hvd_status_t no_device(const char *what)
 			 what);
 }
 
+hvd_status_t coll_allreduce_args(const hvd_comm_t *comm, const void *recvbuf,
+				 hvd_dtype_t dt, hvd_op_t op)
+{
+	int n = comm->net.size;
+
+	if (op != HVD_ADASUM)
+		return HVD_OK;
+	if (coll_is_device(recvbuf))
+		return hvd_error(HVD_ERR_UNSUPPORTED,
+				 "hvd: Adasum runs on host memory only; copy "
+				 "the tensor to the host (or use HVD_AVERAGE "
+				 "on the device)");
+	if (!adasum_type_ok(dt))
+		return hvd_error(HVD_ERR_BAD_TYPE,
+				 "hvd: Adasum of %s: expected float16, "
+				 "bfloat16, float32 or float64",
+				 hvd_dtype_name(dt));
+	if (n & (n - 1))
+		return hvd_error(HVD_ERR_UNSUPPORTED,
+				 "hvd: Adasum over %d ranks: it needs a "
+				 "power-of-two number of ranks",
+				 n);
+	return HVD_OK;
+}
+
+hvd_status_t coll_reducescatter_args(hvd_op_t op)
+{
+	if (op == HVD_ADASUM)
+		return hvd_error(HVD_ERR_BAD_OP,
+				 "hvd: reducescatter: Adasum is an allreduce "
+				 "only");
+	return HVD_OK;
+}
+
 hvd_status_t coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
 			    void *recvbuf, size_t count, hvd_dtype_t dt,
 			    hvd_op_t op)
@@ -70,23 +104,7 @@ hvd_status_t coll_allreduce(hvd_comm_t *comm, const void *sendbuf,
 	if (comm->net.broken)
 		return coll_broken(comm, "allreduce");
 	if (op == HVD_ADASUM) {
-		int n = comm->net.size;
-
-		if (dev)
-			return hvd_error(HVD_ERR_UNSUPPORTED,
-					 "hvd: Adasum runs on host memory only; "
-					 "copy the tensor to the host (or use "
-					 "HVD_AVERAGE on the device)");
-		if (!adasum_type_ok(dt))
-			return hvd_error(HVD_ERR_BAD_TYPE,
-					 "hvd: Adasum of %s: expected float16, "
-					 "bfloat16, float32 or float64",
-					 hvd_dtype_name(dt));
-		if (n & (n - 1))
-			return hvd_error(HVD_ERR_UNSUPPORTED,
-					 "hvd: Adasum over %d ranks: it needs a "
-					 "power-of-two number of ranks",
-					 n);
+		HVD_CHECK(coll_allreduce_args(comm, recvbuf, dt, op));
 		if (count == 0)
 			return HVD_OK;
 		return host_adasum(comm, src, recvbuf, count, dt);
@@ -111,10 +129,7 @@ hvd_status_t coll_reducescatter(hvd_comm_t *comm, const void *sendbuf,
 
 	if (comm->net.broken)
 		return coll_broken(comm, "reducescatter");
-	if (op == HVD_ADASUM)
-		return hvd_error(HVD_ERR_BAD_OP,
-				 "hvd: reducescatter: Adasum is an allreduce "
-				 "only");
+	HVD_CHECK(coll_reducescatter_args(op));
 	if (count == 0)
 		return HVD_OK;
 	if (coll_is_device(recvbuf))

@@ -189,10 +189,10 @@ static hvd_status_t agree_ctx(hvd_comm_t *comm, int nids, uint32_t *first)
 	       !atomic_compare_exchange_weak(&next_ctx, &cur,
 					     agreed + (uint32_t)nids))
 		;
-	/* The last three ids are the transport's: elastic join requests,
-	 * the elastic agreement, failure notices (net/membership.h,
-	 * net/notice.h). */
-	if (agreed + (uint32_t)nids >= (1u << TP_CTX_BITS) - 3)
+	/* The last four ids are the transport's: refused calls, elastic
+	 * join requests, the elastic agreement, failure notices
+	 * (net/refusal.h, net/membership.h, net/notice.h). */
+	if (agreed + (uint32_t)nids >= (1u << TP_CTX_BITS) - 4)
 		return hvd_error(HVD_ERR_UNSUPPORTED,
 				 "hvd: out of communicator ids (%u created)",
 				 agreed);

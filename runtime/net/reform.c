@@ -15,6 +15,7 @@
 #include "net/notice.h"
 #include "net/peers.h"
 #include "net/reform.h"
+#include "net/refusal.h"
 #include "net/transport.h"
 #include "net/ucx.h"
 
@@ -57,10 +58,12 @@ hvd_status_t reform_transport(const struct hvd_world *w,
 	ucx_worker_switch();
 	memb_release_sends();
 	notice_free();
+	refusal_free();
 	peers_free();
 	st = peers_init(w, bp);
 	if (st == HVD_OK)
 		st = notice_start();
+	refusal_start();
 	pthread_mutex_unlock(&map_lock);
 	if (st != HVD_OK)
 		return st;

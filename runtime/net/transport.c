@@ -19,6 +19,7 @@
 #include "net/lane.h"
 #include "net/notice.h"
 #include "net/peers.h"
+#include "net/refusal.h"
 #include "net/rreduce.h"
 #include "net/transport.h"
 #include "net/ucx.h"
@@ -325,6 +326,7 @@ hvd_status_t transport_set_peers(const struct hvd_world *w,
 {
 	HVD_CHECK(peers_init(w, peers));
 	HVD_CHECK(notice_start());
+	refusal_start();
 	spin_s = hvd_env_double("HVD_POLL_SPIN_US", 10) * 1e-6;
 	yield_s = hvd_env_double("HVD_POLL_YIELD_US", 200) * 1e-6;
 	if (spin_s < 0)
@@ -354,6 +356,7 @@ void transport_finalize(int fence)
 	notice_cancel();
 	ucx_finalize(fence);
 	notice_free();
+	refusal_free();
 	peers_free();
 	auth_clear();
 	pthread_mutex_lock(&rr_lock);
@@ -371,6 +374,11 @@ static atomic_int foreground; /* foreground collectives in flight */
 void transport_set_background(void)
 {
 	background = 1;
+}
+
+int transport_is_background(void)
+{
+	return background;
 }
 
 int transport_foreground_busy(void)
@@ -859,11 +867,10 @@ static void mismatch_tell(struct xfer *x)
 static hvd_status_t mismatch_told(struct xfer *x)
 {
 	ucp_tag_recv_info_t info;
-	ucp_request_param_t prm;
 	ucp_tag_message_h m;
-	struct tp_req *r;
-	int32_t who = -1, *buf;
 	uint64_t any_seq = ~((uint64_t)0xffffffu << TP_SRC_BITS);
+	int32_t who = -1, *buf;
+	size_t got = 0;
 	int earlier;
 
 	m = ucp_tag_probe_nb(ucx_worker, auth_tag(x->tag_base | TP_TELL_SRC),
@@ -927,6 +934,14 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 		return hvd_error(HVD_ERR_PEER_FAILED,
 				 "hvd: lost the connection to the PMIx server "
 				 "(the launcher died)");
+	/* a refusal first: it names the cause, where a member's notice
+	 * may only have come from it */
+	if (x->fg) {
+		char why[480];
+
+		if (refusal_watch(why, sizeof(why)) != HVD_OK)
+			return hvd_error(HVD_ERR_MISMATCH, "hvd: %s", why);
+	}
 	if (mismatch_told(x) != HVD_OK)
 		return HVD_ERR_MISMATCH;
 	if (now - x->last_progress > transport_peer_timeout()) {

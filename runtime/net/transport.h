@@ -93,6 +93,8 @@ struct xfer {
 /* The calling thread runs background collectives (the engine's): its
  * transfers are not counted by transport_foreground_busy(). */
 void transport_set_background(void);
+/* 1 on such a thread. */
+int transport_is_background(void);
 /* Nonzero while a collective started by a thread that is not background
  * (the caller of a blocking hvd_* function) is between xfer_begin and
  * xfer_end.  The engine defers its idle negotiation meanwhile: its posts

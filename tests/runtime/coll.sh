@@ -41,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 44))"
+echo "1..$(($# + 51))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -220,6 +220,67 @@ ok_st=1
 [ "$unmatched" -eq 0 ] && [ "$fin" -eq 12 ] && ok_st=0
 ok $ok_st "finalize after a mismatch (4 runs, $fin of 12 ranks finalized): no UCX warning of messages left unmatched ($unmatched)"
 [ $ok_st -eq 0 ] || grep 'was not matched' "$T/errs" | head -n 3 | sed 's/^/#   /'
+
+# A call refused on some ranks only (net/refusal.h): rank R passes a NULL
+# buffer (a bad root for the broadcast) where the others make the call,
+# and then every rank makes an allreduce.  The refusing rank returned at
+# once, and its next call paired with the others' refused one: an
+# allreduce returned HVD_OK with the data of the next call.  Now every
+# rank's refused call fails (HVD_ERR_INVALID_ARG where refused,
+# HVD_ERR_MISMATCH where made, within 5 s; a broadcast's root may
+# complete it), no rank's next call succeeds, and every rank finalizes.
+# Where every rank refuses, nothing is apart: the next call is right.
+# refuse_run NP R CALL LATE [ENV...]
+refuse_run() {
+	rr_np=$1
+	rr_who=$2
+	rr_call=$3
+	rr_late=$4
+	shift 4
+	env "$@" timeout 60 "$LAUNCH" -np "$rr_np" "$CHECK" refuse "$rr_who" \
+		"$rr_call" $rr_late >"$T/out" 2>"$T/err"
+	rr_refused=$(grep -c "^rank [0-9]*: call 1 ($rr_call, refused here) HVD_ERR_INVALID_ARG after" "$T/out")
+	rr_made=$(awk '/^rank [0-9]*: call 1 \('"$rr_call"'\) HVD_ERR_MISMATCH after [0-9.]* s: .*rank [0-9]* refused call/ && $8 < 5' "$T/out" | wc -l)
+	rr_ok1=$(grep -c "^rank [0-9]*: call 1 ($rr_call) HVD_OK" "$T/out")
+	rr_next=$(grep -c "^rank [0-9]*: call 2 (allreduce) HVD_ERR_MISMATCH after [0-9.]* s, sum none: .*rank [0-9]* \(refused\|made\) call" "$T/out")
+	rr_right=$(grep -c "^rank [0-9]*: call 2 (allreduce) HVD_OK after [0-9.]* s, sum right" "$T/out")
+	rr_wrong=$(grep -c "sum WRONG" "$T/out")
+	rr_fin=$(grep -c "^rank [0-9]*: finalize HVD_OK" "$T/out")
+	rr_took=$(sed -n "s/^rank [0-9]*: call 1 ($rr_call, refused here) [A-Z_]* after \([0-9.]*\) s.*/\1/p" "$T/out" | head -n 1)
+}
+refuse_show() {
+	[ "$1" -eq 0 ] || { sed 's/^/#   /' "$T/out" | cut -c1-200 | head -n 8; head -n 4 "$T/err" | sed 's/^/#   stderr: /'; }
+}
+for spec in "2 0 allreduce shm" "3 2 allreduce ucx" "3 0 allgather shm" \
+	"3 1 broadcast ucx"; do
+	set -- $spec
+	env=
+	[ $4 = ucx ] && env=HVD_SHM=0
+	refuse_run $1 $2 $3 "" $env
+	st=1
+	[ "$rr_refused" -eq 1 ] && [ $((rr_made + rr_ok1)) -eq $(($1 - 1)) ] &&
+		[ "$rr_made" -ge 1 ] && [ "$rr_next" -eq "$1" ] &&
+		[ "$rr_wrong" -eq 0 ] && [ "$rr_fin" -eq "$1" ] && st=0
+	ok $st "$3 refused by rank $2 of $1 ($4): refused there, $rr_made ranks fail it naming rank $2 within 5 s ($rr_ok1 complete it), the next call fails on $rr_next of $1, $rr_fin finalize"
+	refuse_show $st
+done
+# The others come a second late: the refusing rank waits for their word.
+refuse_run 3 0 allreduce late
+st=1
+[ "$rr_refused" -eq 1 ] && [ "$rr_made" -eq 2 ] && [ "$rr_next" -eq 3 ] &&
+	[ "$rr_fin" -eq 3 ] && [ "${rr_took%%.*}" -ge 1 ] && st=0
+ok $st "allreduce refused by rank 0 of 3, the others a second late: rank 0 waits for them (${rr_took:-?} s), every rank fails both calls"
+refuse_show $st
+for mode in shm ucx; do
+	env=
+	[ $mode = ucx ] && env=HVD_SHM=0
+	refuse_run 3 all allreduce "" $env
+	st=1
+	[ "$rr_refused" -eq 3 ] && [ "$rr_right" -eq 3 ] && [ "$rr_fin" -eq 3 ] &&
+		st=0
+	ok $st "allreduce refused by all 3 ranks ($mode): refused on $rr_refused, the next call right on $rr_right"
+	refuse_show $st
+done
 
 # small_shm SIZE CMD...: CMD in a mount namespace of its own whose
 # /dev/shm is a tmpfs of SIZE.

@@ -23,6 +23,18 @@
  *	                      hvd_alltoall with the last rank's (or last
  *	                      node's) count apart: HVD_ERR_MISMATCH on every
  *	                      rank, in seconds
+ *	coll_check refuse R CALL [late]
+ *	                      rank R (or every rank: all) refuses its CALL
+ *	                      (allreduce, broadcast, allgather or barrier:
+ *	                      a NULL buffer, a bad root, a NULL buffer, or
+ *	                      none: a barrier cannot be refused) while the
+ *	                      others make it; then every rank makes an
+ *	                      allreduce, rank R a second later.  Each rank
+ *	                      prints both calls' statuses, times and
+ *	                      messages, and whether the second's sum is
+ *	                      right (late: the others make CALL a second
+ *	                      after rank R refused it).  A barrier before
+ *	                      makes the shared-memory segment
  *	coll_check initfail   hvd_init must fail with HVD_ERR_BOOTSTRAP
  *	                      (run with a wrong HOROVOD_RANK)
  *	coll_check after F    the full check, once file F exists (at most
@@ -902,6 +914,64 @@ static int run_a2a_mismatch(const char *how)
 	_exit(0);
 }
 
+static double since(const struct timespec *a)
+{
+	struct timespec b;
+
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (double)(b.tv_sec - a->tv_sec) +
+	       (double)(b.tv_nsec - a->tv_nsec) * 1e-9;
+}
+
+static int run_refuse(const char *who, const char *call, int late)
+{
+	int me = !strcmp(who, "all") || atoi(who) == rank_;
+	float *buf = xmalloc(64 * sizeof(float)), sum[4];
+	struct timespec a;
+	hvd_status_t st;
+	int right = 1;
+
+	for (int i = 0; i < 64; i++)
+		buf[i] = (float)(rank_ + 1);
+	/* the shared-memory segment is made at the first collective */
+	if (hvd_barrier() != HVD_OK)
+		printf("rank %d: barrier failed: %s\n", rank_,
+		       hvd_last_error());
+	if (late && !me)
+		sleep(1);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	if (!strcmp(call, "allreduce"))
+		st = hvd_allreduce(HVD_IN_PLACE, me ? NULL : buf, 4,
+				   HVD_FLOAT32, HVD_SUM);
+	else if (!strcmp(call, "broadcast"))
+		st = hvd_broadcast(buf, 4, HVD_FLOAT32, me ? size_ : 0);
+	else if (!strcmp(call, "allgather"))
+		st = hvd_allgather(me ? NULL : buf, buf + 8, 1, HVD_FLOAT32);
+	else
+		st = hvd_barrier();
+	printf("rank %d: call 1 (%s%s) %s after %.2f s: %s\n", rank_, call,
+	       me ? ", refused here" : "", hvd_status_name(st), since(&a),
+	       st == HVD_OK ? "" : hvd_last_error());
+	fflush(stdout);
+	if (me)
+		sleep(1);
+	for (int i = 0; i < 4; i++)
+		sum[i] = (float)(rank_ + 1) * (float)(i + 1);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	st = hvd_allreduce(HVD_IN_PLACE, sum, 4, HVD_FLOAT32, HVD_SUM);
+	for (int i = 0; i < 4; i++)
+		right &= sum[i] == (float)(size_ * (size_ + 1) / 2 * (i + 1));
+	printf("rank %d: call 2 (allreduce) %s after %.2f s, sum %s: %s\n",
+	       rank_, hvd_status_name(st), since(&a),
+	       st != HVD_OK ? "none" : right ? "right" : "WRONG",
+	       st == HVD_OK ? "" : hvd_last_error());
+	fflush(stdout);
+	free(buf);
+	st = hvd_finalize();
+	printf("rank %d: finalize %s\n", rank_, hvd_status_name(st));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	hvd_status_t st;
@@ -949,6 +1019,9 @@ int main(int argc, char **argv)
 		return run_after_blind();
 	if (argc > 2 && strcmp(argv[1], "a2a_mismatch") == 0)
 		return run_a2a_mismatch(argv[2]);
+	if (argc > 3 && strcmp(argv[1], "refuse") == 0)
+		return run_refuse(argv[2], argv[3],
+				  argc > 4 && !strcmp(argv[4], "late"));
 	if (argc > 2 && strcmp(argv[1], "after") == 0) {
 		int i;
 

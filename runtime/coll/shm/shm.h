@@ -40,12 +40,14 @@ void shm_group_destroy(shm_group_t *g);
 void shm_group_oversubscribed(shm_group_t *g);
 
 /* A failure elsewhere in the job, for waiters that sleep: every 20 ms a
- * sleeping waiter also asks this (besides its peers' pids); 1 ends the
- * wait with HVD_ERR_PEER_FAILED and the reason written into why[len].  A
- * member may wait on a live node-mate that itself left the collective
- * because a rank on another node died, as in the hierarchical allreduce.
- * NULL (the default): only the group's own members count. */
-typedef int (*shm_check_fn)(void *arg, char *why, size_t len);
+ * sleeping waiter also asks this (besides its peers' pids); a status
+ * other than HVD_OK ends the wait with it and the reason written into
+ * why[len] (HVD_ERR_PEER_FAILED, or HVD_ERR_MISMATCH: a call another
+ * rank refused).  A member may wait on a live node-mate that itself left
+ * the collective because a rank on another node died, as in the
+ * hierarchical allreduce.  NULL (the default): only the group's own
+ * members count. */
+typedef hvd_status_t (*shm_check_fn)(void *arg, char *why, size_t len);
 void shm_group_set_check(shm_group_t *g, shm_check_fn fn, void *arg);
 /* This member waits on the network (1: an inter-node step of a
  * hierarchical collective, which has its own HOROVOD_PEER_TIMEOUT) or is

@@ -83,13 +83,14 @@ hvd_status_t shm_wait_slow(shm_group_t *g, struct shm_flag *f, uint64_t want,
 			break;
 		}
 		if (g->check) {
-			char why[200];
+			char why[480];
+			hvd_status_t cs;
 
 			why[0] = '\0';
-			if (g->check(g->check_arg, why, sizeof(why))) {
-				st = shm_fail(g, HVD_ERR_PEER_FAILED,
-					      "shared-memory %s: %s", g->what,
-					      why);
+			cs = g->check(g->check_arg, why, sizeof(why));
+			if (cs != HVD_OK) {
+				st = shm_fail(g, cs, "shared-memory %s: %s",
+					      g->what, why);
 				break;
 			}
 		}

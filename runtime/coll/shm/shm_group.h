@@ -97,10 +97,10 @@ struct shm_group {
 	int oversub;	   /* more members than the node has CPUs */
 	double timeout;	   /* HOROVOD_PEER_TIMEOUT             */
 	/* a failure elsewhere (may be NULL): shm.h's shm_check_fn */
-	int (*check)(void *arg, char *why, size_t len);
+	hvd_status_t (*check)(void *arg, char *why, size_t len);
 	void *check_arg;
 	hvd_status_t failed;
-	char failmsg[256];
+	char failmsg[640];
 	const char *what; /* name of the running collective, for errors */
 };
 

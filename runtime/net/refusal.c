@@ -1,0 +1,363 @@
+/*
+ * refusal.c - a blocking collective refused on some ranks only
+ * (net/refusal.h says what and why).
+ *
+ * Three words travel, each a fire-and-forget message to every other rank
+ * of the world: nothing else in a job sends on REFUSAL_CTX, so a rank
+ * takes in what arrived with a probe of that one tag.  What a rank has
+ * heard is kept until its own calls reach the call a word is about: a
+ * rank can be ahead of another by calls that did not need it (all ranks
+ * refusing a row of calls), or behind.
+ */
+#include "config.h"
+
+#include "net/auth.h"
+#include "net/peers.h"
+#include "net/refusal.h"
+#include "net/ucx.h"
+#include "net/watch.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RF_MAGIC 0x52465531u /* "RFU1" */
+
+enum rf_kind {
+	RF_REFUSED = 1, /* the sender refused call `call`           */
+	RF_MADE = 2,    /* the sender made call `call`, which some
+			   rank refused                               */
+};
+
+struct rf_msg {
+	uint32_t magic;
+	uint32_t kind;
+	int32_t who;    /* the sender's world rank                  */
+	int32_t status; /* RF_REFUSED: the refusal's hvd_status_t   */
+	uint64_t call;  /* the call's number on every rank, from 1  */
+	char fn[32];    /* RF_REFUSED: the function, NUL-terminated */
+};
+
+/* A send's buffer must outlive it, and nothing waits for these: kept
+ * until the worker is gone (one a refused call, and one a rank that
+ * made such a call). */
+struct rf_out {
+	struct rf_out *next;
+	struct rf_msg m;
+};
+
+static pthread_mutex_t rf_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t calls;   /* public blocking calls begun here       */
+static int apart;        /* 1: they fail from now on                */
+static char apart_why[320];
+static struct rf_msg *heard; /* taken in, about calls not settled */
+static size_t nheard, capheard;
+static struct rf_out *sent;
+static unsigned long dropped;
+
+static uint64_t rf_tag(void)
+{
+	return auth_tag((uint64_t)REFUSAL_CTX << 48);
+}
+
+void refusal_start(void)
+{
+	pthread_mutex_lock(&rf_lock);
+	calls = 0;
+	apart = 0;
+	apart_why[0] = '\0';
+	nheard = 0;
+	dropped = 0;
+	pthread_mutex_unlock(&rf_lock);
+}
+
+void refusal_free(void)
+{
+	pthread_mutex_lock(&rf_lock);
+	while (sent) {
+		struct rf_out *o = sent;
+
+		sent = o->next;
+		free(o);
+	}
+	free(heard);
+	heard = NULL;
+	nheard = capheard = 0;
+	pthread_mutex_unlock(&rf_lock);
+}
+
+static void tell(enum rf_kind kind, uint64_t call, hvd_status_t st,
+		 const char *fn)
+{
+	struct rf_out *o = calloc(1, sizeof(*o));
+	int n = peers_count();
+
+	if (!o)
+		return; /* the others find out at the peer timeout */
+	o->m.magic = RF_MAGIC;
+	o->m.kind = kind;
+	o->m.who = peers_self();
+	o->m.status = st;
+	o->m.call = call;
+	snprintf(o->m.fn, sizeof(o->m.fn), "%s", fn);
+	o->next = sent;
+	sent = o;
+	for (int w = 0; w < n; w++)
+		ucx_send_forget(w, &o->m, sizeof(o->m), rf_tag());
+}
+
+static const char *invalid(const struct rf_msg *m, size_t len, int n)
+{
+	if (len != sizeof(*m))
+		return "not the size of one";
+	if (m->magic != RF_MAGIC ||
+	    (m->kind != RF_REFUSED && m->kind != RF_MADE))
+		return "not one";
+	if (m->who < 0 || m->who >= n || m->who == peers_self())
+		return "from no other rank of the job";
+	if (m->call == 0 || !memchr(m->fn, '\0', sizeof(m->fn)))
+		return "malformed";
+	return NULL;
+}
+
+/* Take in what arrived (the caller progressed the worker). */
+static void drain(void)
+{
+	ucp_tag_recv_info_t info;
+	ucp_tag_message_h h;
+	int n = peers_count();
+
+	if (!ucx_worker)
+		return;
+	while ((h = ucp_tag_probe_nb(ucx_worker, rf_tag(), ~(uint64_t)0, 1,
+				     &info))) {
+		size_t got = 0;
+		struct rf_msg *m = ucx_recv_probed(h, sizeof(*m), &got);
+		const char *bad = m ? invalid(m, got, n) : "its receive failed";
+
+		if (!bad && nheard == capheard) {
+			size_t cap = capheard ? 2 * capheard : 16;
+			struct rf_msg *p = realloc(heard, cap * sizeof(*p));
+
+			if (p) {
+				heard = p;
+				capheard = cap;
+			} else {
+				bad = "no memory to keep it";
+			}
+		}
+		if (!bad) {
+			heard[nheard++] = *m;
+		} else if (++dropped <= 10 || dropped % 1000 == 0) {
+			hvd_log(HVD_LOG_WARNING,
+				"dropped a message about a refused call "
+				"(%zu bytes, %s); %lu dropped so far",
+				info.length, bad, dropped);
+		}
+		free(m);
+	}
+}
+
+static void set_apart(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (apart)
+		return;
+	apart = 1;
+	va_start(ap, fmt);
+	vsnprintf(apart_why, sizeof(apart_why), fmt, ap);
+	va_end(ap);
+	hvd_log(HVD_LOG_DEBUG, "blocking collectives apart: %s", apart_why);
+}
+
+/*
+ * What was heard, against this rank's calls.  A word about a later call
+ * waits for it.  One about a call this rank made (an earlier one, or the
+ * current one unless seen[] is given: this rank refused it and counts
+ * the others' refusals) sets the world apart; a refusal of such a call
+ * is answered with "made".
+ */
+static void settle(unsigned char *seen, int *got)
+{
+	size_t keep = 0;
+
+	for (size_t i = 0; i < nheard; i++) {
+		const struct rf_msg *m = &heard[i];
+
+		if (apart)
+			break;
+		if (m->call > calls) {
+			if (keep != i)
+				heard[keep] = *m;
+			keep++;
+			continue;
+		}
+		if (seen && m->call == calls && m->kind == RF_REFUSED) {
+			if (!seen[m->who]) {
+				seen[m->who] = 1;
+				++*got;
+			}
+			continue;
+		}
+		if (m->kind == RF_REFUSED) {
+			set_apart("rank %d refused call %" PRIu64
+				  " of the blocking collectives, %s() (%s), "
+				  "which this rank made",
+				  (int)m->who, m->call, m->fn,
+				  hvd_status_name((hvd_status_t)m->status));
+			tell(RF_MADE, m->call, HVD_OK, "");
+		} else {
+			set_apart("rank %d made call %" PRIu64
+				  " of the blocking collectives, which %s "
+				  "refused",
+				  (int)m->who, m->call,
+				  seen && m->call == calls ? "this rank"
+							   : "another rank");
+		}
+	}
+	nheard = apart ? 0 : keep;
+}
+
+/* Where the world is apart, what a failing call says after "hvd: ". */
+static void apart_text(char *buf, size_t len)
+{
+	snprintf(buf, len,
+		 "%s: the ranks' blocking collectives are apart, and each "
+		 "fails from now on (end the program, or call "
+		 "hvd_finalize())",
+		 apart_why);
+}
+
+/* The refusing rank's wait for every other rank's word on its call. */
+static void agree(int n)
+{
+	unsigned char *seen = calloc((size_t)n, 1);
+	double t0 = hvd_now(), next_check = t0 + 0.05;
+	double limit = transport_peer_timeout();
+	int got = 0, f;
+	char why[200];
+
+	if (!seen) {
+		set_apart("this rank had no memory to hear the others on call "
+			  "%" PRIu64 " of the blocking collectives, which it "
+			  "refused",
+			  calls);
+		return;
+	}
+	for (;;) {
+		double now;
+
+		ucp_worker_progress(ucx_worker);
+		drain();
+		settle(seen, &got);
+		if (apart || got == n - 1)
+			break;
+		now = hvd_now();
+		if (now >= next_check) {
+			next_check = now + 0.05;
+			f = transport_watch(why, sizeof(why));
+			if (f >= 0) {
+				set_apart("%s while the ranks settled call "
+					  "%" PRIu64 " of the blocking "
+					  "collectives, which this rank "
+					  "refused",
+					  why, calls);
+				break;
+			}
+		}
+		if (now - t0 > limit) {
+			int w = 0;
+
+			while (w < n && (seen[w] || w == peers_self()))
+				w++;
+			set_apart("rank %d gave no word for %.0f s "
+				  "(HOROVOD_PEER_TIMEOUT) on call %" PRIu64
+				  " of the blocking collectives, which this "
+				  "rank refused",
+				  w, limit, calls);
+			break;
+		}
+		if (!ucx_block(10, -1)) {
+			struct timespec nap = {0, 100 * 1000};
+
+			nanosleep(&nap, NULL);
+		}
+	}
+	free(seen);
+}
+
+hvd_status_t refusal_call(const char *fn)
+{
+	hvd_status_t st = HVD_OK;
+
+	pthread_mutex_lock(&rf_lock);
+	calls++;
+	if (apart)
+		st = hvd_error(HVD_ERR_MISMATCH,
+			       "hvd: %s(): the ranks' blocking collectives "
+			       "are apart since %s",
+			       fn, apart_why);
+	pthread_mutex_unlock(&rf_lock);
+	return st;
+}
+
+hvd_status_t refusal_refuse(const char *fn, hvd_status_t st)
+{
+	int n = peers_count();
+	char *msg;
+
+	if (n < 2 || !ucx_worker)
+		return st;
+	msg = strdup(hvd_last_error());
+	pthread_mutex_lock(&rf_lock);
+	if (!apart) {
+		tell(RF_REFUSED, calls, st, fn);
+		agree(n);
+	}
+	pthread_mutex_unlock(&rf_lock);
+	if (msg)
+		hvd_error(st, "%s", msg);
+	free(msg);
+	return st;
+}
+
+hvd_status_t refusal_go(void)
+{
+	hvd_status_t st = HVD_OK;
+
+	pthread_mutex_lock(&rf_lock);
+	if (nheard)
+		settle(NULL, NULL);
+	if (apart) {
+		char why[480];
+
+		apart_text(why, sizeof(why));
+		st = hvd_error(HVD_ERR_MISMATCH, "hvd: %s", why);
+	}
+	pthread_mutex_unlock(&rf_lock);
+	return st;
+}
+
+hvd_status_t refusal_watch(char *why, size_t len)
+{
+	hvd_status_t st = HVD_OK;
+
+	if (peers_count() < 2)
+		return HVD_OK;
+	pthread_mutex_lock(&rf_lock);
+	drain();
+	if (nheard)
+		settle(NULL, NULL);
+	if (apart) {
+		apart_text(why, len);
+		st = HVD_ERR_MISMATCH;
+	}
+	pthread_mutex_unlock(&rf_lock);
+	return st;
+}

@@ -33,8 +33,9 @@
  *	                      prints both calls' statuses, times and
  *	                      messages, and whether the second's sum is
  *	                      right (late: the others make CALL a second
- *	                      after rank R refused it).  A barrier before
- *	                      makes the shared-memory segment
+ *	                      after rank R refused it).  An allreduce
+ *	                      before makes the shared-memory segment and
+ *	                      the hierarchy's communicators
  *	coll_check initfail   hvd_init must fail with HVD_ERR_BOOTSTRAP
  *	                      (run with a wrong HOROVOD_RANK)
  *	coll_check after F    the full check, once file F exists (at most
@@ -933,9 +934,11 @@ static int run_refuse(const char *who, const char *call, int late)
 
 	for (int i = 0; i < 64; i++)
 		buf[i] = (float)(rank_ + 1);
-	/* the shared-memory segment is made at the first collective */
-	if (hvd_barrier() != HVD_OK)
-		printf("rank %d: barrier failed: %s\n", rank_,
+	/* the shared-memory segment and the hierarchy's communicators are
+	 * made at the first allreduce */
+	if (hvd_allreduce(HVD_IN_PLACE, buf + 32, 4, HVD_FLOAT32, HVD_SUM) !=
+	    HVD_OK)
+		printf("rank %d: first allreduce failed: %s\n", rank_,
 		       hvd_last_error());
 	if (late && !me)
 		sleep(1);

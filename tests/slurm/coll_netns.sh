@@ -23,7 +23,7 @@ CHECK=$top_builddir/tests/runtime/coll_check
 BENCH=$top_builddir/runtime/hvd-bench
 [[ -x $CHECK ]] || skip_all "$CHECK not built"
 own_cluster_visible
-plan 37
+plan 39
 T=$HVD_TEST_TIMEOUT
 
 own_cluster_dir netns
@@ -193,6 +193,21 @@ for how in rank node; do
 	twice=$(grep -c 'HVD-[0-9]\{4\} .*HVD-[0-9]\{4\} ' <<<"$out")
 	ok $(( fast == 4 && twice == 0 ? 0 : 1 )) \
 		"alltoall counts apart ($how): $fast of 4 ranks fail with HVD_ERR_MISMATCH within 10 s, $twice with a code twice" ||
+		diag "$out"
+done
+# An allreduce refused on one rank only (a NULL buffer), a node-mate of
+# the leader and a leader: every rank fails it within 10 s, the refusing
+# one with HVD_ERR_INVALID_ARG, the others naming it, and every rank's
+# next call fails (net/refusal.h).  Before, the others' call returned
+# HVD_OK with the refusing rank's next call's data.
+for who in 1 2; do
+	out=$(step -N2 --ntasks-per-node=2 "$CHECK" refuse $who allreduce 2>&1)
+	refused=$(grep -c "^rank $who: call 1 (allreduce, refused here) HVD_ERR_INVALID_ARG" <<<"$out")
+	made=$(awk '/^rank [0-9]*: call 1 \(allreduce\) HVD_ERR_MISMATCH after .* refused call/ && $8 < 10' <<<"$out" | wc -l)
+	next=$(grep -c "^rank [0-9]*: call 2 (allreduce) HVD_ERR_MISMATCH after [0-9.]* s, sum none" <<<"$out")
+	fin=$(grep -c "^rank [0-9]*: finalize HVD_OK" <<<"$out")
+	ok $(( refused == 1 && made == 3 && next == 4 && fin == 4 ? 0 : 1 )) \
+		"2 x 2, rank $who refuses an allreduce: $made of 3 others fail it naming rank $who within 10 s, the next call fails on $next of 4, $fin finalize" ||
 		diag "$out"
 done
 out=$(HOROVOD_LOG_LEVEL=trace step -N3 --ntasks-per-node=1 "$CHECK" 2>"$err")

@@ -75,12 +75,16 @@ static hvd_status_t check_buf(const char *fn, const char *name,
 }
 
 /* Every public blocking collective, once need_init() passed: numbered,
- * then refused on args (the status of its argument checks) or let go. */
-static hvd_status_t enter(const char *fn, hvd_status_t args)
+ * then refused on args (the status of its argument checks), settled with
+ * the others where it is empty (a count of 0, which the collective
+ * skips), or let go. */
+static hvd_status_t enter(const char *fn, hvd_status_t args, int empty)
 {
 	HVD_CHECK(refusal_call(fn));
 	if (args != HVD_OK)
 		return refusal_refuse(fn, args);
+	if (empty && comm_size(comm_world()) > 1)
+		return refusal_empty(fn);
 	return refusal_go();
 }
 
@@ -102,8 +106,9 @@ hvd_status_t hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
 	const char *fn = "hvd_allreduce";
 
 	HVD_CHECK(need_init(fn));
-	HVD_CHECK(enter(fn, allreduce_args(fn, sendbuf, recvbuf, count, dtype,
-					   op)));
+	HVD_CHECK(enter(fn,
+			allreduce_args(fn, sendbuf, recvbuf, count, dtype, op),
+			count == 0));
 	return coll_allreduce(comm_world(), sendbuf, recvbuf, count, dtype, op);
 }
 
@@ -143,7 +148,8 @@ hvd_status_t hvd_allgather(const void *sendbuf, void *recvbuf, size_t count,
 	hvd_status_t st;
 
 	HVD_CHECK(need_init(fn));
-	st = enter(fn, even_args(fn, sendbuf, recvbuf, count, dtype, &counts));
+	st = enter(fn, even_args(fn, sendbuf, recvbuf, count, dtype, &counts),
+		   0);
 	if (st == HVD_OK)
 		st = coll_allgatherv(comm_world(), sendbuf, count, recvbuf,
 				     counts, NULL, dtype);
@@ -190,8 +196,10 @@ hvd_status_t hvd_allgatherv(const void *sendbuf, size_t sendcount,
 	const char *fn = "hvd_allgatherv";
 
 	HVD_CHECK(need_init(fn));
-	HVD_CHECK(enter(fn, allgatherv_args(fn, sendbuf, sendcount, recvbuf,
-					    recvcounts, dtype)));
+	HVD_CHECK(enter(fn,
+			allgatherv_args(fn, sendbuf, sendcount, recvbuf,
+					recvcounts, dtype),
+			0));
 	return coll_allgatherv(comm_world(), sendbuf, sendcount, recvbuf,
 			       recvcounts, displs, dtype);
 }
@@ -218,7 +226,8 @@ hvd_status_t hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype,
 	const char *fn = "hvd_broadcast";
 
 	HVD_CHECK(need_init(fn));
-	HVD_CHECK(enter(fn, broadcast_args(fn, buf, count, dtype, root)));
+	HVD_CHECK(enter(fn, broadcast_args(fn, buf, count, dtype, root),
+			count == 0));
 	return coll_broadcast(comm_world(), buf, count, dtype, root);
 }
 
@@ -228,8 +237,8 @@ hvd_status_t hvd_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 	const char *fn = "hvd_alltoall";
 
 	HVD_CHECK(need_init(fn));
-	HVD_CHECK(enter(fn, even_args(fn, sendbuf, recvbuf, count, dtype,
-				      NULL)));
+	HVD_CHECK(enter(fn, even_args(fn, sendbuf, recvbuf, count, dtype, NULL),
+			0));
 	return coll_alltoall(comm_world(), sendbuf, recvbuf, count, dtype);
 }
 
@@ -270,8 +279,10 @@ hvd_status_t hvd_alltoallv(const void *sendbuf, const size_t *sendcounts,
 	const char *fn = "hvd_alltoallv";
 
 	HVD_CHECK(need_init(fn));
-	HVD_CHECK(enter(fn, alltoallv_args(fn, sendbuf, sendcounts, recvbuf,
-					   recvcounts, dtype)));
+	HVD_CHECK(enter(fn,
+			alltoallv_args(fn, sendbuf, sendcounts, recvbuf,
+				       recvcounts, dtype),
+			0));
 	return coll_alltoallv(comm_world(), sendbuf, sendcounts, sdispls,
 			      recvbuf, recvcounts, rdispls, dtype);
 }
@@ -301,8 +312,10 @@ hvd_status_t hvd_reducescatter(const void *sendbuf, void *recvbuf,
 	const char *fn = "hvd_reducescatter";
 
 	HVD_CHECK(need_init(fn));
-	HVD_CHECK(enter(fn, reducescatter_args(fn, sendbuf, recvbuf, count,
-					       dtype, op)));
+	HVD_CHECK(enter(fn,
+			reducescatter_args(fn, sendbuf, recvbuf, count, dtype,
+					   op),
+			count == 0));
 	return coll_reducescatter(comm_world(), sendbuf, recvbuf, count, dtype,
 				  op);
 }
@@ -310,6 +323,6 @@ hvd_status_t hvd_reducescatter(const void *sendbuf, void *recvbuf,
 hvd_status_t hvd_barrier(void)
 {
 	HVD_CHECK(need_init("hvd_barrier"));
-	HVD_CHECK(enter("hvd_barrier", HVD_OK));
+	HVD_CHECK(enter("hvd_barrier", HVD_OK, 0));
 	return coll_barrier(comm_world());
 }

@@ -31,7 +31,9 @@
 enum rf_kind {
 	RF_REFUSED = 1, /* the sender refused call `call`           */
 	RF_MADE = 2,    /* the sender made call `call`, which some
-			   rank refused                               */
+			   rank refused or skipped                    */
+	RF_EMPTY = 3,   /* the sender skipped call `call`: a count
+			   of 0, nothing to send or receive           */
 };
 
 struct rf_msg {
@@ -40,7 +42,7 @@ struct rf_msg {
 	int32_t who;    /* the sender's world rank                  */
 	int32_t status; /* RF_REFUSED: the refusal's hvd_status_t   */
 	uint64_t call;  /* the call's number on every rank, from 1  */
-	char fn[32];    /* RF_REFUSED: the function, NUL-terminated */
+	char fn[32];    /* the function skipped, NUL-terminated     */
 };
 
 /* A send's buffer must outlive it, and nothing waits for these: kept
@@ -54,6 +56,7 @@ struct rf_out {
 static pthread_mutex_t rf_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t calls;   /* public blocking calls begun here       */
 static int apart;        /* 1: they fail from now on                */
+static enum rf_kind own; /* how this rank skips the current call    */
 static char apart_why[320];
 static struct rf_msg *heard; /* taken in, about calls not settled */
 static size_t nheard, capheard;
@@ -116,7 +119,8 @@ static const char *invalid(const struct rf_msg *m, size_t len, int n)
 	if (len != sizeof(*m))
 		return "not the size of one";
 	if (m->magic != RF_MAGIC ||
-	    (m->kind != RF_REFUSED && m->kind != RF_MADE))
+	    (m->kind != RF_REFUSED && m->kind != RF_MADE &&
+	     m->kind != RF_EMPTY))
 		return "not one";
 	if (m->who < 0 || m->who >= n || m->who == peers_self())
 		return "from no other rank of the job";
@@ -176,16 +180,35 @@ static void set_apart(const char *fmt, ...)
 	hvd_log(HVD_LOG_DEBUG, "blocking collectives apart: %s", apart_why);
 }
 
+/* "refused call 12 of the blocking collectives, hvd_allreduce()
+ * (HVD_ERR_INVALID_ARG)", or "called call 12 ..., hvd_allreduce(), with
+ * a count of 0": what m's sender did, after "rank N ". */
+static void skipped(const struct rf_msg *m, char *buf, size_t len)
+{
+	if (m->kind == RF_EMPTY)
+		snprintf(buf, len,
+			 "made call %" PRIu64 " of the blocking collectives, "
+			 "%s(), with a count of 0",
+			 m->call, m->fn);
+	else
+		snprintf(buf, len,
+			 "refused call %" PRIu64 " of the blocking "
+			 "collectives, %s() (%s)",
+			 m->call, m->fn,
+			 hvd_status_name((hvd_status_t)m->status));
+}
+
 /*
  * What was heard, against this rank's calls.  A word about a later call
  * waits for it.  One about a call this rank made (an earlier one, or the
- * current one unless seen[] is given: this rank refused it and counts
- * the others' refusals) sets the world apart; a refusal of such a call
- * is answered with "made".
+ * current one unless seen[] is given: this rank skipped it and counts
+ * the others who did) sets the world apart; a refusal or an empty call
+ * of such a call is answered with "made".
  */
 static void settle(unsigned char *seen, int *got)
 {
 	size_t keep = 0;
+	char what[160];
 
 	for (size_t i = 0; i < nheard; i++) {
 		const struct rf_msg *m = &heard[i];
@@ -198,27 +221,30 @@ static void settle(unsigned char *seen, int *got)
 			keep++;
 			continue;
 		}
-		if (seen && m->call == calls && m->kind == RF_REFUSED) {
+		if (seen && m->call == calls && m->kind != RF_MADE) {
 			if (!seen[m->who]) {
 				seen[m->who] = 1;
 				++*got;
 			}
 			continue;
 		}
-		if (m->kind == RF_REFUSED) {
-			set_apart("rank %d refused call %" PRIu64
-				  " of the blocking collectives, %s() (%s), "
-				  "which this rank made",
-				  (int)m->who, m->call, m->fn,
-				  hvd_status_name((hvd_status_t)m->status));
+		if (m->kind != RF_MADE) {
+			skipped(m, what, sizeof(what));
+			set_apart("rank %d %s, %s", (int)m->who, what,
+				  m->kind == RF_EMPTY
+					  ? "where this rank's count was not 0"
+					  : "which this rank made");
 			tell(RF_MADE, m->call, HVD_OK, "");
 		} else {
 			set_apart("rank %d made call %" PRIu64
-				  " of the blocking collectives, which %s "
-				  "refused",
+				  " of the blocking collectives, which %s",
 				  (int)m->who, m->call,
-				  seen && m->call == calls ? "this rank"
-							   : "another rank");
+				  !seen || m->call != calls
+					  ? "another rank refused, or made "
+					    "with a count of 0"
+				  : own == RF_EMPTY
+					  ? "this rank made with a count of 0"
+					  : "this rank refused");
 		}
 	}
 	nheard = apart ? 0 : keep;
@@ -307,24 +333,46 @@ hvd_status_t refusal_call(const char *fn)
 	return st;
 }
 
-hvd_status_t refusal_refuse(const char *fn, hvd_status_t st)
+/* This rank skips the call just numbered (kind, its status st): tell,
+ * and settle it with the others.  1 when the world is apart. */
+static int skip(enum rf_kind kind, const char *fn, hvd_status_t st)
 {
-	int n = peers_count();
-	char *msg;
+	int n = peers_count(), was;
 
 	if (n < 2 || !ucx_worker)
-		return st;
-	msg = strdup(hvd_last_error());
+		return 0;
 	pthread_mutex_lock(&rf_lock);
 	if (!apart) {
-		tell(RF_REFUSED, calls, st, fn);
+		own = kind;
+		tell(kind, calls, st, fn);
 		agree(n);
 	}
+	was = apart;
 	pthread_mutex_unlock(&rf_lock);
+	return was;
+}
+
+hvd_status_t refusal_refuse(const char *fn, hvd_status_t st)
+{
+	char *msg = strdup(hvd_last_error());
+
+	skip(RF_REFUSED, fn, st);
 	if (msg)
 		hvd_error(st, "%s", msg);
 	free(msg);
 	return st;
+}
+
+hvd_status_t refusal_empty(const char *fn)
+{
+	char why[480];
+
+	if (!skip(RF_EMPTY, fn, HVD_OK))
+		return HVD_OK;
+	pthread_mutex_lock(&rf_lock);
+	apart_text(why, sizeof(why));
+	pthread_mutex_unlock(&rf_lock);
+	return hvd_error(HVD_ERR_MISMATCH, "hvd: %s", why);
 }
 
 hvd_status_t refusal_go(void)

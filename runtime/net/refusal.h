@@ -20,6 +20,11 @@
  *    blocking collective fails at once, because the ranks' transfers and
  *    shared-memory steps are no longer in step.
  *
+ * An allreduce, reducescatter or broadcast of 0 elements is skipped by
+ * the collectives in the same way, so a count of 0 on some ranks only
+ * paired the same way: such a call says "empty k" and settles like a
+ * refusal (HVD_OK where every rank skipped it).
+ *
  * Messages go on a context id no communicator gets, through the keyed
  * tags (net/auth.h); a rank takes them in while it waits: the
  * transport's watch, the shared-memory waits' check, and the refusing
@@ -53,6 +58,13 @@ hvd_status_t refusal_call(const char *fn);
  * message hvd_last_error() holds): the others are told and answer, and
  * st is returned with its message. */
 hvd_status_t refusal_refuse(const char *fn, hvd_status_t st);
+/* The call just numbered has nothing to send or receive here (an
+ * allreduce, reducescatter or broadcast of 0 elements), which the
+ * collectives skip: the others are told and answer as for a refusal.
+ * HVD_OK where every rank skipped or refused it, HVD_ERR_MISMATCH where
+ * some made it with data (they waited on this rank, and its next call
+ * would have paired with this one). */
+hvd_status_t refusal_empty(const char *fn);
 /* The call just numbered goes ahead: HVD_OK, or HVD_ERR_MISMATCH when
  * another rank refused it (or an earlier one this rank made). */
 hvd_status_t refusal_go(void);

@@ -41,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 51))"
+echo "1..$(($# + 55))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -227,8 +227,9 @@ ok $ok_st "finalize after a mismatch (4 runs, $fin of 12 ranks finalized): no UC
 # once, and its next call paired with the others' refused one: an
 # allreduce returned HVD_OK with the data of the next call.  Now every
 # rank's refused call fails (HVD_ERR_INVALID_ARG where refused,
-# HVD_ERR_MISMATCH where made, within 5 s; a broadcast's root may
-# complete it), no rank's next call succeeds, and every rank finalizes.
+# HVD_ERR_MISMATCH where made, within 5 s; a broadcast's ranks that need
+# nothing from it may complete it: the chain's and binomial tree's
+# differ), no rank's next call succeeds, and every rank finalizes.
 # Where every rank refuses, nothing is apart: the next call is right.
 # refuse_run NP R CALL LATE [ENV...]
 refuse_run() {
@@ -240,7 +241,9 @@ refuse_run() {
 	env "$@" timeout 60 "$LAUNCH" -np "$rr_np" "$CHECK" refuse "$rr_who" \
 		"$rr_call" $rr_late >"$T/out" 2>"$T/err"
 	rr_refused=$(grep -c "^rank [0-9]*: call 1 ($rr_call, refused here) HVD_ERR_INVALID_ARG after" "$T/out")
-	rr_made=$(awk '/^rank [0-9]*: call 1 \('"$rr_call"'\) HVD_ERR_MISMATCH after [0-9.]* s: .*rank [0-9]* refused call/ && $8 < 5' "$T/out" | wc -l)
+	rr_made=$(awk '/^rank [0-9]*: call 1 \('"$rr_call"'\) HVD_ERR_MISMATCH after [0-9.]* s: .*rank [0-9]* (refused|made) call/ && $8 < 5' "$T/out" | wc -l)
+	rr_empty=$(grep -c "^rank [0-9]*: call 1 ($rr_call, empty here) HVD_ERR_MISMATCH after [0-9.]* s: .*rank [0-9]* made call [0-9]* of the blocking collectives, which this rank made with a count of 0" "$T/out")
+	rr_empty_ok=$(grep -c "^rank [0-9]*: call 1 ($rr_call, empty here) HVD_OK" "$T/out")
 	rr_ok1=$(grep -c "^rank [0-9]*: call 1 ($rr_call) HVD_OK" "$T/out")
 	rr_next=$(grep -c "^rank [0-9]*: call 2 (allreduce) HVD_ERR_MISMATCH after [0-9.]* s, sum none: .*rank [0-9]* \(refused\|made\) call" "$T/out")
 	rr_right=$(grep -c "^rank [0-9]*: call 2 (allreduce) HVD_OK after [0-9.]* s, sum right" "$T/out")
@@ -259,7 +262,8 @@ for spec in "2 0 allreduce shm" "3 2 allreduce ucx" "3 0 allgather shm" \
 	refuse_run $1 $2 $3 "" $env
 	st=1
 	[ "$rr_refused" -eq 1 ] && [ $((rr_made + rr_ok1)) -eq $(($1 - 1)) ] &&
-		[ "$rr_made" -ge 1 ] && [ "$rr_next" -eq "$1" ] &&
+		{ [ "$rr_made" -ge 1 ] || [ $3 = broadcast ]; } &&
+		[ "$rr_next" -eq "$1" ] &&
 		[ "$rr_wrong" -eq 0 ] && [ "$rr_fin" -eq "$1" ] && st=0
 	ok $st "$3 refused by rank $2 of $1 ($4): refused there, $rr_made ranks fail it naming rank $2 within 5 s ($rr_ok1 complete it), the next call fails on $rr_next of $1, $rr_fin finalize"
 	refuse_show $st
@@ -270,6 +274,27 @@ st=1
 [ "$rr_refused" -eq 1 ] && [ "$rr_made" -eq 2 ] && [ "$rr_next" -eq 3 ] &&
 	[ "$rr_fin" -eq 3 ] && [ "${rr_took%%.*}" -ge 1 ] && st=0
 ok $st "allreduce refused by rank 0 of 3, the others a second late: rank 0 waits for them (${rr_took:-?} s), every rank fails both calls"
+refuse_show $st
+# A count of 0 on one rank only: the empty call, which the collective
+# skips, paired the same way (the others' call returned HVD_OK with the
+# empty rank's next call's data).  Now it fails on every rank.
+for spec in "2 0 allreduce0 shm" "3 1 allreduce0 ucx" "3 2 broadcast0 ucx"; do
+	set -- $spec
+	env=
+	[ $4 = ucx ] && env=HVD_SHM=0
+	refuse_run $1 $2 $3 "" $env
+	st=1
+	[ "$rr_empty" -eq 1 ] && [ $((rr_made + rr_ok1)) -eq $(($1 - 1)) ] &&
+		{ [ "$rr_made" -ge 1 ] || [ $3 = broadcast0 ]; } &&
+		[ "$rr_next" -eq "$1" ] &&
+		[ "$rr_wrong" -eq 0 ] && [ "$rr_fin" -eq "$1" ] && st=0
+	ok $st "${3%0} of 0 elements on rank $2 of $1 only ($4): it fails there, $rr_made ranks fail it naming rank $2 within 5 s ($rr_ok1 complete it), the next call fails on $rr_next of $1, $rr_fin finalize"
+	refuse_show $st
+done
+refuse_run 3 all allreduce0 ""
+st=1
+[ "$rr_empty_ok" -eq 3 ] && [ "$rr_right" -eq 3 ] && st=0
+ok $st "allreduce of 0 elements on all 3 ranks: HVD_OK on $rr_empty_ok, the next call right on $rr_right"
 refuse_show $st
 for mode in shm ucx; do
 	env=

@@ -27,8 +27,10 @@
  *	                      rank R (or every rank: all) refuses its CALL
  *	                      (allreduce, broadcast, allgather or barrier:
  *	                      a NULL buffer, a bad root, a NULL buffer, or
- *	                      none: a barrier cannot be refused) while the
- *	                      others make it; then every rank makes an
+ *	                      none: a barrier cannot be refused), or makes
+ *	                      it with a count of 0 (allreduce0, broadcast0),
+ *	                      while the others make it; then every rank
+ *	                      makes an
  *	                      allreduce, rank R a second later.  Each rank
  *	                      prints both calls' statuses, times and
  *	                      messages, and whether the second's sum is
@@ -950,10 +952,18 @@ static int run_refuse(const char *who, const char *call, int late)
 		st = hvd_broadcast(buf, 4, HVD_FLOAT32, me ? size_ : 0);
 	else if (!strcmp(call, "allgather"))
 		st = hvd_allgather(me ? NULL : buf, buf + 8, 1, HVD_FLOAT32);
+	else if (!strcmp(call, "allreduce0"))
+		st = hvd_allreduce(HVD_IN_PLACE, buf, me ? 0 : 4, HVD_FLOAT32,
+				   HVD_SUM);
+	else if (!strcmp(call, "broadcast0"))
+		st = hvd_broadcast(buf, me ? 0 : 4, HVD_FLOAT32, 0);
 	else
 		st = hvd_barrier();
 	printf("rank %d: call 1 (%s%s) %s after %.2f s: %s\n", rank_, call,
-	       me ? ", refused here" : "", hvd_status_name(st), since(&a),
+	       !me			? ""
+	       : strchr(call, '0')	? ", empty here"
+					: ", refused here",
+	       hvd_status_name(st), since(&a),
 	       st == HVD_OK ? "" : hvd_last_error());
 	fflush(stdout);
 	if (me)

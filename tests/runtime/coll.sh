@@ -254,18 +254,28 @@ refuse_run() {
 refuse_show() {
 	[ "$1" -eq 0 ] || { sed 's/^/#   /' "$T/out" | cut -c1-200 | head -n 8; head -n 4 "$T/err" | sed 's/^/#   stderr: /'; }
 }
+# A count of 0 on one rank only (allreduce0, broadcast0): the empty
+# call, which the collective skips, paired the same way (the others' call
+# returned HVD_OK with the empty rank's next call's data).  Now it fails
+# on every rank, as a refused one.
 for spec in "2 0 allreduce shm" "3 2 allreduce ucx" "3 0 allgather shm" \
-	"3 1 broadcast ucx"; do
+	"3 1 broadcast ucx" "2 0 allreduce0 shm" "3 1 allreduce0 ucx" \
+	"3 2 broadcast0 ucx"; do
 	set -- $spec
 	env=
 	[ $4 = ucx ] && env=HVD_SHM=0
 	refuse_run $1 $2 $3 "" $env
+	skipped=$rr_refused how="$3 refused by rank $2 of $1 ($4): refused there"
+	case $3 in *0)
+		skipped=$rr_empty
+		how="${3%0} of 0 elements on rank $2 of $1 only ($4): it fails there"
+	esac
 	st=1
-	[ "$rr_refused" -eq 1 ] && [ $((rr_made + rr_ok1)) -eq $(($1 - 1)) ] &&
-		{ [ "$rr_made" -ge 1 ] || [ $3 = broadcast ]; } &&
+	[ "$skipped" -eq 1 ] && [ $((rr_made + rr_ok1)) -eq $(($1 - 1)) ] &&
+		{ [ "$rr_made" -ge 1 ] || [ "${3%0}" = broadcast ]; } &&
 		[ "$rr_next" -eq "$1" ] &&
 		[ "$rr_wrong" -eq 0 ] && [ "$rr_fin" -eq "$1" ] && st=0
-	ok $st "$3 refused by rank $2 of $1 ($4): refused there, $rr_made ranks fail it naming rank $2 within 5 s ($rr_ok1 complete it), the next call fails on $rr_next of $1, $rr_fin finalize"
+	ok $st "$how, $rr_made ranks fail it naming rank $2 within 5 s ($rr_ok1 complete it), the next call fails on $rr_next of $1, $rr_fin finalize"
 	refuse_show $st
 done
 # The others come a second late: the refusing rank waits for their word.
@@ -275,22 +285,6 @@ st=1
 	[ "$rr_fin" -eq 3 ] && [ "${rr_took%%.*}" -ge 1 ] && st=0
 ok $st "allreduce refused by rank 0 of 3, the others a second late: rank 0 waits for them (${rr_took:-?} s), every rank fails both calls"
 refuse_show $st
-# A count of 0 on one rank only: the empty call, which the collective
-# skips, paired the same way (the others' call returned HVD_OK with the
-# empty rank's next call's data).  Now it fails on every rank.
-for spec in "2 0 allreduce0 shm" "3 1 allreduce0 ucx" "3 2 broadcast0 ucx"; do
-	set -- $spec
-	env=
-	[ $4 = ucx ] && env=HVD_SHM=0
-	refuse_run $1 $2 $3 "" $env
-	st=1
-	[ "$rr_empty" -eq 1 ] && [ $((rr_made + rr_ok1)) -eq $(($1 - 1)) ] &&
-		{ [ "$rr_made" -ge 1 ] || [ $3 = broadcast0 ]; } &&
-		[ "$rr_next" -eq "$1" ] &&
-		[ "$rr_wrong" -eq 0 ] && [ "$rr_fin" -eq "$1" ] && st=0
-	ok $st "${3%0} of 0 elements on rank $2 of $1 only ($4): it fails there, $rr_made ranks fail it naming rank $2 within 5 s ($rr_ok1 complete it), the next call fails on $rr_next of $1, $rr_fin finalize"
-	refuse_show $st
-done
 refuse_run 3 all allreduce0 ""
 st=1
 [ "$rr_empty_ok" -eq 3 ] && [ "$rr_right" -eq 3 ] && st=0

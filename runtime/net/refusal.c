@@ -181,8 +181,8 @@ static void set_apart(const char *fmt, ...)
 }
 
 /* "refused call 12 of the blocking collectives, hvd_allreduce()
- * (HVD_ERR_INVALID_ARG)", or "called call 12 ..., hvd_allreduce(), with
- * a count of 0": what m's sender did, after "rank N ". */
+ * (HVD_ERR_INVALID_ARG)", or "made call 12 ..., hvd_allreduce(), with a
+ * count of 0": what m's sender did, after "rank N ". */
 static void skipped(const struct rf_msg *m, char *buf, size_t len)
 {
 	if (m->kind == RF_EMPTY)
@@ -196,6 +196,12 @@ static void skipped(const struct rf_msg *m, char *buf, size_t len)
 			 "collectives, %s() (%s)",
 			 m->call, m->fn,
 			 hvd_status_name((hvd_status_t)m->status));
+}
+
+/* How this rank skipped the current call, after "which this rank ". */
+static const char *own_how(void)
+{
+	return own == RF_EMPTY ? "made with a count of 0" : "refused";
 }
 
 /*
@@ -235,16 +241,16 @@ static void settle(unsigned char *seen, int *got)
 					  ? "where this rank's count was not 0"
 					  : "which this rank made");
 			tell(RF_MADE, m->call, HVD_OK, "");
+		} else if (seen && m->call == calls) {
+			set_apart("rank %d made call %" PRIu64
+				  " of the blocking collectives, which this "
+				  "rank %s",
+				  (int)m->who, m->call, own_how());
 		} else {
 			set_apart("rank %d made call %" PRIu64
-				  " of the blocking collectives, which %s",
-				  (int)m->who, m->call,
-				  !seen || m->call != calls
-					  ? "another rank refused, or made "
-					    "with a count of 0"
-				  : own == RF_EMPTY
-					  ? "this rank made with a count of 0"
-					  : "this rank refused");
+				  " of the blocking collectives, which another "
+				  "rank refused, or made with a count of 0",
+				  (int)m->who, m->call);
 		}
 	}
 	nheard = apart ? 0 : keep;
@@ -272,8 +278,8 @@ static void agree(int n)
 	if (!seen) {
 		set_apart("this rank had no memory to hear the others on call "
 			  "%" PRIu64 " of the blocking collectives, which it "
-			  "refused",
-			  calls);
+			  "%s",
+			  calls, own_how());
 		return;
 	}
 	for (;;) {
@@ -291,9 +297,8 @@ static void agree(int n)
 			if (f >= 0) {
 				set_apart("%s while the ranks settled call "
 					  "%" PRIu64 " of the blocking "
-					  "collectives, which this rank "
-					  "refused",
-					  why, calls);
+					  "collectives, which this rank %s",
+					  why, calls, own_how());
 				break;
 			}
 		}
@@ -305,8 +310,8 @@ static void agree(int n)
 			set_apart("rank %d gave no word for %.0f s "
 				  "(HOROVOD_PEER_TIMEOUT) on call %" PRIu64
 				  " of the blocking collectives, which this "
-				  "rank refused",
-				  w, limit, calls);
+				  "rank %s",
+				  w, limit, calls, own_how());
 			break;
 		}
 		if (!ucx_block(10, -1)) {

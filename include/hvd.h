@@ -368,7 +368,8 @@ hvd_status_t hvd_ckpt_wait(hvd_ckpt_t *ckpt);
  * once otherwise).  Not collective. */
 hvd_status_t hvd_ckpt_fence(hvd_ckpt_t *ckpt);
 hvd_status_t hvd_ckpt_close(hvd_ckpt_t *ckpt);
-/* 1 when a stop (SIGTERM/SIGUSR1) was requested on this rank. */
+/* 1 when a stop (SIGTERM/SIGUSR1) was requested on this rank, or the
+ * ranks agreed on another rank's at hvd_ckpt_step(). */
 int hvd_ckpt_stop_requested(void);
 
 

@@ -454,6 +454,7 @@ hvd_status_t hvd_ckpt_step(hvd_ckpt_t *c, long step, int *stop)
 			st = st2;
 	}
 	if (v[0]) {
+		ckpt_signals_agreed((int)v[0]);
 		st2 = ckpt_async_flush(c);
 		if (st == HVD_OK)
 			st = st2;

@@ -201,6 +201,9 @@ void ckpt_stage_free(hvd_ckpt_t *c, void *p);
 /* Signals (ckpt_signal.c): installed at the first open, counted. */
 hvd_status_t ckpt_signals_install(void);
 void ckpt_signals_remove(void);
+/* A stop the ranks agreed on (the per-step allreduce's MAX: another
+ * rank's signal): the handler stays, as after this rank's own. */
+void ckpt_signals_agreed(int sig);
 /* The stop signal that arrived on this rank (SIGTERM over SIGUSR1), 0
  * when none did. */
 int ckpt_signals_pending(void);

@@ -13,7 +13,12 @@
  * program installs later replace ours, as sigaction always does; install
  * yours first.  Installed once, with SA_RESTART so that interrupted system
  * calls of the program resume; removed by the last hvd_ckpt_close() when
- * ours is still the one installed and no stop was requested.
+ * ours is still the one installed and no stop was requested, on this rank
+ * or (agreed through the per-step allreduce) on another: srun forwards
+ * the signal to each node in turn, and a rank that stopped on another's
+ * signal and closed before its own copy arrived died of it (SIGUSR1's
+ * default action) instead of exiting with HVD_CKPT_EXIT_STATUS, and the
+ * job was not requeued.
  */
 #include "config.h"
 
@@ -90,6 +95,15 @@ void ckpt_signals_remove(void)
 		restore_one(SIGUSR1, &old_usr1);
 	}
 	pthread_mutex_unlock(&sig_mu);
+}
+
+void ckpt_signals_agreed(int sig)
+{
+	/* Read by the handler and ckpt_signals_remove(); a signal arriving
+	 * now writes it too, and any value this store or the handler's
+	 * leaves is a stop. */
+	if (sig > stop_pending)
+		stop_pending = sig;
 }
 
 int ckpt_signals_pending(void)

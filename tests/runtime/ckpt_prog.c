@@ -18,9 +18,12 @@
  * Prints "restored STEP ok" (or "restored STEP BAD"), one line per step
  * with --times ("step S blocked SECONDS"), "done STEP" at the end, or
  * "stopped STEP" when a stop signal ended the run (exit status 85).
+ * After a stop every rank raises SIGUSR1 and SIGTERM once more, after
+ * hvd_ckpt_close(): a late copy of the signal must not kill it.
  */
 #include <hvd.h>
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,6 +213,14 @@ int main(int argc, char **argv)
 	}
 	if (rank == 0)
 		printf("%s %ld\n", stop ? "stopped" : "done", step);
+	/* A rank's own copy of the stop signal can come after the others'
+	 * stop reached it through the per-step allreduce, and after it
+	 * closed: it must still exit with 85 (srun forwards the signal to
+	 * each node in turn; one rank died of its SIGUSR1 this way). */
+	if (stop) {
+		raise(SIGUSR1);
+		raise(SIGTERM);
+	}
 	if (!getenv("CKPT_PROG_SOLO"))
 		hvd_finalize();
 	free(repl);

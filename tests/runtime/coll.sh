@@ -275,7 +275,7 @@ for spec in "2 0 allreduce shm" "3 2 allreduce ucx" "3 0 allgather shm" \
 		{ [ "$rr_made" -ge 1 ] || [ "${3%0}" = broadcast ]; } &&
 		[ "$rr_next" -eq "$1" ] &&
 		[ "$rr_wrong" -eq 0 ] && [ "$rr_fin" -eq "$1" ] && st=0
-	ok $st "$how, $rr_made ranks fail it naming rank $2 within 5 s ($rr_ok1 complete it), the next call fails on $rr_next of $1, $rr_fin finalize"
+	ok $st "$how, $rr_made ranks fail it within 5 s, naming it ($rr_ok1 complete it), the next call fails on $rr_next of $1, $rr_fin finalize"
 	refuse_show $st
 done
 # The others come a second late: the refusing rank waits for their word.

@@ -188,3 +188,81 @@ def test_elastic_there(hvd):
     import horovod.torch.elastic as e
     assert e is hvd.elastic and isinstance(hvd.elastic.TorchState, type)
     assert callable(e.run) and callable(e.ElasticSampler)
+
+
+def test_compat_common_util(hvd):
+    """horovod.common.util's helpers (Horovod's test files import env from
+    there) and its probes, which are hvd.torch's."""
+    from horovod.common import util
+    key = 'HVD_TEST_UTIL_ENV'
+    os.environ.pop(key, None)
+    os.environ['HVD_TEST_UTIL_KEPT'] = 'old'
+    with util.env(**{key: 'x', 'HVD_TEST_UTIL_KEPT': 'new',
+                     'HVD_TEST_UTIL_NONE': None}):
+        inside = (os.environ.get(key), os.environ['HVD_TEST_UTIL_KEPT'],
+                  'HVD_TEST_UTIL_NONE' in os.environ)
+    after = (os.environ.get(key), os.environ.pop('HVD_TEST_UTIL_KEPT'))
+    with pytest.raises(RuntimeError):
+        with util.env(**{key: 'y'}):
+            raise RuntimeError('left the block')
+    assert inside == ('x', 'new', False)
+    assert after == (None, 'old')
+    assert key not in os.environ
+    with pytest.raises(TypeError, match=key):
+        with util.env(**{key: 3}):
+            pass
+    assert util.split_list(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert util.split_list([1], 3) == [[1], [], []]
+    assert [util.num_rank_is_power_2(n) for n in (0, 1, 2, 3, 4, 6, 8)] == \
+        [False, True, True, False, True, False, True]
+    assert util.is_iterable([]) and not util.is_iterable(3)
+    pick = util.get_average_backwards_compatibility_fun(hvd)
+    assert pick(None, None) is hvd.Average
+    assert pick(hvd.Sum, None) is hvd.Sum
+    with pytest.warns(DeprecationWarning):
+        assert pick(None, False) is hvd.Sum
+    with pytest.raises(ValueError, match='supersedes'):
+        pick(hvd.Sum, True)
+    assert util.mpi_built() is hvd.mpi_built() is False
+    assert util.nccl_built() == hvd.nccl_built()
+    assert util.gloo_built() is False and util.ccl_built() is False
+    assert util.extension_available('torch') is True
+    assert util.extension_available('tensorflow') is False
+    assert util.gpu_available('tensorflow') is False
+    assert util.gpu_available('torch') == \
+        (hvd.cuda_built() and torch.cuda.is_available())
+    assert util.get_extension_full_path('/a/b/__init__.py', 'c', 'x') == \
+        '/a/b/c/x' + util.get_ext_suffix()
+    with pytest.raises(ImportError, match='torch binding only'):
+        util.check_extension('Horovod', 'HOROVOD_WITH_MXNET',
+                             '/nonexistent/__init__.py', 'mpi_lib')
+
+
+def test_compat_timeline_from_env(hvd, tmp_path):
+    """Horovod's test_timeline.py, as its users write it: HOROVOD_TIMELINE
+    set with util.env() before init(), in a process of one rank (the
+    launcher's variables left out, so that it runs alone)."""
+    import subprocess
+    import sys
+    from horovod.common.util import env
+    import hvd as core
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(core.__file__)))
+    path = tmp_path / 'timeline.json'
+    code = ('import torch, horovod.torch as hvd; hvd.init(); '
+            'hvd.allreduce(torch.tensor([1., 2., 3.]), name="test_allreduce");'
+            ' hvd.shutdown()')
+    launcher = ('PMIX_', 'SLURM_', 'OMPI_', 'PMI_', 'HOROVOD_')
+    child = {k: v for k, v in os.environ.items()
+             if not k.startswith(launcher) and k not in ('RANK', 'WORLD_SIZE')}
+    child['PYTHONPATH'] = ours
+    with env(HOROVOD_TIMELINE=str(path), HOROVOD_TIMELINE_MARK_CYCLES='1'):
+        child.update((k, os.environ[k]) for k in
+                     ('HOROVOD_TIMELINE', 'HOROVOD_TIMELINE_MARK_CYCLES'))
+        out = subprocess.run([sys.executable, '-c', code], env=child,
+                             capture_output=True, text=True, timeout=120)
+    assert 'HOROVOD_TIMELINE' not in os.environ
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = path.read_text()
+    for want in ('allreduce.test_allreduce', 'NEGOTIATE_ALLREDUCE',
+                 '"ALLREDUCE"', 'CYCLE_START'):
+        assert want in text, (want, text[-2000:])

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#define RF_MAGIC 0x52465531u /* "RFU1" */
+#define RF_MAGIC 0x52465532u /* "RFU2" */
 
 enum rf_kind {
 	RF_REFUSED = 1, /* the sender refused call `call`           */
@@ -43,6 +43,11 @@ struct rf_msg {
 	int32_t status; /* RF_REFUSED: the refusal's hvd_status_t   */
 	uint64_t call;  /* the call's number on every rank, from 1  */
 	char fn[32];    /* the function skipped, NUL-terminated     */
+	/* RF_MADE: the word it answers (its kind and sender; status and fn
+	 * above are that word's), so that a rank that hears the answer
+	 * before the word names the rank that skipped the call, and how */
+	uint32_t about_kind;
+	int32_t about;
 };
 
 /* A send's buffer must outlive it, and nothing waits for these: kept
@@ -94,8 +99,10 @@ void refusal_free(void)
 	pthread_mutex_unlock(&rf_lock);
 }
 
+/* Send kind about call (status st, function fn) to every other rank;
+ * an RF_MADE answers the word *about. */
 static void tell(enum rf_kind kind, uint64_t call, hvd_status_t st,
-		 const char *fn)
+		 const char *fn, const struct rf_msg *about)
 {
 	struct rf_out *o = calloc(1, sizeof(*o));
 	int n = peers_count();
@@ -108,6 +115,10 @@ static void tell(enum rf_kind kind, uint64_t call, hvd_status_t st,
 	o->m.status = st;
 	o->m.call = call;
 	snprintf(o->m.fn, sizeof(o->m.fn), "%s", fn);
+	if (about) {
+		o->m.about_kind = about->kind;
+		o->m.about = about->who;
+	}
 	o->next = sent;
 	sent = o;
 	for (int w = 0; w < n; w++)
@@ -126,6 +137,10 @@ static const char *invalid(const struct rf_msg *m, size_t len, int n)
 		return "from no other rank of the job";
 	if (m->call == 0 || !memchr(m->fn, '\0', sizeof(m->fn)))
 		return "malformed";
+	if (m->kind == RF_MADE &&
+	    ((m->about_kind != RF_REFUSED && m->about_kind != RF_EMPTY) ||
+	     m->about < 0 || m->about >= n || m->about == m->who))
+		return "an answer to no word";
 	return NULL;
 }
 
@@ -180,22 +195,23 @@ static void set_apart(const char *fmt, ...)
 	hvd_log(HVD_LOG_DEBUG, "blocking collectives apart: %s", apart_why);
 }
 
-/* "refused call 12 of the blocking collectives, hvd_allreduce()
- * (HVD_ERR_INVALID_ARG)", or "made call 12 ..., hvd_allreduce(), with a
- * count of 0": what m's sender did, after "rank N ". */
-static void skipped(const struct rf_msg *m, char *buf, size_t len)
+/* "rank 2 refused call 12 of the blocking collectives, hvd_allreduce()
+ * (HVD_ERR_INVALID_ARG), which this rank made", or "rank 2 made call 12
+ * ..., hvd_allreduce(), with a count of 0, where ...": the world is apart
+ * because of word m, of kind kind from rank who (m's own, or those of the
+ * word an answer m is about). */
+static void apart_by(const struct rf_msg *m, enum rf_kind kind, int who)
 {
-	if (m->kind == RF_EMPTY)
-		snprintf(buf, len,
-			 "made call %" PRIu64 " of the blocking collectives, "
-			 "%s(), with a count of 0",
-			 m->call, m->fn);
+	if (kind == RF_EMPTY)
+		set_apart("rank %d made call %" PRIu64 " of the blocking "
+			  "collectives, %s(), with a count of 0, where this "
+			  "rank's count was not 0",
+			  who, m->call, m->fn);
 	else
-		snprintf(buf, len,
-			 "refused call %" PRIu64 " of the blocking "
-			 "collectives, %s() (%s)",
-			 m->call, m->fn,
-			 hvd_status_name((hvd_status_t)m->status));
+		set_apart("rank %d refused call %" PRIu64 " of the blocking "
+			  "collectives, %s() (%s), which this rank made",
+			  who, m->call, m->fn,
+			  hvd_status_name((hvd_status_t)m->status));
 }
 
 /* How this rank skipped the current call, after "which this rank ". */
@@ -214,7 +230,6 @@ static const char *own_how(void)
 static void settle(unsigned char *seen, int *got)
 {
 	size_t keep = 0;
-	char what[160];
 
 	for (size_t i = 0; i < nheard; i++) {
 		const struct rf_msg *m = &heard[i];
@@ -235,22 +250,19 @@ static void settle(unsigned char *seen, int *got)
 			continue;
 		}
 		if (m->kind != RF_MADE) {
-			skipped(m, what, sizeof(what));
-			set_apart("rank %d %s, %s", (int)m->who, what,
-				  m->kind == RF_EMPTY
-					  ? "where this rank's count was not 0"
-					  : "which this rank made");
-			tell(RF_MADE, m->call, HVD_OK, "");
+			apart_by(m, (enum rf_kind)m->kind, (int)m->who);
+			tell(RF_MADE, m->call, (hvd_status_t)m->status, m->fn,
+			     m);
 		} else if (seen && m->call == calls) {
 			set_apart("rank %d made call %" PRIu64
 				  " of the blocking collectives, which this "
 				  "rank %s",
 				  (int)m->who, m->call, own_how());
 		} else {
-			set_apart("rank %d made call %" PRIu64
-				  " of the blocking collectives, which another "
-				  "rank refused, or made with a count of 0",
-				  (int)m->who, m->call);
+			/* another rank's answer came first: the same words
+			 * as the skipping rank's own would give */
+			apart_by(m, (enum rf_kind)m->about_kind,
+				 (int)m->about);
 		}
 	}
 	nheard = apart ? 0 : keep;
@@ -349,7 +361,7 @@ static int skip(enum rf_kind kind, const char *fn, hvd_status_t st)
 	pthread_mutex_lock(&rf_lock);
 	if (!apart) {
 		own = kind;
-		tell(kind, calls, st, fn);
+		tell(kind, calls, st, fn, NULL);
 		agree(n);
 	}
 	was = apart;

@@ -197,15 +197,14 @@ for how in rank node; do
 done
 # An allreduce refused on one rank only (a NULL buffer), a node-mate of
 # the leader and a leader: every rank fails it within 10 s, the refusing
-# one with HVD_ERR_INVALID_ARG, the others naming it (or, where another
-# rank's answer came first, that rank: "rank 3 made call 2 ..., which
-# another rank refused"), and every rank's next call fails
+# one with HVD_ERR_INVALID_ARG, the others naming it (also where another
+# rank's answer to it came first), and every rank's next call fails
 # (net/refusal.h).  Before, the others' call returned HVD_OK with the
 # refusing rank's next call's data.
 for who in 1 2; do
 	out=$(step -N2 --ntasks-per-node=2 "$CHECK" refuse $who allreduce 2>&1)
 	refused=$(grep -c "^rank $who: call 1 (allreduce, refused here) HVD_ERR_INVALID_ARG" <<<"$out")
-	made=$(awk '/^rank [0-9]*: call 1 \(allreduce\) HVD_ERR_MISMATCH after .* (refused|made) call/ && $8 < 10' <<<"$out" | wc -l)
+	made=$(awk '/^rank [0-9]*: call 1 \(allreduce\) HVD_ERR_MISMATCH after .* rank '$who' refused call [0-9]+ of the blocking collectives, hvd_allreduce\(\) \(HVD_ERR_INVALID_ARG\), which this rank made/ && $8 < 10' <<<"$out" | wc -l)
 	next=$(grep -c "^rank [0-9]*: call 2 (allreduce) HVD_ERR_MISMATCH after [0-9.]* s, sum none" <<<"$out")
 	fin=$(grep -c "^rank [0-9]*: finalize HVD_OK" <<<"$out")
 	ok $(( refused == 1 && made == 3 && next == 4 && fin == 4 ? 0 : 1 )) \

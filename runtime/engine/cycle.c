@@ -367,10 +367,22 @@ static int fail_oom(struct engine *e)
 static int fail_negotiation(struct engine *e, hvd_status_t st)
 {
 	char msg[1024];
+	/* an elastic job goes on without the rank that failed: a warning
+	 * that says so, not an error, on each rank that is left */
+	int recover = e->elastic && (st == HVD_ERR_PEER_FAILED ||
+				     st == HVD_ERR_TIMEOUT ||
+				     st == HVD_ERR_TRANSPORT);
 
 	snprintf(msg, sizeof(msg), "hvd: the engine's negotiation failed: %s",
 		 hvd_last_error());
-	hvd_log(HVD_LOG_ERROR, "%s", msg);
+	if (recover)
+		hvd_log(HVD_LOG_WARNING,
+			"%s (HOROVOD_ELASTIC=1: the pending operations fail "
+			"with this, and the ranks that are left re-form the "
+			"world)",
+			msg);
+	else
+		hvd_log(HVD_LOG_ERROR, "%s", msg);
 	pending_fail_all(e, st, msg);
 	return 1;
 }

@@ -124,6 +124,7 @@ struct engine {
 	int cache_capacity;
 	double stall_warn, stall_shutdown;
 	int stall_disable;
+	int elastic; /* HOROVOD_ELASTIC: a peer's failure is recovered from */
 
 	hvd_comm_t *comm; /* the engine's duplicate of the world */
 	int rank, size;

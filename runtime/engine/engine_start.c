@@ -323,6 +323,7 @@ static void read_knobs(struct engine *e)
 		e->stall_shutdown = 0;
 	}
 	e->psets.dynamic = hvd_env_bool("HOROVOD_DYNAMIC_PROCESS_SETS", 0);
+	e->elastic = hvd_env_bool("HOROVOD_ELASTIC", 0);
 	spin_us = hvd_env_long("HVD_ENGINE_SPIN_US", 50);
 	e->idle_spin_ns = spin_us > 0 ? (unsigned long long)spin_us * 1000 : 0;
 }

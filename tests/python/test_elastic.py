@@ -189,6 +189,11 @@ def test_kill_one_rank(reference, tmp_path, victim):
     assert len(r.lines('reset')) == 2
     assert len({ln[6] for ln in r.lines('enter') if ln[4] == '2'}) == 1
     assert not any(_alive(p) for p in pids)
+    # the survivors recover from the failure: they say so in a warning,
+    # not in an error
+    with open(r.err) as f:
+        said = f.read()
+    assert '] error:' not in said, said[-3000:]
     first = [float(ln[6][2:]) for ln in r.lines('step') if ln[5] == '2']
     assert first
     sys.stderr.write('elastic: kill of rank %d -> first step at size 2: '

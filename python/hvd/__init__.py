@@ -13,6 +13,7 @@ goes to libhvd's C API (hvd._lib, ctypes).
 import atexit
 import ctypes
 import os
+import warnings
 
 from hvd import _lib
 from hvd import process_sets as _ps
@@ -36,6 +37,25 @@ _OP_NAMES = {Average: 'Average', Sum: 'Sum', Adasum: 'Adasum', Min: 'Min',
 _C_OPS = {Average: _lib.AVERAGE, Sum: _lib.SUM, Min: _lib.MIN,
           Max: _lib.MAX, Product: _lib.PRODUCT}
 _C_ADASUM = _lib.ADASUM
+
+
+def _average_compat(reduce_ops):
+    """A function (op, average) -> op reading Horovod's old average=
+    argument; reduce_ops has Average and Sum (this module, or a
+    framework's)."""
+    def resolve(op, average):
+        if op is not None:
+            if average is not None:
+                raise ValueError('The op parameter supersedes average. '
+                                 'Please provide only one of them.')
+            return op
+        if average is None:
+            return reduce_ops.Average
+        warnings.warn('Parameter `average` has been replaced with `op` and '
+                      'will be removed in v1.0', DeprecationWarning,
+                      stacklevel=3)
+        return reduce_ops.Average if average else reduce_ops.Sum
+    return resolve
 
 _state = {'homogeneous': None, 'atexit': False}
 _shutdown_hooks = []

@@ -8,7 +8,6 @@ import contextlib
 import importlib
 import os
 import sysconfig
-import warnings
 
 __all__ = ['env', 'is_iterable', 'split_list', 'num_rank_is_power_2',
            'get_average_backwards_compatibility_fun', 'get_ext_suffix',
@@ -72,18 +71,8 @@ def num_rank_is_power_2(num_rank):
 def get_average_backwards_compatibility_fun(reduce_ops):
     """A function (op, average) -> op that reads Horovod's old average=
     argument: reduce_ops is the module (or object) with Average and Sum."""
-    def resolve(op, average):
-        if op is not None:
-            if average is not None:
-                raise ValueError('The op parameter supersedes average. '
-                                 'Please provide only one of them.')
-            return op
-        if average is None:
-            return reduce_ops.Average
-        warnings.warn('Parameter `average` has been replaced with `op`',
-                      DeprecationWarning, stacklevel=2)
-        return reduce_ops.Average if average else reduce_ops.Sum
-    return resolve
+    import hvd
+    return hvd._average_compat(reduce_ops)
 
 
 def get_ext_suffix():

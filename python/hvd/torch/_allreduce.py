@@ -1,11 +1,10 @@
 """allreduce, grouped_allreduce and their async and in-place forms."""
 
-import warnings
 import torch
 
 import hvd as _hvd
 from hvd import _lib
-from hvd import Adasum, Average, Sum
+from hvd import Adasum
 from hvd.process_sets import global_process_set
 from hvd.torch import _engine
 from hvd.torch._engine import Op, register, submit
@@ -19,17 +18,7 @@ from hvd.torch.compression import Compression
 
 # -------------------------------------------------------------- allreduce
 
-def handle_average_backwards_compatibility(op, average):
-    if op is not None:
-        if average is not None:
-            raise ValueError('The op parameter supersedes average. Please '
-                             'provide only one of them.')
-        return op
-    elif average is not None:
-        warnings.warn('Parameter `average` has been replaced with `op` and '
-                      'will be removed in v1.0', DeprecationWarning)
-        return Average if average else Sum
-    return Average
+handle_average_backwards_compatibility = _hvd._average_compat(_hvd)
 
 
 def _fast_allreduce(tensor, output, name, op, prescale_factor,

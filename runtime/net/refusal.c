@@ -409,6 +409,25 @@ hvd_status_t refusal_go(void)
 	return st;
 }
 
+void refusal_finalizing(void)
+{
+	int was;
+
+	if (peers_count() < 2 || !ucx_worker)
+		return;
+	pthread_mutex_lock(&rf_lock);
+	was = apart;
+	drain();
+	if (nheard)
+		settle(NULL, NULL);
+	if (apart && !was)
+		hvd_log(HVD_LOG_WARNING,
+			"hvd_finalize(): %s (this rank's call returned "
+			"before it heard)",
+			apart_why);
+	pthread_mutex_unlock(&rf_lock);
+}
+
 hvd_status_t refusal_watch(char *why, size_t len)
 {
 	hvd_status_t st = HVD_OK;

@@ -68,6 +68,12 @@ hvd_status_t refusal_empty(const char *fn);
 /* The call just numbered goes ahead: HVD_OK, or HVD_ERR_MISMATCH when
  * another rank refused it (or an earlier one this rank made). */
 hvd_status_t refusal_go(void);
+/* In hvd_finalize(), until every rank has reached it: a word about a
+ * call this rank made is answered (a broadcast's rank that needed nothing
+ * from the refusing one completed it, and may have nothing else to call),
+ * and the finding logged as a warning: the refusing rank would otherwise
+ * wait until the others exit. */
+void refusal_finalizing(void);
 /* In a wait of the public calls' thread (never the engine's): HVD_OK,
  * or HVD_ERR_MISMATCH with why[len] saying which rank refused what. */
 hvd_status_t refusal_watch(char *why, size_t len);

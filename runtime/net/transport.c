@@ -354,7 +354,7 @@ void transport_finalize(int fence)
 {
 	lane_close();
 	notice_cancel();
-	ucx_finalize(fence);
+	ucx_finalize(fence, refusal_finalizing);
 	notice_free();
 	refusal_free();
 	peers_free();

@@ -721,15 +721,42 @@ static void drop_unexpected(ucp_worker_h w, double limit)
 			n, n == 1 ? "" : "s");
 }
 
-void ucx_finalize(int fence)
+/* Phase one of a fenced finalize: until every rank has reached
+ * hvd_finalize(), this rank may still be needed, to answer another's
+ * refused call (net/refusal.h) that this rank made and completed; its
+ * endpoints stay open, and waiting() answers.  0 when some rank did not
+ * come within limit seconds. */
+static int all_arrived(void (*waiting)(void), double limit)
+{
+	volatile int fenced = 1;
+	double deadline = hvd_now() + limit;
+
+	if (bootstrap_fence_nb(&fenced) != HVD_OK)
+		return 1; /* said why; the second fence will not wait either */
+	while (!__atomic_load_n(&fenced, __ATOMIC_ACQUIRE) &&
+	       hvd_now() < deadline) {
+		ucp_worker_progress(ucx_worker);
+		if (waiting)
+			waiting();
+		if (yield_always)
+			sched_yield();
+	}
+	return __atomic_load_n(&fenced, __ATOMIC_ACQUIRE);
+}
+
+void ucx_finalize(int fence, void (*waiting)(void))
 {
 	void **reqs;
-	int nreq;
+	int nreq, late = 0;
 	volatile int fenced = 1;
 	double deadline;
 
 	if (!ucx_worker)
 		return;
+	if (fence && !all_arrived(waiting, 30.0)) {
+		late = 1;
+		fence = 0;
+	}
 	nreq = close_eps(0, &reqs);
 	/* Keep progressing until every rank has closed: a rank that
 	 * stopped progressing could leave its peers' flushes hanging.
@@ -741,8 +768,12 @@ void ucx_finalize(int fence)
 	 * were cut apart exited 5 s after its error. */
 	if (fence && bootstrap_fence_nb(&fenced) != HVD_OK)
 		fenced = 1;
-	deadline = hvd_now() +
-		   (fence ? 30.0 : transport_any_failed() >= 0 ? 1.0 : 5.0);
+	if (fence)
+		deadline = hvd_now() + 30.0;
+	else if (late || transport_any_failed() >= 0)
+		deadline = hvd_now() + 1.0;
+	else
+		deadline = hvd_now() + 5.0;
 	for (;;) {
 		int left = reap_closes(reqs, nreq);
 
@@ -752,7 +783,7 @@ void ucx_finalize(int fence)
 		if (yield_always)
 			sched_yield();
 	}
-	if (!__atomic_load_n(&fenced, __ATOMIC_ACQUIRE))
+	if (late || !__atomic_load_n(&fenced, __ATOMIC_ACQUIRE))
 		hvd_log(HVD_LOG_WARNING,
 			"finalize: not every rank reached hvd_finalize() "
 			"within 30 s");

@@ -78,10 +78,12 @@ int ucx_peer_errors_local(void);
 /* Seconds without progress before a peer counts as dead
  * (HOROVOD_PEER_TIMEOUT, default 60). */
 double transport_peer_timeout(void);
-/* Close every endpoint while progressing; with fence, a PMIx fence in
- * between so that no rank stops progressing while others still flush to
- * it.  Then the worker and context go. */
-void ucx_finalize(int fence);
+/* Close every endpoint while progressing; with fence, a PMIx fence
+ * before (every rank has reached finalize: until then waiting() is called
+ * while progressing, and may still send) and one in between, so that no
+ * rank stops progressing while others still flush to it.  Then the
+ * worker and context go. */
+void ucx_finalize(int fence, void (*waiting)(void));
 
 /* Elastic re-forming (net/membership.c): the next world's worker, made on
  * the same context while the current one still carries the agreement

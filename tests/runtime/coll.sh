@@ -41,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 55))"
+echo "1..$(($# + 56))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -304,6 +304,19 @@ for mode in shm ucx; do
 	ok $st "allreduce refused by all 3 ranks ($mode): refused on $rr_refused, the next call right on $rr_right"
 	refuse_show $st
 done
+# The refused call is the program's last, and the ranks that made it
+# need nothing from the refusing one (a broadcast's leaf, over UCX):
+# they complete it and finalize.  The refusing rank waited for their
+# word until the finalize's fence gave up, 30 s later; now they answer
+# while they wait for every rank to reach hvd_finalize(), and warn.
+refuse_run 3 2 broadcast last HVD_SHM=0
+warned=$(grep -c "warning: hvd_finalize(): rank 2 refused call [0-9]* of the blocking collectives, hvd_broadcast() (HVD_ERR_INVALID_ARG), which this rank made (this rank's call returned before it heard)" "$T/err")
+slow=$(awk '/finalize HVD_OK after/ && $6 > 5' "$T/out" | wc -l)
+st=1
+[ "$rr_refused" -eq 1 ] && [ "${rr_took%%.*}" -lt 5 ] && [ "$rr_fin" -eq 3 ] &&
+	[ "$slow" -eq 0 ] && [ $((warned + rr_made)) -eq 2 ] && st=0
+ok $st "broadcast refused by rank 2 of 3 as the last call (ucx): refused there in ${rr_took:-?} s, $rr_fin finalize ($slow took over 5 s), the 2 others warn or fail ($warned, $rr_made)"
+refuse_show $st
 
 # small_shm SIZE CMD...: CMD in a mount namespace of its own whose
 # /dev/shm is a tmpfs of SIZE.

@@ -23,7 +23,7 @@
  *	                      hvd_alltoall with the last rank's (or last
  *	                      node's) count apart: HVD_ERR_MISMATCH on every
  *	                      rank, in seconds
- *	coll_check refuse R CALL [late]
+ *	coll_check refuse R CALL [late|last]
  *	                      rank R (or every rank: all) refuses its CALL
  *	                      (allreduce, broadcast, allgather or barrier:
  *	                      a NULL buffer, a bad root, a NULL buffer, or
@@ -35,7 +35,9 @@
  *	                      prints both calls' statuses, times and
  *	                      messages, and whether the second's sum is
  *	                      right (late: the others make CALL a second
- *	                      after rank R refused it).  An allreduce
+ *	                      after rank R refused it; last: no second
+ *	                      call, every rank finalizes after CALL).
+ *	                      An allreduce
  *	                      before makes the shared-memory segment and
  *	                      the hierarchy's communicators
  *	coll_check initfail   hvd_init must fail with HVD_ERR_BOOTSTRAP
@@ -926,7 +928,8 @@ static double since(const struct timespec *a)
 	       (double)(b.tv_nsec - a->tv_nsec) * 1e-9;
 }
 
-static int run_refuse(const char *who, const char *call, int late)
+static int run_refuse(const char *who, const char *call, int late,
+		      int last)
 {
 	int me = !strcmp(who, "all") || atoi(who) == rank_;
 	float *buf = xmalloc(64 * sizeof(float)), sum[4];
@@ -966,6 +969,8 @@ static int run_refuse(const char *who, const char *call, int late)
 	       hvd_status_name(st), since(&a),
 	       st == HVD_OK ? "" : hvd_last_error());
 	fflush(stdout);
+	if (last) /* the program's last collective: straight to finalize */
+		goto fin;
 	if (me)
 		sleep(1);
 	for (int i = 0; i < 4; i++)
@@ -979,9 +984,12 @@ static int run_refuse(const char *who, const char *call, int late)
 	       st != HVD_OK ? "none" : right ? "right" : "WRONG",
 	       st == HVD_OK ? "" : hvd_last_error());
 	fflush(stdout);
+fin:
 	free(buf);
+	clock_gettime(CLOCK_MONOTONIC, &a);
 	st = hvd_finalize();
-	printf("rank %d: finalize %s\n", rank_, hvd_status_name(st));
+	printf("rank %d: finalize %s after %.2f s\n", rank_,
+	       hvd_status_name(st), since(&a));
 	return 0;
 }
 
@@ -1034,7 +1042,8 @@ int main(int argc, char **argv)
 		return run_a2a_mismatch(argv[2]);
 	if (argc > 3 && strcmp(argv[1], "refuse") == 0)
 		return run_refuse(argv[2], argv[3],
-				  argc > 4 && !strcmp(argv[4], "late"));
+				  argc > 4 && !strcmp(argv[4], "late"),
+				  argc > 4 && !strcmp(argv[4], "last"));
 	if (argc > 2 && strcmp(argv[1], "after") == 0) {
 		int i;
 

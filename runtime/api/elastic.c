@@ -668,16 +668,6 @@ int elastic_finalize(void)
 
 /* ------------------------------------------------------- the run loop */
 
-/* What a re-forming can cure: a dead peer, one that stopped answering
- * (HOROVOD_PEER_TIMEOUT: the agreement decides whether it is alive), a
- * transport broken around them.  A mismatch or a bad argument is the
- * program's, and comes back to it. */
-static int recoverable(hvd_status_t st)
-{
-	return st == HVD_ERR_PEER_FAILED || st == HVD_ERR_TIMEOUT ||
-	       st == HVD_ERR_TRANSPORT;
-}
-
 hvd_status_t hvd_elastic_run(const hvd_elastic_hooks_t *h, void *arg)
 {
 	int reset = 0, sync = 1;
@@ -703,7 +693,8 @@ hvd_status_t hvd_elastic_run(const hvd_elastic_hooks_t *h, void *arg)
 			 * HOROVOD_ELASTIC_TIMEOUT: it gives up, as the Python
 			 * loop does (ElasticError), so that nothing waits
 			 * without a bound. */
-			if (st != HVD_ERR_TIMEOUT && recoverable(st)) {
+			if (st != HVD_ERR_TIMEOUT &&
+			    hvd_status_peers_broken(st)) {
 				h->restore(arg);
 				continue;
 			}
@@ -715,7 +706,7 @@ hvd_status_t hvd_elastic_run(const hvd_elastic_hooks_t *h, void *arg)
 		}
 		if (sync) {
 			st = h->sync(arg);
-			if (recoverable(st)) {
+			if (hvd_status_peers_broken(st)) {
 				h->restore(arg);
 				reset = 1;
 				continue;
@@ -726,7 +717,7 @@ hvd_status_t hvd_elastic_run(const hvd_elastic_hooks_t *h, void *arg)
 		st = h->train(arg);
 		if (st == HVD_OK)
 			return HVD_OK;
-		if (recoverable(st))
+		if (hvd_status_peers_broken(st))
 			h->restore(arg); /* back to the last commit */
 		else if (st != HVD_HOSTS_UPDATED)
 			return st;

@@ -36,6 +36,15 @@ void hvd_error_clear(void);
 /* msg without the "HVD-NNNN " it starts with (a reason passed on to a
  * message that will get a code of its own). */
 const char *hvd_error_text(const char *msg);
+/* The failures of the peers or the network around them (a dead peer, one
+ * that stopped answering, a broken transport): the communicator cannot
+ * run, and an elastic re-forming can cure them.  A mismatch or a bad
+ * argument is the program's. */
+static inline int hvd_status_peers_broken(hvd_status_t st)
+{
+	return st == HVD_ERR_PEER_FAILED || st == HVD_ERR_TIMEOUT ||
+	       st == HVD_ERR_TRANSPORT;
+}
 
 /* One pair of checking macros for the whole library (as NCCL's checks.h):
  * a status other than HVD_OK returns, or jumps to the cleanup label with

@@ -369,9 +369,7 @@ static int fail_negotiation(struct engine *e, hvd_status_t st)
 	char msg[1024];
 	/* an elastic job goes on without the rank that failed: a warning
 	 * that says so, not an error, on each rank that is left */
-	int recover = e->elastic && (st == HVD_ERR_PEER_FAILED ||
-				     st == HVD_ERR_TIMEOUT ||
-				     st == HVD_ERR_TRANSPORT);
+	int recover = e->elastic && hvd_status_peers_broken(st);
 
 	snprintf(msg, sizeof(msg), "hvd: the engine's negotiation failed: %s",
 		 hvd_last_error());

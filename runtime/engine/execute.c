@@ -211,8 +211,7 @@ static int run_bucket(struct engine *e, const struct exec_list *x,
 		if (h)
 			complete_op(e, h, st, msg);
 	}
-	if (st == HVD_ERR_PEER_FAILED || st == HVD_ERR_TRANSPORT ||
-	    st == HVD_ERR_TIMEOUT) {
+	if (hvd_status_peers_broken(st)) {
 		/* The communicator is broken: nothing can run. */
 		pending_fail_all(e, st, msg);
 		return 1;

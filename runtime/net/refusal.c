@@ -409,6 +409,15 @@ hvd_status_t refusal_go(void)
 	return st;
 }
 
+/* Take in what arrived and settle it (rf_lock held; the caller
+ * progressed the worker). */
+static void listen_now(void)
+{
+	drain();
+	if (nheard)
+		settle(NULL, NULL);
+}
+
 void refusal_finalizing(void)
 {
 	int was;
@@ -417,9 +426,7 @@ void refusal_finalizing(void)
 		return;
 	pthread_mutex_lock(&rf_lock);
 	was = apart;
-	drain();
-	if (nheard)
-		settle(NULL, NULL);
+	listen_now();
 	if (apart && !was)
 		hvd_log(HVD_LOG_WARNING,
 			"hvd_finalize(): %s (this rank's call returned "
@@ -435,9 +442,7 @@ hvd_status_t refusal_watch(char *why, size_t len)
 	if (peers_count() < 2)
 		return HVD_OK;
 	pthread_mutex_lock(&rf_lock);
-	drain();
-	if (nheard)
-		settle(NULL, NULL);
+	listen_now();
 	if (apart) {
 		apart_text(why, len);
 		st = HVD_ERR_MISMATCH;

@@ -28,9 +28,9 @@
  * Messages go on a context id no communicator gets, through the keyed
  * tags (net/auth.h); a rank takes them in while it waits: the
  * transport's watch, the shared-memory waits' check, the refusing rank's
- * own wait, and hvd_finalize()'s wait for every rank.  Only the thread of the public calls does (the
- * engine's thread runs collectives of its own communicator): the callers
- * see to that (transport_is_background()).
+ * own wait, and hvd_finalize()'s wait for every rank.  Only the thread of
+ * the public calls does (the engine's thread runs collectives of its own
+ * communicator): the callers see to that (transport_is_background()).
  */
 #ifndef HVD_NET_REFUSAL_H
 #define HVD_NET_REFUSAL_H

@@ -7,7 +7,11 @@
  * takes in what arrived with a probe of that one tag.  What a rank has
  * heard is kept until its own calls reach the call a word is about: a
  * rank can be ahead of another by calls that did not need it (all ranks
- * refusing a row of calls), or behind.
+ * refusing a row of calls), or behind.  A fourth, the goodbye of
+ * hvd_finalize(), follows every word its sender sent, so that a rank
+ * that has every goodbye has heard every word (the PMIx fence that ends
+ * hvd_finalize()'s wait can be over before a word is in: a broadcast's
+ * leaf then never heard of the refusal it should warn of).
  */
 #include "config.h"
 
@@ -34,6 +38,9 @@ enum rf_kind {
 			   rank refused or skipped                    */
 	RF_EMPTY = 3,   /* the sender skipped call `call`: a count
 			   of 0, nothing to send or receive           */
+	RF_BYE = 4,     /* the sender is in hvd_finalize(), and sent
+			   every word before this one (UCX keeps one
+			   endpoint's messages in order)              */
 };
 
 struct rf_msg {
@@ -67,6 +74,8 @@ static struct rf_msg *heard; /* taken in, about calls not settled */
 static size_t nheard, capheard;
 static struct rf_out *sent;
 static unsigned long dropped;
+static unsigned char *byes; /* [w]: rank w's goodbye is in         */
+static int said_bye;
 
 static uint64_t rf_tag(void)
 {
@@ -81,6 +90,9 @@ void refusal_start(void)
 	apart_why[0] = '\0';
 	nheard = 0;
 	dropped = 0;
+	said_bye = 0;
+	free(byes);
+	byes = NULL;
 	pthread_mutex_unlock(&rf_lock);
 }
 
@@ -96,6 +108,9 @@ void refusal_free(void)
 	free(heard);
 	heard = NULL;
 	nheard = capheard = 0;
+	free(byes);
+	byes = NULL;
+	said_bye = 0;
 	pthread_mutex_unlock(&rf_lock);
 }
 
@@ -131,11 +146,12 @@ static const char *invalid(const struct rf_msg *m, size_t len, int n)
 		return "not the size of one";
 	if (m->magic != RF_MAGIC ||
 	    (m->kind != RF_REFUSED && m->kind != RF_MADE &&
-	     m->kind != RF_EMPTY))
+	     m->kind != RF_EMPTY && m->kind != RF_BYE))
 		return "not one";
 	if (m->who < 0 || m->who >= n || m->who == peers_self())
 		return "from no other rank of the job";
-	if (m->call == 0 || !memchr(m->fn, '\0', sizeof(m->fn)))
+	if ((m->call == 0 && m->kind != RF_BYE) ||
+	    !memchr(m->fn, '\0', sizeof(m->fn)))
 		return "malformed";
 	if (m->kind == RF_MADE &&
 	    ((m->about_kind != RF_REFUSED && m->about_kind != RF_EMPTY) ||
@@ -159,6 +175,16 @@ static void drain(void)
 		struct rf_msg *m = ucx_recv_probed(h, sizeof(*m), &got);
 		const char *bad = m ? invalid(m, got, n) : "its receive failed";
 
+		if (!bad && m->kind == RF_BYE) {
+			/* it can come before this rank's own goodbye: a
+			 * refusing rank hears the others' in its wait */
+			if (!byes)
+				byes = calloc((size_t)n, 1);
+			if (byes)
+				byes[m->who] = 1;
+			free(m);
+			continue;
+		}
 		if (!bad && nheard == capheard) {
 			size_t cap = capheard ? 2 * capheard : 16;
 			struct rf_msg *p = realloc(heard, cap * sizeof(*p));
@@ -418,13 +444,31 @@ static void listen_now(void)
 		settle(NULL, NULL);
 }
 
-void refusal_finalizing(void)
+/* 1 when every other rank's goodbye is in, or will never come (a failed
+ * rank; no memory to count them: the fence is then all there is). */
+static int all_byes(int n)
 {
-	int was;
+	if (!byes)
+		return 1;
+	for (int w = 0; w < n; w++)
+		if (w != peers_self() && !byes[w] && !peers_failed(w))
+			return 0;
+	return 1;
+}
 
-	if (peers_count() < 2 || !ucx_worker)
-		return;
+int refusal_finalizing(void)
+{
+	int n = peers_count(), was, done;
+
+	if (n < 2 || !ucx_worker)
+		return 1;
 	pthread_mutex_lock(&rf_lock);
+	if (!said_bye) {
+		said_bye = 1;
+		if (!byes)
+			byes = calloc((size_t)n, 1);
+		tell(RF_BYE, calls, HVD_OK, "hvd_finalize", NULL);
+	}
 	was = apart;
 	listen_now();
 	if (apart && !was)
@@ -432,7 +476,9 @@ void refusal_finalizing(void)
 			"hvd_finalize(): %s (this rank's call returned "
 			"before it heard)",
 			apart_why);
+	done = all_byes(n);
 	pthread_mutex_unlock(&rf_lock);
+	return done;
 }
 
 hvd_status_t refusal_watch(char *why, size_t len)

@@ -7,11 +7,16 @@
  * takes in what arrived with a probe of that one tag.  What a rank has
  * heard is kept until its own calls reach the call a word is about: a
  * rank can be ahead of another by calls that did not need it (all ranks
- * refusing a row of calls), or behind.  A fourth, the goodbye of
- * hvd_finalize(), follows every word its sender sent, so that a rank
- * that has every goodbye has heard every word (the PMIx fence that ends
- * hvd_finalize()'s wait can be over before a word is in: a broadcast's
- * leaf then never heard of the refusal it should warn of).
+ * refusing a row of calls), or behind.
+ *
+ * In hvd_finalize(), a rank that sent any of them says goodbye to every
+ * rank, after them (UCX keeps one endpoint's messages in order), and
+ * each answers the goodbye when it takes it in: then it has heard every
+ * word.  Until every rank has answered, the teller does not join the
+ * PMIx fence that ends hvd_finalize()'s wait for every rank; otherwise
+ * that fence (PMIx) could be over before a word (UCX) was in, and a
+ * broadcast's leaf finalized without the warning it owed.  A job where
+ * no call was refused sends nothing.
  */
 #include "config.h"
 
@@ -38,9 +43,9 @@ enum rf_kind {
 			   rank refused or skipped                    */
 	RF_EMPTY = 3,   /* the sender skipped call `call`: a count
 			   of 0, nothing to send or receive           */
-	RF_BYE = 4,     /* the sender is in hvd_finalize(), and sent
-			   every word before this one (UCX keeps one
-			   endpoint's messages in order)              */
+	RF_BYE = 4,     /* the sender, in hvd_finalize(), told the
+			   others something before this: answer       */
+	RF_HEARD = 5,   /* the answer to RF_BYE, to its sender only   */
 };
 
 struct rf_msg {
@@ -74,8 +79,9 @@ static struct rf_msg *heard; /* taken in, about calls not settled */
 static size_t nheard, capheard;
 static struct rf_out *sent;
 static unsigned long dropped;
-static unsigned char *byes; /* [w]: rank w's goodbye is in         */
-static int said_bye;
+static int told;          /* this rank sent words (not goodbyes)  */
+static int said_bye;      /* hvd_finalize() began here            */
+static unsigned char *heard_bye; /* [w]: rank w answered the goodbye */
 
 static uint64_t rf_tag(void)
 {
@@ -90,9 +96,10 @@ void refusal_start(void)
 	apart_why[0] = '\0';
 	nheard = 0;
 	dropped = 0;
+	told = 0;
 	said_bye = 0;
-	free(byes);
-	byes = NULL;
+	free(heard_bye);
+	heard_bye = NULL;
 	pthread_mutex_unlock(&rf_lock);
 }
 
@@ -108,22 +115,26 @@ void refusal_free(void)
 	free(heard);
 	heard = NULL;
 	nheard = capheard = 0;
-	free(byes);
-	byes = NULL;
+	free(heard_bye);
+	heard_bye = NULL;
+	told = 0;
 	said_bye = 0;
 	pthread_mutex_unlock(&rf_lock);
 }
 
-/* Send kind about call (status st, function fn) to every other rank;
- * an RF_MADE answers the word *about. */
-static void tell(enum rf_kind kind, uint64_t call, hvd_status_t st,
-		 const char *fn, const struct rf_msg *about)
+/* Send kind about call (status st, function fn) to world rank to, or to
+ * every other rank (to -1); an RF_MADE answers the word *about. */
+static void send_word(int to, enum rf_kind kind, uint64_t call,
+		      hvd_status_t st, const char *fn,
+		      const struct rf_msg *about)
 {
 	struct rf_out *o = calloc(1, sizeof(*o));
 	int n = peers_count();
 
 	if (!o)
 		return; /* the others find out at the peer timeout */
+	if (kind != RF_BYE && kind != RF_HEARD)
+		told = 1;
 	o->m.magic = RF_MAGIC;
 	o->m.kind = kind;
 	o->m.who = peers_self();
@@ -137,7 +148,14 @@ static void tell(enum rf_kind kind, uint64_t call, hvd_status_t st,
 	o->next = sent;
 	sent = o;
 	for (int w = 0; w < n; w++)
-		ucx_send_forget(w, &o->m, sizeof(o->m), rf_tag());
+		if (to < 0 || w == to)
+			ucx_send_forget(w, &o->m, sizeof(o->m), rf_tag());
+}
+
+static void tell(enum rf_kind kind, uint64_t call, hvd_status_t st,
+		 const char *fn, const struct rf_msg *about)
+{
+	send_word(-1, kind, call, st, fn, about);
 }
 
 static const char *invalid(const struct rf_msg *m, size_t len, int n)
@@ -146,11 +164,12 @@ static const char *invalid(const struct rf_msg *m, size_t len, int n)
 		return "not the size of one";
 	if (m->magic != RF_MAGIC ||
 	    (m->kind != RF_REFUSED && m->kind != RF_MADE &&
-	     m->kind != RF_EMPTY && m->kind != RF_BYE))
+	     m->kind != RF_EMPTY && m->kind != RF_BYE &&
+	     m->kind != RF_HEARD))
 		return "not one";
 	if (m->who < 0 || m->who >= n || m->who == peers_self())
 		return "from no other rank of the job";
-	if ((m->call == 0 && m->kind != RF_BYE) ||
+	if ((m->call == 0 && m->kind != RF_BYE && m->kind != RF_HEARD) ||
 	    !memchr(m->fn, '\0', sizeof(m->fn)))
 		return "malformed";
 	if (m->kind == RF_MADE &&
@@ -176,12 +195,16 @@ static void drain(void)
 		const char *bad = m ? invalid(m, got, n) : "its receive failed";
 
 		if (!bad && m->kind == RF_BYE) {
-			/* it can come before this rank's own goodbye: a
-			 * refusing rank hears the others' in its wait */
-			if (!byes)
-				byes = calloc((size_t)n, 1);
-			if (byes)
-				byes[m->who] = 1;
+			/* every word of its sender is in: those before it
+			 * were taken in first, and settle below */
+			send_word(m->who, RF_HEARD, calls, HVD_OK,
+				  "hvd_finalize", NULL);
+			free(m);
+			continue;
+		}
+		if (!bad && m->kind == RF_HEARD) {
+			if (heard_bye)
+				heard_bye[m->who] = 1;
 			free(m);
 			continue;
 		}
@@ -444,14 +467,15 @@ static void listen_now(void)
 		settle(NULL, NULL);
 }
 
-/* 1 when every other rank's goodbye is in, or will never come (a failed
- * rank; no memory to count them: the fence is then all there is). */
-static int all_byes(int n)
+/* 1 when every other rank answered this rank's goodbye, or never will (a
+ * failed rank; no memory to count them: the fence is then all there
+ * is). */
+static int all_heard(int n)
 {
-	if (!byes)
+	if (!heard_bye)
 		return 1;
 	for (int w = 0; w < n; w++)
-		if (w != peers_self() && !byes[w] && !peers_failed(w))
+		if (w != peers_self() && !heard_bye[w] && !peers_failed(w))
 			return 0;
 	return 1;
 }
@@ -465,9 +489,8 @@ int refusal_finalizing(void)
 	pthread_mutex_lock(&rf_lock);
 	if (!said_bye) {
 		said_bye = 1;
-		if (!byes)
-			byes = calloc((size_t)n, 1);
-		tell(RF_BYE, calls, HVD_OK, "hvd_finalize", NULL);
+		if (told && (heard_bye = calloc((size_t)n, 1)))
+			tell(RF_BYE, calls, HVD_OK, "hvd_finalize", NULL);
 	}
 	was = apart;
 	listen_now();
@@ -476,7 +499,7 @@ int refusal_finalizing(void)
 			"hvd_finalize(): %s (this rank's call returned "
 			"before it heard)",
 			apart_why);
-	done = all_byes(n);
+	done = all_heard(n);
 	pthread_mutex_unlock(&rf_lock);
 	return done;
 }

@@ -72,10 +72,10 @@ hvd_status_t refusal_go(void);
  * call this rank made is answered (a broadcast's rank that needed nothing
  * from the refusing one completed it, and may have nothing else to call),
  * and the finding logged as a warning: the refusing rank would otherwise
- * wait until the others exit.  The first call says goodbye to every rank
- * (after every word this rank sent); 1 once every other rank's goodbye
- * is in, so that no word sent before it is left unheard when the fence
- * that ends the wait is over first. */
+ * wait until the others exit.  A rank that sent words says goodbye to
+ * every rank on its first call, after them; 1 once every rank answered
+ * that (it heard every word), or where there was nothing to say: only
+ * then may this rank join the fence that ends the wait. */
 int refusal_finalizing(void);
 /* In a wait of the public calls' thread (never the engine's): HVD_OK,
  * or HVD_ERR_MISMATCH with why[len] saying which rank refused what. */

@@ -724,19 +724,20 @@ static void drop_unexpected(ucp_worker_h w, double limit)
 /* Phase one of a fenced finalize: until every rank has reached
  * hvd_finalize(), this rank may still be needed, to answer another's
  * refused call (net/refusal.h) that this rank made and completed; its
- * endpoints stay open, and waiting() answers.  The fence can end before
- * a word sent to this rank before its sender joined the fence is in (the
- * fence goes through PMIx, the word through UCX): waiting() is called
- * once before the fence (it says goodbye to every rank, after all it
- * sent) and after it until it has every rank's goodbye.  0 when some
+ * endpoints stay open, and waiting() answers.  The fence goes through
+ * PMIx and a refusal's words through UCX: a rank that sent words joins
+ * the fence only once waiting() says every rank has them.  0 when some
  * rank did not come within limit seconds. */
 static int all_arrived(int (*waiting)(void), double limit)
 {
 	volatile int fenced = 1;
 	double deadline = hvd_now() + limit;
 
-	if (waiting)
-		waiting();
+	while (waiting && !waiting() && hvd_now() < deadline) {
+		ucp_worker_progress(ucx_worker);
+		if (yield_always)
+			sched_yield();
+	}
 	if (bootstrap_fence_nb(&fenced) != HVD_OK)
 		return 1; /* said why; the second fence will not wait either */
 	while (!__atomic_load_n(&fenced, __ATOMIC_ACQUIRE) &&
@@ -747,15 +748,7 @@ static int all_arrived(int (*waiting)(void), double limit)
 		if (yield_always)
 			sched_yield();
 	}
-	if (!__atomic_load_n(&fenced, __ATOMIC_ACQUIRE))
-		return 0;
-	deadline = hvd_now() + 5.0;
-	while (waiting && !waiting() && hvd_now() < deadline) {
-		ucp_worker_progress(ucx_worker);
-		if (yield_always)
-			sched_yield();
-	}
-	return 1;
+	return __atomic_load_n(&fenced, __ATOMIC_ACQUIRE);
 }
 
 void ucx_finalize(int fence, int (*waiting)(void))

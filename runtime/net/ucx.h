@@ -81,10 +81,9 @@ double transport_peer_timeout(void);
 /* Close every endpoint while progressing; with fence, a PMIx fence
  * before (every rank has reached finalize: until then waiting() is called
  * while progressing, and may still send) and one in between, so that no
- * rank stops progressing while others still flush to it.  waiting() is
- * called once before the first fence too, and after it until it returns
- * nonzero (it has heard what every rank sent before that fence: at most
- * 5 s more).  Then the worker and context go. */
+ * rank stops progressing while others still flush to it.  This rank
+ * joins the first fence once waiting() returns nonzero (every rank has
+ * what this one sent it).  Then the worker and context go. */
 void ucx_finalize(int fence, int (*waiting)(void));
 
 /* Elastic re-forming (net/membership.c): the next world's worker, made on

@@ -147,8 +147,10 @@ static void send_word(int to, enum rf_kind kind, uint64_t call,
 	}
 	o->next = sent;
 	sent = o;
-	for (int w = 0; w < n; w++)
-		if (to < 0 || w == to)
+	if (to >= 0)
+		ucx_send_forget(to, &o->m, sizeof(o->m), rf_tag());
+	else
+		for (int w = 0; w < n; w++)
 			ucx_send_forget(w, &o->m, sizeof(o->m), rf_tag());
 }
 

@@ -100,6 +100,7 @@ hvd_status_t host_broadcast(hvd_comm_t *comm, void *buf, size_t bytes,
 		st = shm_broadcast(coll_shm(comm), buf, bytes, root);
 	} else if (a == ALGO_CHAIN) {
 		xfer_begin(&x, &comm->net);
+		x.one_way = 1;
 		bcast_chain(&x, buf, bytes, root);
 		st = xfer_end(&x);
 	} else {

@@ -491,6 +491,49 @@ static int listener(int fam)
 	return -1;
 }
 
+/* The KiB of a threshold in bytes: at least 1. */
+static uint32_t kib_of(size_t bytes)
+{
+	bytes >>= 10;
+	return bytes == 0 ? 1 : bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
+}
+
+/*
+ * From which size a message goes by the lane rather than UCX.  Where
+ * each rank has a CPU of its own, the lane reads a message into its
+ * place where UCX copies it twice, but it spends more calls on each
+ * one: a receive for the header, then the bytes, and a second epoll set
+ * to poll at every turn of a wait.  In an exchange (an allreduce's pair,
+ * an allgather, an alltoall) both ranks send and receive at once, and
+ * those calls made 8-12 KiB slower than on UCX; a broadcast's messages
+ * go one way, and there the lane was ahead from 1 KiB.  2 netns nodes x
+ * 1, 3 alternated pairs of cross-node runs in the same minutes,
+ * OpenMPI's time over ours, the lane from 8K against from 16K:
+ * allreduce 8 KiB 0.92-0.97 -> 1.06-1.10, 12 KiB 0.94-1.00 ->
+ * 1.00-1.09; allgather 16 KiB (8 KiB messages) 1.03-1.13 -> 1.27-1.39;
+ * but broadcast 12 KiB 0.92-1.06 -> 0.74-0.97; and the lane from 1K
+ * against 8K, broadcast 1-6 KiB 0.97-1.03 against 0.90-0.98.  Where
+ * the ranks outnumber the CPUs, every call counts and UCX won the
+ * broadcast too (lane_crowded): 3 x 1 broadcast 1 KiB 1.22-1.34 with
+ * the lane from 1K against 1.61-1.71 from 16K, 2 x 2 0.83 against
+ * 1.05-1.09 (doc/design.md, "The TCP lane").  HVD_TCP_LANE_MIN, set,
+ * is both thresholds.
+ */
+#define LANE_MIN_DEFAULT (16u << 10)
+#define LANE_ONE_WAY_DEFAULT (1u << 10)
+
+static void thresholds(struct lane_addr *out)
+{
+	const char *v = getenv("HVD_TCP_LANE_MIN");
+	size_t given;
+
+	out->min_kib = kib_of(hvd_env_size("HVD_TCP_LANE_MIN",
+					   LANE_MIN_DEFAULT));
+	out->one_way_kib = v && *v && hvd_parse_size(v, &given) == 0
+			       ? out->min_kib
+			       : kib_of(LANE_ONE_WAY_DEFAULT);
+}
+
 hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 		       int one_node)
 {
@@ -536,10 +579,7 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	out->nip = (uint16_t)nip;
 	/* sin_port and sin6_port: the same place, by design */
 	out->port = ((struct sockaddr_in *)&sa)->sin_port;
-	out->min_kib =
-	    (uint32_t)(hvd_env_size("HVD_TCP_LANE_MIN", 8 << 10) >> 10);
-	if (out->min_kib == 0)
-		out->min_kib = 1;
+	thresholds(out);
 	nranks = world_size;
 	self = me;
 	mine = *out;
@@ -559,38 +599,10 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 	return HVD_OK;
 }
 
-/*
- * A job whose nodes are namespaces of one machine with fewer CPUs than
- * nodes (3 netns nodes x 1 on 2 cores) runs out of CPU before it runs
- * out of network, and a small message costs the lane more of it than
- * UCX: then a receive for its header and one for its bytes, an ioctl,
- * and a second epoll set to poll at every turn of a wait, where UCX
- * reads it with one recv.  (rx_read has since dropped the ioctl and,
- * for messages back to back, the header's receive; 3 x 1 alltoall
- * 32 KiB was alike from 16K and from 8K after that: 0.96-1.00 and
- * 0.97-0.99.)  3 x 1, alternated runs of hvd-bench -R 3, OpenMPI's
- * time over ours, the lane from 8K against from 64K: reducescatter
- * 16 KiB 0.84-0.88 -> 0.99-1.05, allgather 32 KiB (11K messages)
- * 0.96-1.02 -> 1.07-1.08, alltoall 32 KiB 0.88-0.99 -> 0.98-1.02.  But
- * from 16K messages the lane was ahead again, from 8K, 16K and 64K:
- * allgather 48 KiB 1.04-1.06, 1.11-1.15, 0.98-1.00; alltoall 48 KiB
- * 0.97-0.98, 0.99-1.00, 0.87-0.90; alltoall 128 KiB 1.13-1.19,
- * 1.14-1.26, 0.92-1.08; allreduce 128 KiB 1.17-1.22, 1.25-1.31,
- * 1.18-1.25 (the reducescatter's recursive doubling, 16-32 KiB
- * messages one after the other, liked 64K best: 32 KiB 0.88-0.92,
- * 0.85-0.95, 0.98-1.15).  Hence 16K.  Where a node's ranks meet in
- * shared memory first (2 x 2 on the same 2 cores) only the leaders send
- * across, and the lane from 8K stayed ahead: allreduce 64 KiB 57-87
- * against 102-110 us with 64K.
- */
-#define LANE_MIN_CROWDED_KIB 16u
-
 void lane_crowded(struct lane_addr *a)
 {
-	const char *set = getenv("HVD_TCP_LANE_MIN");
-
-	if ((!set || !*set) && a->min_kib < LANE_MIN_CROWDED_KIB)
-		a->min_kib = LANE_MIN_CROWDED_KIB;
+	if (a->one_way_kib < a->min_kib)
+		a->one_way_kib = a->min_kib;
 }
 
 hvd_status_t lane_start(const struct lane_addr *all, int n)
@@ -604,6 +616,7 @@ hvd_status_t lane_start(const struct lane_addr *all, int n)
 
 		memcpy(tab, all, (size_t)n * sizeof(*tab));
 		mine.min_kib = tab[self].min_kib;
+		mine.one_way_kib = tab[self].one_way_kib;
 		for (int r = 0; r < n; r++)
 			if (!tab[r].nip)
 				all_on = 0;
@@ -613,9 +626,9 @@ hvd_status_t lane_start(const struct lane_addr *all, int n)
 	pthread_mutex_unlock(&lk);
 	if (tab && mine.nip)
 		hvd_log(HVD_LOG_DEBUG,
-			"TCP lane: messages from %u KiB (a pair: the larger "
-			"of its two thresholds)",
-			(unsigned)mine.min_kib);
+			"TCP lane: messages from %u KiB, a broadcast's from "
+			"%u KiB (a pair: the larger of its two thresholds)",
+			(unsigned)mine.min_kib, (unsigned)mine.one_way_kib);
 	return tab ? HVD_OK
 		   : hvd_error(HVD_ERR_NO_MEMORY, "hvd: out of memory");
 }
@@ -714,17 +727,16 @@ int lane_everywhere(void)
 	return up && everywhere;
 }
 
-int lane_wants(int w, size_t len)
+int lane_wants(int w, size_t len, int one_way)
 {
-	size_t m;
+	uint32_t a, b;
 
 	if (!up || w < 0 || w >= nranks || w == self || !tab[w].nip ||
 	    (peers_local(w) && !(tab[w].local && mine.local)))
 		return 0;
-	m = (size_t)(tab[w].min_kib > mine.min_kib ? tab[w].min_kib
-						   : mine.min_kib)
-	    << 10;
-	return len >= m;
+	a = one_way ? tab[w].one_way_kib : tab[w].min_kib;
+	b = one_way ? mine.one_way_kib : mine.min_kib;
+	return len >= (size_t)(a > b ? a : b) << 10;
 }
 
 /* ------------------------------------------------------- connections */

@@ -23,10 +23,10 @@
  * bytes; messages of one pair arrive in the order sent and are matched
  * against posted receives by their full tag, so the lane's stream and
  * UCX's are ordered each on its own, and the transport (transport.c)
- * puts every message of at least HVD_TCP_LANE_MIN (8K) bytes between ranks of
- * different nodes on the lane, the others on UCX.  A message nobody has
- * asked for yet is read into memory of its own and copied when its
- * receive is posted.
+ * puts every message of at least HVD_TCP_LANE_MIN (16K; a broadcast's:
+ * 1K) bytes between ranks of different nodes on the lane, the others on
+ * UCX.  A message nobody has asked for yet is read into memory of its
+ * own and copied when its receive is posted.
  *
  * A connection that ends without the closing message (a killed rank) or
  * fails marks its peer failed (net/peers.h), like UCX's error callback.
@@ -58,6 +58,7 @@ struct lane_addr {
 	uint16_t nip;            /* 0: no lane on this rank                */
 	uint16_t port;           /* network byte order                     */
 	uint32_t min_kib;        /* HVD_TCP_LANE_MIN of this rank, in KiB  */
+	uint32_t one_way_kib;    /* the same for a broadcast's messages    */
 	uint32_t local;          /* 1: also within a node (HVD_TCP_LANE_LOCAL) */
 };
 
@@ -68,17 +69,19 @@ struct lane_op;
  * to reach this rank (nip 0 without a lane). */
 hvd_status_t lane_open(struct lane_addr *mine, int world_size, int me,
 		       int one_node);
-/* Where the job's nodes share this machine and outnumber its CPUs:
- * *mine's threshold goes up to 16K unless HVD_TCP_LANE_MIN sets it.
- * Before the addresses are exchanged; each pair takes the larger of its
- * two thresholds, so ranks that differ here still agree. */
+/* Where the job's ranks outnumber their CPUs (the job is crowded,
+ * net/transport.h): a broadcast's messages take the lane from the same
+ * size as the others'.  Before the addresses are exchanged; each pair
+ * takes the larger of its two thresholds, so ranks that differ here
+ * still agree. */
 void lane_crowded(struct lane_addr *mine);
 /* Every rank's lane_addr, in world rank order (copied; this rank's
  * threshold is taken from it). */
 hvd_status_t lane_start(const struct lane_addr *all, int n);
 /* 1 when a message of len bytes to or from world rank w goes by the lane
- * (the same answer on both sides). */
-int lane_wants(int w, size_t len);
+ * (the same answer on both sides); one_way: a broadcast's message, whose
+ * threshold is one_way_kib. */
+int lane_wants(int w, size_t len, int one_way);
 /* 1 when every rank of the world offers the lane (the same answer on
  * every rank: they all hold the same table). */
 int lane_everywhere(void);

@@ -125,6 +125,7 @@ hvd_status_t svc_bcast(struct net_group *g, void *buf, size_t bytes,
 	if (g->size == 1 || bytes == 0)
 		return HVD_OK;
 	xfer_begin(&x, g);
+	x.one_way = 1;
 	bcast_binomial(&x, buf, bytes, root);
 	return xfer_end(&x);
 }

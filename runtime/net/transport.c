@@ -267,12 +267,13 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 		one_machine = 1;
 		host_ranks = w->size;
 		host_cpus = CPU_COUNT(&m.cpus); /* every rank's, agreed */
-		/* Nodes that are namespaces of this machine, more of them
-		 * than its CPUs: each node's ranks send across. */
-		if (w->local_size > 0 && w->size / w->local_size > host_cpus)
-			lane_crowded(&mine);
 	}
 	if (st == HVD_OK) {
+		/* The same answer on every rank: from the agreed values
+		 * only. */
+		job_crowded = m.v[2] == 0 || (one_machine && w->size > host_cpus);
+		if (job_crowded)
+			lane_crowded(&mine);
 		xfer_begin(&x, &g);
 		st = lane_exchange(&x, w, &mine);
 		st = st == HVD_OK ? xfer_end(&x) : (xfer_end(&x), st);
@@ -280,8 +281,6 @@ static hvd_status_t agree_machine(const struct hvd_world *w)
 	free(g.world_ranks);
 	if (st != HVD_OK)
 		return hvd_error_prefix(st, "hvd: comparing machines");
-	/* The same answer on every rank: from the agreed values only. */
-	job_crowded = m.v[2] == 0 || (one_machine && w->size > host_cpus);
 	hvd_log(HVD_LOG_DEBUG,
 		"%d ranks of the job on this %s, on %ld CPU%s they may use%s",
 		host_ranks, one_machine ? "machine" : "node", host_cpus,
@@ -453,6 +452,14 @@ static hvd_status_t peer_error(struct xfer *x, int w, const char *fmt,
 			 why);
 }
 
+/* Whether a message of len bytes to or from group rank peer goes by the
+ * TCP lane: the same answer on both sides. */
+static int on_lane(const struct xfer *x, int peer, size_t len)
+{
+	return !x->lane_off &&
+	       lane_wants(x->g->world_ranks[peer], len, x->one_way);
+}
+
 static int post_send(struct xfer *x, int peer, const void *buf, size_t len,
 		     const void *tail, size_t tail_len, size_t route)
 {
@@ -475,7 +482,7 @@ static int post_send(struct xfer *x, int peer, const void *buf, size_t len,
 	if (!op)
 		return -1;
 	w = x->g->world_ranks[peer];
-	if (!x->lane_off && lane_wants(w, route)) {
+	if (on_lane(x, peer, route)) {
 		op->lop = lane_send_tail(
 		    w, auth_tag(x->tag_base | (uint64_t)x->me), buf, len,
 		    tail, tail_len, &x->st);
@@ -623,8 +630,7 @@ int xfer_recv(struct xfer *x, int peer, void *buf, size_t len)
 int xfer_recv_as(struct xfer *x, int peer, void *buf, size_t len,
 		 size_t route)
 {
-	if (x->st == HVD_OK && !x->lane_off &&
-	    lane_wants(x->g->world_ranks[peer], route))
+	if (x->st == HVD_OK && on_lane(x, peer, route))
 		return lane_post(x, peer, buf, len);
 	return post_recv(x, peer, buf, len, ucp_dt_make_contig(1), len);
 }
@@ -720,7 +726,7 @@ int xfer_recv_reduce(struct xfer *x, int peer, void *dst, const void *src,
 	rr_init(d, dst, src, count, dt, op);
 	d->next = x->rr;
 	x->rr = d;
-	if (!x->lane_off && lane_wants(x->g->world_ranks[peer], d->len)) {
+	if (on_lane(x, peer, d->len)) {
 		/* The sender would use the lane: the algorithm must turn it
 		 * off on every rank (it cannot reduce in place). */
 		x->st = hvd_error(HVD_ERR_INTERNAL,

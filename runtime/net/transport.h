@@ -85,6 +85,7 @@ struct xfer {
 	struct rr_desc *rr;  /* receive-reduce descriptors              */
 	int fg;              /* counted in transport_foreground_busy    */
 	int lane_off;        /* UCX only, not the TCP lane (net/lane.h) */
+	int one_way;         /* a broadcast: its own lane threshold     */
 	int told;            /* no mismatch notice to send: one came, or
 	                      * the group broke before                 */
 	struct xfer_kept *kept; /* xfer_keep's blocks                   */

@@ -491,6 +491,33 @@ static int listener(int fam)
 	return -1;
 }
 
+/*
+ * From which size a message goes by the lane rather than UCX.  The lane
+ * reads a message into its place where UCX copies it twice, but spends
+ * more calls on each one: a receive for the header, then the bytes, and
+ * a second epoll set to poll at every turn of a wait.  Which of the two
+ * costs more depends on the message, which way it goes, and whether the
+ * CPUs are the limit.  2 netns nodes x 1 (a CPU each), alternated pairs
+ * of cross-node runs in the same minutes, OpenMPI's time over ours: in
+ * an exchange (the pair's allreduce, an allgather, an alltoall), where
+ * both ranks send and receive at once, UCX was ahead up to 16-24 KiB
+ * messages: the lane from 8K against 16K, allreduce 8 KiB 0.92-0.97 ->
+ * 1.06-1.10; from 16K against 32K, allgather 32 KiB (16 KiB messages)
+ * 0.98-1.00 -> 1.11-1.18, 48 KiB 1.00-1.02 -> 1.07-1.12, allreduce
+ * 16 KiB 1.87-1.96 -> 2.11.  A broadcast's messages go one way, and
+ * there the lane was ahead from 1 KiB: from 1K against 8K, 1-6 KiB
+ * 0.97-1.03 against 0.90-0.98.  Where the job is crowded (its ranks
+ * outnumber their CPUs: lane_crowded) the copies the lane saves count
+ * for more in an exchange and its calls for more one way: 2 x 2
+ * allgather 96 KiB 1.22-1.87 from 16K against 1.01-1.35 from 32K, but
+ * broadcast 1 KiB 0.83 from 1K against 1.05-1.09 from 16K, and 3 x 1
+ * 1.22-1.34 against 1.61-1.71.  doc/design.md, "The TCP lane", has the
+ * runs.  HVD_TCP_LANE_MIN, set, is every threshold.
+ */
+#define LANE_MIN_DEFAULT (32u << 10)
+#define LANE_ONE_WAY_DEFAULT (1u << 10)
+#define LANE_CROWDED_DEFAULT (16u << 10)
+
 /* The KiB of a threshold in bytes: at least 1. */
 static uint32_t kib_of(size_t bytes)
 {
@@ -498,40 +525,22 @@ static uint32_t kib_of(size_t bytes)
 	return bytes == 0 ? 1 : bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
 }
 
-/*
- * From which size a message goes by the lane rather than UCX.  Where
- * each rank has a CPU of its own, the lane reads a message into its
- * place where UCX copies it twice, but it spends more calls on each
- * one: a receive for the header, then the bytes, and a second epoll set
- * to poll at every turn of a wait.  In an exchange (an allreduce's pair,
- * an allgather, an alltoall) both ranks send and receive at once, and
- * those calls made 8-12 KiB slower than on UCX; a broadcast's messages
- * go one way, and there the lane was ahead from 1 KiB.  2 netns nodes x
- * 1, 3 alternated pairs of cross-node runs in the same minutes,
- * OpenMPI's time over ours, the lane from 8K against from 16K:
- * allreduce 8 KiB 0.92-0.97 -> 1.06-1.10, 12 KiB 0.94-1.00 ->
- * 1.00-1.09; allgather 16 KiB (8 KiB messages) 1.03-1.13 -> 1.27-1.39;
- * but broadcast 12 KiB 0.92-1.06 -> 0.74-0.97; and the lane from 1K
- * against 8K, broadcast 1-6 KiB 0.97-1.03 against 0.90-0.98.  Where
- * the ranks outnumber the CPUs, every call counts and UCX won the
- * broadcast too (lane_crowded): 3 x 1 broadcast 1 KiB 1.22-1.34 with
- * the lane from 1K against 1.61-1.71 from 16K, 2 x 2 0.83 against
- * 1.05-1.09 (doc/design.md, "The TCP lane").  HVD_TCP_LANE_MIN, set,
- * is both thresholds.
- */
-#define LANE_MIN_DEFAULT (16u << 10)
-#define LANE_ONE_WAY_DEFAULT (1u << 10)
-
-static void thresholds(struct lane_addr *out)
+/* Whether HVD_TCP_LANE_MIN sets the thresholds (a size; another value
+ * is warned of once, by lane_open, and the defaults stand). */
+static int min_given(void)
 {
 	const char *v = getenv("HVD_TCP_LANE_MIN");
 	size_t given;
 
+	return v && *v && hvd_parse_size(v, &given) == 0;
+}
+
+static void thresholds(struct lane_addr *out)
+{
 	out->min_kib = kib_of(hvd_env_size("HVD_TCP_LANE_MIN",
 					   LANE_MIN_DEFAULT));
-	out->one_way_kib = v && *v && hvd_parse_size(v, &given) == 0
-			       ? out->min_kib
-			       : kib_of(LANE_ONE_WAY_DEFAULT);
+	out->one_way_kib =
+	    min_given() ? out->min_kib : kib_of(LANE_ONE_WAY_DEFAULT);
 }
 
 hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
@@ -601,8 +610,8 @@ hvd_status_t lane_open(struct lane_addr *out, int world_size, int me,
 
 void lane_crowded(struct lane_addr *a)
 {
-	if (a->one_way_kib < a->min_kib)
-		a->one_way_kib = a->min_kib;
+	if (!min_given())
+		a->min_kib = a->one_way_kib = kib_of(LANE_CROWDED_DEFAULT);
 }
 
 hvd_status_t lane_start(const struct lane_addr *all, int n)

@@ -23,9 +23,9 @@
  * bytes; messages of one pair arrive in the order sent and are matched
  * against posted receives by their full tag, so the lane's stream and
  * UCX's are ordered each on its own, and the transport (transport.c)
- * puts every message of at least HVD_TCP_LANE_MIN (16K; a broadcast's:
- * 1K) bytes between ranks of different nodes on the lane, the others on
- * UCX.  A message nobody has asked for yet is read into memory of its
+ * puts every message of at least HVD_TCP_LANE_MIN (32K; a broadcast's:
+ * 1K; 16K both where the job is crowded) bytes between ranks of
+ * different nodes on the lane, the others on UCX.  A message nobody has asked for yet is read into memory of its
  * own and copied when its receive is posted.
  *
  * A connection that ends without the closing message (a killed rank) or
@@ -70,10 +70,10 @@ struct lane_op;
 hvd_status_t lane_open(struct lane_addr *mine, int world_size, int me,
 		       int one_node);
 /* Where the job's ranks outnumber their CPUs (the job is crowded,
- * net/transport.h): a broadcast's messages take the lane from the same
- * size as the others'.  Before the addresses are exchanged; each pair
- * takes the larger of its two thresholds, so ranks that differ here
- * still agree. */
+ * net/transport.h): every message takes the lane from 16K, a
+ * broadcast's as the others', unless HVD_TCP_LANE_MIN sets it.  Before
+ * the addresses are exchanged; each pair takes the larger of its two
+ * thresholds, so ranks that differ here still agree. */
 void lane_crowded(struct lane_addr *mine);
 /* Every rank's lane_addr, in world rank order (copied; this rank's
  * threshold is taken from it). */

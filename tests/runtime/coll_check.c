@@ -817,8 +817,9 @@ static int run_after_blind(void)
 /*
  * Ranks disagree on a broadcast's count so that the root's message and
  * the others' receive sit on either side of the TCP lane's threshold
- * (8K; "big": the root sends 512 KiB, the others expect 4 KiB,
- * "small" the other way round): each end picks another path, and the receivers
+ * (a broadcast's: 1K, 16K in a crowded job; "big": the root sends
+ * 512 KiB, the others expect 512 B, "small" the other way round): each
+ * end picks another path, and the receivers
  * must still fail with HVD_ERR_MISMATCH, in seconds, not at the peer
  * timeout.  "pair": two ranks allreduce 512 KiB (rank 0: recursive
  * doubling, up to HVD_ALLREDUCE_PAIR_MAX) and 512 KiB + 4 (the ring):
@@ -850,7 +851,7 @@ static int run_straddle(const char *how)
 		      : rs ? (rs_big ? 144001 : 16384) + 2 * (size_t)(rank_ != 0)
 		      : ar3  ? 32768 + (size_t)(rank_ != 0)
 		      : pair ? 131072 + (size_t)(rank_ != 0)
-		      : (rank_ == 0) == big ? 131072 : 1024;
+		      : (rank_ == 0) == big ? 131072 : 128;
 	float *buf = xmalloc(144003 * 4);
 	struct timespec a, b;
 	hvd_status_t st;

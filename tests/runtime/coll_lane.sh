@@ -101,7 +101,7 @@ is "$(grep -c 'TCP lane: rank [0-9]* listens' "$T/err")" 1 \
 	"only rank 0 offered the lane"
 
 # A broadcast whose root sends 512 KiB (the lane) where the other rank
-# expects 4 KiB (UCX), and the other way round: HVD_ERR_MISMATCH.
+# expects 512 B (UCX), and the other way round: HVD_ERR_MISMATCH.
 for how in big small; do
 	env HVD_SHM=0 HVD_TCP_LANE_LOCAL=1 timeout 60 "$LAUNCH" -np 2 \
 		"$CHECK" straddle "$how" >"$T/out" 2>"$T/err"

@@ -166,7 +166,7 @@ ok $(( fast == 2 ? 0 : 1 )) \
 	"2 x 1 allreduce, 512 KiB against 512 KiB + 4 (rd against the ring): both ranks fail with HVD_ERR_MISMATCH in seconds ($fast)" ||
 	diag "$out"
 # A broadcast whose root sends 512 KiB (the lane) where the other rank
-# expects 4 KiB (UCX), and the other way round.
+# expects 512 B (UCX), and the other way round.
 for how in big small; do
 	start=$(date +%s)
 	out=$(step -N2 --ntasks-per-node=1 "$CHECK" straddle "$how" 2>&1)

@@ -25,8 +25,9 @@
  * UCX's are ordered each on its own, and the transport (transport.c)
  * puts every message of at least HVD_TCP_LANE_MIN (32K; a broadcast's:
  * 1K; 16K both where the job is crowded) bytes between ranks of
- * different nodes on the lane, the others on UCX.  A message nobody has asked for yet is read into memory of its
- * own and copied when its receive is posted.
+ * different nodes on the lane, the others on UCX.  A message nobody has
+ * asked for yet is read into memory of its own and copied when its
+ * receive is posted.
  *
  * A connection that ends without the closing message (a killed rank) or
  * fails marks its peer failed (net/peers.h), like UCX's error callback.

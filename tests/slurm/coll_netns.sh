@@ -219,7 +219,6 @@ out=$(HOROVOD_LOG_LEVEL=trace step -N3 --ntasks-per-node=1 "$CHECK" 2>"$err")
 check_run "3 nodes x 1 rank" "$out"
 # The small broadcast's algorithm depends on whether the machine is
 # crowded (its 3 ranks over its cores), agreed: the same on every rank.
-cpus=$(getconf _NPROCESSORS_ONLN)
 want=binomial
 ((cpus < 3)) && want=chain
 ranks=$(sed -n "s/^hvd: \[\([0-9]*\)\] trace: broadcast ctx 1: [0-9]* B from [0-9]*: $want\$/\1/p" "$err" | sort -u | tr "\n" " " | sed "s/ $//")

@@ -27,8 +27,8 @@
  * times, not at every one: each look is a wake-up that takes the CPU from
  * the caller's thread when they share one.  Two netns nodes x 1 rank, a
  * CPU each, the C API back to back, three alternations: 8 B allreduce
- * 10.1-10.3 -> 9.8 us, 32 KiB 23.1-23.4 -> 21.7-22.3 us (OpenMPI's time
- * over ours 0.95-0.98 -> 0.97-1.06 at 8-512 B).  A peer that has work
+ * 10.1-10.3 -> 9.8-10.6 us, 32 KiB 23.1-23.4 -> 21.7-22.3 us (OpenMPI's
+ * time over ours 0.95-0.98 -> 0.97-1.06 at 8-512 B).  A peer that has work
  * may then wait up to ENGINE_DEFER_STEP cycle times past the end of this
  * rank's collectives (a submission here still wakes the engine at once).
  */

@@ -27,6 +27,7 @@
 #include "config.h"
 
 #include "engine/engine.h"
+#include "net/transport.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -472,9 +473,14 @@ static int exchange_vector(struct engine *e, struct cycle *c)
 	hvd_status_t st;
 
 	if (e->size > 1) {
+		/* Nothing of ours waits on this one: block while the peers'
+		 * vectors come (net/transport.c, wait_idle). */
+		transport_set_patient(e->npending == 0 && !e->joined &&
+				      !e->at_sync);
 		st = coll_allreduce(e->comm, c->v, c->v,
 				    (size_t)S_NSTATUS + 2 * (size_t)c->nbits,
 				    HVD_UINT8, HVD_MIN);
+		transport_set_patient(0);
 		if (st != HVD_OK)
 			return fail_negotiation(e, st);
 	}

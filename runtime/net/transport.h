@@ -96,6 +96,12 @@ struct xfer {
 void transport_set_background(void);
 /* 1 on such a thread. */
 int transport_is_background(void);
+/* on 1: the calling thread's waits block on the transport at once,
+ * without the spinning and yielding that come first otherwise; 0 ends
+ * it.  For a wait whose end this rank does not need soon: the
+ * engine's negotiation while nothing of this rank's is pending
+ * (engine/cycle.c). */
+void transport_set_patient(int on);
 /* Nonzero while a collective started by a thread that is not background
  * (the caller of a blocking hvd_* function) is between xfer_begin and
  * xfer_end.  The engine defers its idle negotiation meanwhile: its posts

@@ -473,16 +473,25 @@ static int exchange_vector(struct engine *e, struct cycle *c)
 	hvd_status_t st;
 
 	if (e->size > 1) {
-		/* Nothing of ours waits on this one: block while the peers'
-		 * vectors come (net/transport.c, wait_idle). */
-		transport_set_patient(e->npending == 0 && !e->joined &&
-				      !e->at_sync);
+		/* Nothing of ours waits on this one, and the last one found
+		 * nothing on any rank: block while the peers' vectors come
+		 * (net/transport.c, wait_idle).  Not after a cycle that
+		 * found something: where ranks of a process set without
+		 * this one keep working, their negotiation waits on ours in
+		 * recursive doubling's later rounds. */
+		transport_set_patient(e->quiet && e->npending == 0 &&
+				      !e->joined && !e->at_sync);
 		st = coll_allreduce(e->comm, c->v, c->v,
 				    (size_t)S_NSTATUS + 2 * (size_t)c->nbits,
 				    HVD_UINT8, HVD_MIN);
 		transport_set_patient(0);
 		if (st != HVD_OK)
 			return fail_negotiation(e, st);
+		e->quiet = c->v[S_UNCACHED] && c->v[S_INVALID] &&
+			   c->v[S_AUTOTUNE];
+		for (int b = 0; e->quiet && b < c->nbits; b++)
+			if (someone_has(c, b))
+				e->quiet = 0;
 	}
 	if (!c->v[S_SHUTDOWN]) {
 		pending_fail_all(e, HVD_ERR_SHUTDOWN,

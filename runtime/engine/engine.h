@@ -172,6 +172,7 @@ struct engine {
 	char stall_message[512];
 	unsigned long cycles;
 	int hot;	  /* start the next cycle at once */
+	int quiet;	  /* the last negotiation found nothing on any rank */
 	int worked;	  /* the last cycle executed something */
 	unsigned long long idle_spin_ns; /* HVD_ENGINE_SPIN_US */
 	double hot_since; /* last progress while ops were pending */

@@ -992,12 +992,13 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
  * Returns 1 while the waiter is still in its spinning phase.
  *
  * A patient waiter (transport_set_patient) blocks at once.  The engine's
- * negotiation while nothing of this rank's is pending is one: the peers'
+ * negotiation while nothing of this rank's is pending, after one that
+ * found nothing anywhere, is one (engine/cycle.c): the peers'
  * vectors come when their own cycles do, up to a cycle time later, and
  * spinning and yielding through up to 210 us of each 1 ms cycle cost an
- * idle job a tenth of a CPU per rank, taken from whatever else ran
- * there.  Two netns nodes x 1 rank, a CPU each, hvd_init then 10 s of
- * nothing: 0.97-1.83 -> 0.47-0.56 CPU seconds a rank.  OpenMPI's phase
+ * idle job a tenth of a CPU per rank or more, taken from whatever else
+ * ran there.  Two netns nodes x 1 rank, a CPU each, hvd_init then 10 s
+ * of nothing: 0.58-2.35 -> 0.47-0.65 CPU seconds a rank.  OpenMPI's phase
  * of `hvd-bench --compare mpi` with HVD_POLL_SPIN_US=1000 ran 50-75%
  * slower beside the spinning idle engine, and as fast as with the
  * default once it blocked.

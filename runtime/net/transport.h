@@ -99,7 +99,7 @@ int transport_is_background(void);
 /* on 1: the calling thread's waits block on the transport at once,
  * without the spinning and yielding that come first otherwise; 0 ends
  * it.  For a wait whose end this rank does not need soon: the
- * engine's negotiation while nothing of this rank's is pending
+ * engine's negotiation while nothing is pending anywhere
  * (engine/cycle.c). */
 void transport_set_patient(int on);
 /* Nonzero while a collective started by a thread that is not background

@@ -23,8 +23,8 @@
  * bytes; messages of one pair arrive in the order sent and are matched
  * against posted receives by their full tag, so the lane's stream and
  * UCX's are ordered each on its own, and the transport (transport.c)
- * puts every message of at least HVD_TCP_LANE_MIN (32K; a broadcast's:
- * 1K; 16K both where the job is crowded) bytes between ranks of
+ * puts every message of at least HVD_TCP_LANE_MIN (16K; a broadcast's:
+ * 1K, and 16K too where the job is crowded) bytes between ranks of
  * different nodes on the lane, the others on UCX.  A message nobody has
  * asked for yet is read into memory of its own and copied when its
  * receive is posted.

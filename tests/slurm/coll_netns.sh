@@ -67,11 +67,11 @@ ok $(( $(wc -l <<<"$sent") == 2 && $(awk '$1 > 0 && $2 > 0' <<<"$sent" | wc -l) 
 	"the large messages went by the TCP lane on both ranks: $(tr '\n' ';' <<<"$sent")" ||
 	diag "$(grep -i lane "$err.lane" | head -n 5)"
 
-# The lane's thresholds (net/lane.c): 32 KiB, and 1 KiB for a
+# The lane's thresholds (net/lane.c): 16 KiB, and 1 KiB for a
 # broadcast's messages, unless the job's ranks outnumber the machine's
 # CPUs (3 x 1 below on 2 of them): 16 KiB for both there.
 cpus=$(getconf _NPROCESSORS_ONLN)
-want="32 KiB, a broadcast's from 1 KiB"
+want="16 KiB, a broadcast's from 1 KiB"
 ((cpus < 2)) && want="16 KiB, a broadcast's from 16 KiB"
 from=$(grep -c "TCP lane: messages from $want " "$err.lane")
 ok $(( from == 2 ? 0 : 1 )) "2 x 1 on $cpus CPUs: both ranks take the lane from $want ($from)" ||
@@ -228,9 +228,9 @@ ok "$([[ $ranks == "0 1 2" && $other == "$mine" ]] && echo 0 || echo 1)" \
 	"3 x 1 on $cpus CPUs: every small broadcast is a $want on ranks ${ranks:-none} ($mine of $other)" ||
 	diag "$(grep 'trace: broadcast' "$err" | sort | uniq -c | head -n 20)"
 # The lane's thresholds on 3 x 1: 16 KiB for every message where the 3
-# ranks outnumber the machine's CPUs, 32 KiB and a broadcast's 1 KiB
+# ranks outnumber the machine's CPUs, 16 KiB and a broadcast's 1 KiB
 # otherwise (lane_crowded, net/lane.c).
-want="32 KiB, a broadcast's from 1 KiB"
+want="16 KiB, a broadcast's from 1 KiB"
 ((cpus < 3)) && want="16 KiB, a broadcast's from 16 KiB"
 from=$(grep -c "TCP lane: messages from $want " "$err")
 ok $(( from == 3 ? 0 : 1 )) "3 x 1 on $cpus CPUs: every rank takes the lane from $want ($from of 3)" ||

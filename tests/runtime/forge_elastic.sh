@@ -35,13 +35,15 @@ T=$(mktemp -d "${TMPDIR:-/var/tmp}/forge-el.XXXXXX")
 [[ -n ${FORGE_KEEP:-} ]] || trap 'rm -rf "$T"' EXIT
 chmod 0755 "$T"
 
-# start NAME: 4 ranks of elastic_train (4 epochs) in the background
+# start NAME: 4 ranks of elastic_train (4 epochs) in the background.
+# At info, so that a rank taken for gone is logged ("elastic: rank N is
+# out: WHY", which the checks below look for) and a failure shows why.
 start() {
 	local d=$T/$1
 	mkdir -p "$d"
 	chmod 0777 "$d"
 	(
-		env HVD_SHM=0 HOROVOD_ELASTIC_DIR="$d/rdv" \
+		env HVD_SHM=0 HOROVOD_LOG_LEVEL=info HOROVOD_ELASTIC_DIR="$d/rdv" \
 			HOROVOD_ELASTIC_TIMEOUT=10 ELASTIC_STEP_MS=25 \
 			timeout 120 "$HVDRUN" --elastic -np 4 \
 			"$BIN/elastic_train" 4 >"$d/out" 2>"$d/err"
@@ -132,7 +134,7 @@ check() { # check NAME STATUS DESCRIPTION
 		while read -r l; do diag "$l"; done
 	head -n 10 "$d/attacker" 2>/dev/null |
 		while read -r l; do diag "attacker: $l"; done
-	grep -v tag_match "$d/err" | tail -n 10 |
+	grep -E 'elastic|hvdrun|HVD-' "$d/err" | grep -v tag_match | tail -n 20 |
 		while read -r l; do diag "stderr: $l"; done
 }
 

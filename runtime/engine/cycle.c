@@ -479,8 +479,7 @@ static int exchange_vector(struct engine *e, struct cycle *c)
 		 * found something: where ranks of a process set without
 		 * this one keep working, their negotiation waits on ours in
 		 * recursive doubling's later rounds. */
-		transport_set_patient(e->quiet && e->npending == 0 &&
-				      !e->joined && !e->at_sync);
+		transport_set_patient(e->quiet && engine_nothing_waits(e));
 		st = coll_allreduce(e->comm, c->v, c->v,
 				    (size_t)S_NSTATUS + 2 * (size_t)c->nbits,
 				    HVD_UINT8, HVD_MIN);

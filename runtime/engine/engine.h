@@ -180,6 +180,13 @@ struct engine {
 
 extern struct engine *hvd_engine;
 
+/* Nothing of this rank's waits on the next cycle: no op of its pending,
+ * not joined, no autotune values to send.  Engine thread. */
+static inline int engine_nothing_waits(const struct engine *e)
+{
+	return e->npending == 0 && !e->joined && !e->at_sync;
+}
+
 /* Hooks called by hvd_init (at its end) and hvd_finalize (at its start). */
 hvd_status_t engine_start(void);
 void engine_stop(void);

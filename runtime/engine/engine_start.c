@@ -73,8 +73,8 @@ static void spin_for_work(struct engine *e, unsigned seen)
  * is in a collective over the transport.  Engine thread, lock held. */
 static int may_defer(const struct engine *e)
 {
-	return e->npending == 0 && !e->joined && !e->at_sync &&
-	       !e->stall_shutdown_pending && transport_foreground_busy();
+	return engine_nothing_waits(e) && !e->stall_shutdown_pending &&
+	       transport_foreground_busy();
 }
 
 static void *engine_main(void *arg)

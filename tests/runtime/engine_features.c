@@ -428,8 +428,8 @@ static void latency(void)
 {
 	enum { N = 300 };
 	static double t[N];
-	double cycle_ms = atof(getenv("HOROVOD_CYCLE_TIME") ?
-			       getenv("HOROVOD_CYCLE_TIME") : "1");
+	const char *ct = getenv("HOROVOD_CYCLE_TIME");
+	double cycle_ms = ct ? atof(ct) : 1.0;
 	float v = 1;
 	struct timespec a, b;
 

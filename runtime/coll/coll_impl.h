@@ -133,6 +133,12 @@ hvd_status_t hier_allreduce_small(hvd_comm_t *comm, const void *src,
 				  hvd_op_t op, double scale);
 /* coll_init: the shared-memory backend's hooks (coll_topo.c). */
 void coll_topo_init(void);
+/* What ends a wait outside the transport's transfers (shared memory, the
+ * GPU path's NCCL waits): HVD_ERR_PEER_FAILED for a rank that failed
+ * anywhere in the job, HVD_ERR_MISMATCH (on the public calls' thread)
+ * for another rank's refusal of this call, why[len] saying which;
+ * otherwise HVD_OK. */
+hvd_status_t coll_world_check(char *why, size_t len);
 
 /* The host algorithms behind the front door (dispatch.c has routed,
  * answered a broken communicator and the calls with nothing to do). */

@@ -69,13 +69,19 @@ static hvd_status_t shm_setup_bcast(void *arg, void *buf, size_t bytes)
 /* A failure anywhere in the job ends a shared-memory wait, as it ends a
  * transfer (net/transport.c, watch): a node-mate may have left the
  * collective for a rank that died on another node.  So does another
- * rank's refusal of this call (net/refusal.h). */
-static hvd_status_t shm_world_check(void *arg, char *why, size_t len)
+ * rank's refusal of this call (net/refusal.h).  The GPU path's waits
+ * look at the same (cuda_set_watch). */
+hvd_status_t coll_world_check(char *why, size_t len)
 {
-	(void)arg;
 	if (transport_watch(why, len) >= 0)
 		return HVD_ERR_PEER_FAILED;
 	return transport_is_background() ? HVD_OK : refusal_watch(why, len);
+}
+
+static hvd_status_t shm_world_check(void *arg, char *why, size_t len)
+{
+	(void)arg;
+	return coll_world_check(why, len);
 }
 
 shm_group_t *coll_shm(hvd_comm_t *comm)

@@ -33,6 +33,7 @@ void coll_init(void)
 	coll_topo_init();
 #if HVD_HAVE_CUDA
 	device = cuda_device_ops();
+	cuda_set_watch(coll_world_check);
 #endif
 }
 

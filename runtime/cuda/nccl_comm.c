@@ -14,8 +14,10 @@
  * that no NCCL call can block forever: a call that returns ncclInProgress
  * is waited for by polling ncclCommGetAsyncError, and an operation's end
  * is waited for by polling its CUDA event together with the async error of
- * each communicator it used.  An NCCL error, a CUDA error or a wait longer
- * than HOROVOD_PEER_TIMEOUT aborts all of the cuda_comm's communicators
+ * each communicator it used, and past its spinning every 50 ms the rest of
+ * the job (watch_job: a failed rank, another rank's refusal).  An NCCL
+ * error, a CUDA error, such a finding or a wait longer than
+ * HOROVOD_PEER_TIMEOUT aborts all of the cuda_comm's communicators
  * (ncclCommAbort) and marks it failed: the failing call returns the error,
  * and so does every later call, naming the first failure.
  *
@@ -25,6 +27,7 @@
  */
 #include "config.h"
 
+#include "cuda/cuda.h"
 #include "cuda/cuda_internal.h"
 
 #include <sched.h>
@@ -74,12 +77,44 @@ static void pause_briefly(unsigned long spins)
 	nanosleep(&ts, NULL);
 }
 
+/* How often a long wait looks at the rest of the job: as often as the
+ * shared-memory waits (net/watch.h). */
+#define WATCH_EVERY 0.05
+
+static cuda_watch_fn watch;
+
+void cuda_set_watch(cuda_watch_fn fn)
+{
+	watch = fn;
+}
+
+/* A wait past its spinning, every WATCH_EVERY: what the collectives'
+ * check finds (a rank that failed anywhere in the job, another rank's
+ * refusal of this call) ends it now, where NCCL would wait for the
+ * missing rank until HOROVOD_PEER_TIMEOUT. */
+static hvd_status_t watch_job(const char *what, unsigned long spins,
+			      double *next)
+{
+	char why[480];
+	hvd_status_t st;
+	double now;
+
+	if (!watch || spins < 200 || (now = hvd_now()) < *next)
+		return HVD_OK;
+	*next = now + WATCH_EVERY;
+	st = watch(why, sizeof(why));
+	if (st != HVD_OK)
+		return hvd_error(st, "%s: %s", what, why);
+	return HVD_OK;
+}
+
 /* Wait until a nonblocking communicator has no call in progress. */
 static hvd_status_t nccl_wait_ready(ncclComm_t comm, double timeout,
 				    const char *what)
 {
-	double deadline = hvd_now() + timeout;
+	double deadline = hvd_now() + timeout, next = 0;
 	unsigned long spins = 0;
+	hvd_status_t st;
 	ncclResult_t r;
 
 	for (;;) {
@@ -101,6 +136,8 @@ static hvd_status_t nccl_wait_ready(ncclComm_t comm, double timeout,
 					 "(HOROVOD_PEER_TIMEOUT): a peer is "
 					 "missing, dead or stuck",
 					 what, timeout);
+		if ((st = watch_job(what, spins, &next)) != HVD_OK)
+			return st;
 		pause_briefly(spins++);
 	}
 }
@@ -535,7 +572,7 @@ static hvd_status_t poll_async(struct cuda_op *op)
 
 static hvd_status_t wait_event(struct cuda_op *op)
 {
-	double deadline = hvd_now() + cuda_settings()->timeout;
+	double deadline = hvd_now() + cuda_settings()->timeout, next = 0;
 	cudaEvent_t ev = op->cc->done[op->idx];
 	unsigned long spins = 0;
 	hvd_status_t st;
@@ -558,6 +595,8 @@ static hvd_status_t wait_event(struct cuda_op *op)
 					 "(HOROVOD_PEER_TIMEOUT): a peer is "
 					 "missing, dead or stuck",
 					 op->name, cuda_settings()->timeout);
+		if ((st = watch_job(op->name, spins, &next)) != HVD_OK)
+			return st;
 		pause_briefly(spins++);
 	}
 }

@@ -5,7 +5,8 @@
  * compression, groups) without mixing them with host ones submitted at
  * the same time.  Every rank checks its results against a host reference;
  * rank 0 prints one TAP line per check for all ranks (a host allreduce of
- * the verdicts).
+ * the verdicts).  Last, with two ranks or more, a device allreduce that
+ * one rank refuses must fail on the others at once.
  *
  *   hvdrun -np N gpu/test_cuda_hvd
  */
@@ -19,9 +20,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int rank_, size_;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* Report a check for all ranks: rank 0 prints it when every rank passed. */
 static void all_ok(int good, const char *what)
@@ -344,6 +354,34 @@ static void streams(void)
 	cudaStreamDestroy(s);
 }
 
+/* Last, it leaves the blocking collectives apart: rank 1 refuses a device
+ * allreduce (an unknown reduction) that every other rank makes.  The
+ * others' NCCL waits must see the refusal and fail at once, not wait for
+ * rank 1 until HOROVOD_PEER_TIMEOUT (60 s).  Rank 0 reports what it saw:
+ * the verdicts can no longer travel by a blocking collective. */
+static void refused(void)
+{
+	const size_t n = 1u << 20;
+	float *d = dev_f32(n, rank_, 0);
+	hvd_op_t op = rank_ == 1 ? (hvd_op_t)99 : HVD_SUM;
+	double t0;
+	hvd_status_t st;
+
+	if (rank_ == 1)
+		sleep(1); /* the others are in NCCL's wait by then */
+	t0 = now_s();
+	st = hvd_allreduce(HVD_IN_PLACE, d, n, HVD_FLOAT32, op);
+	double t = now_s() - t0;
+
+	if (rank_ == 0) {
+		ok(st == HVD_ERR_MISMATCH && t < 20,
+		   "a device allreduce refused on rank 1 fails on rank 0 "
+		   "with HVD_ERR_MISMATCH, not at the timeout (%.1f s, %s)",
+		   t, hvd_last_error());
+	}
+	cudaFree(d);
+}
+
 int main(void)
 {
 	int ndev = 0;
@@ -376,6 +414,8 @@ int main(void)
 	blocking();
 	engine();
 	streams();
+	if (size_ > 1)
+		refused();
 	hvd_finalize();
 	return rank_ == 0 ? done_testing() : 0;
 }

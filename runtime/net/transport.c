@@ -915,6 +915,33 @@ static hvd_status_t mismatch_told(struct xfer *x)
 /* Periodic checks while waiting: failed members, dead local pids,
  * members' mismatch notices, and the progress timeout.  Returns an error
  * status or HVD_OK. */
+/*
+ * For a timeout's message, what of the peer's waits here unmatched on
+ * this group's context: the first such message's sequence number and
+ * size against this collective's, or that there is none.  A later call's
+ * message says the peer went on without this one's reaching us; this
+ * call's own number on a receive of the other path is a straddle.
+ */
+static void unmatched(const struct xfer *x, const struct tp_op *op,
+		      char *out, size_t len)
+{
+	const uint64_t mask = ((uint64_t)0xffffu << 48) | 0xffffffu;
+	uint64_t tag = auth_tag(x->tag_base | (uint64_t)(unsigned)op->peer);
+	ucp_tag_recv_info_t info;
+
+	if (!ucp_tag_probe_nb(ucx_worker, tag, mask, 0, &info)) {
+		snprintf(out, len, "; nothing of its waits here unmatched");
+		return;
+	}
+	snprintf(out, len,
+		 "; its message of call %lu (%zu bytes) waits here "
+		 "unmatched, this is call %lu",
+		 (unsigned long)(((info.sender_tag ^ auth_tag_key) >> 24) &
+				 0xffffffu),
+		 info.length,
+		 (unsigned long)((x->tag_base >> 24) & 0xffffffu));
+}
+
 static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 {
 	int f;
@@ -957,12 +984,13 @@ static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 		return HVD_ERR_MISMATCH;
 	if (now - x->last_progress > transport_peer_timeout()) {
 		int w = x->g->world_ranks[waiting->peer];
-		char why[160];
+		char why[256], seen[96];
 
+		unmatched(x, waiting, seen, sizeof(seen));
 		snprintf(why, sizeof(why),
 			 "no progress from it for %.0f s "
-			 "(HOROVOD_PEER_TIMEOUT)",
-			 transport_peer_timeout());
+			 "(HOROVOD_PEER_TIMEOUT)%s",
+			 transport_peer_timeout(), seen);
 		/* A suspicion: the peer may itself wait on another.  Told
 		 * to every rank at once (a failure notice), so that ranks
 		 * waiting on this one, or on others behind it, stop now

@@ -62,13 +62,17 @@ int cuda_comm_device(const struct cuda_comm *cc) { return cc->device; }
 
 ncclComm_t cuda_comm_nccl(const struct cuda_comm *cc) { return cc->nccl[0]; }
 
+/* Polls a wait spins before it yields (pause_briefly) and before it
+ * looks at the rest of the job (watch_job). */
+#define WAIT_SPINS 200
+
 static void pause_briefly(unsigned long spins)
 {
 	struct timespec ts = {0, 50000};
 
 	/* Spin first (small ops finish in microseconds), then yield, then
 	 * sleep so that a long wait does not eat a core. */
-	if (spins < 200)
+	if (spins < WAIT_SPINS)
 		return;
 	if (spins < 2000) {
 		sched_yield();
@@ -99,7 +103,7 @@ static hvd_status_t watch_job(const char *what, unsigned long spins,
 	hvd_status_t st;
 	double now;
 
-	if (!watch || spins < 200 || (now = hvd_now()) < *next)
+	if (!watch || spins < WAIT_SPINS || (now = hvd_now()) < *next)
 		return HVD_OK;
 	*next = now + WATCH_EVERY;
 	st = watch(why, sizeof(why));

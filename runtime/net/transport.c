@@ -912,9 +912,6 @@ static hvd_status_t mismatch_told(struct xfer *x)
 				 : "this collective");
 }
 
-/* Periodic checks while waiting: failed members, dead local pids,
- * members' mismatch notices, and the progress timeout.  Returns an error
- * status or HVD_OK. */
 /*
  * For a timeout's message, what of the peer's waits here unmatched on
  * this group's context: the first such message's sequence number and
@@ -925,7 +922,9 @@ static hvd_status_t mismatch_told(struct xfer *x)
 static void unmatched(const struct xfer *x, const struct tp_op *op,
 		      char *out, size_t len)
 {
-	const uint64_t mask = ((uint64_t)0xffffu << 48) | 0xffffffu;
+	/* the context and source fields, any sequence number */
+	const uint64_t mask = tp_tag(~0u, 0, ~0u);
+	const uint64_t seq = tp_tag(0, ~0u, 0);
 	uint64_t tag = auth_tag(x->tag_base | (uint64_t)(unsigned)op->peer);
 	ucp_tag_recv_info_t info;
 
@@ -936,12 +935,15 @@ static void unmatched(const struct xfer *x, const struct tp_op *op,
 	snprintf(out, len,
 		 "; its message of call %lu (%zu bytes) waits here "
 		 "unmatched, this is call %lu",
-		 (unsigned long)(((info.sender_tag ^ auth_tag_key) >> 24) &
-				 0xffffffu),
+		 (unsigned long)(((info.sender_tag ^ auth_tag_key) & seq) >>
+				 TP_SRC_BITS),
 		 info.length,
-		 (unsigned long)((x->tag_base >> 24) & 0xffffffu));
+		 (unsigned long)((x->tag_base & seq) >> TP_SRC_BITS));
 }
 
+/* Periodic checks while waiting: failed members, dead local pids,
+ * members' mismatch notices, and the progress timeout.  Returns an error
+ * status or HVD_OK. */
 static hvd_status_t watch(struct xfer *x, struct tp_op *waiting, double now)
 {
 	int f;

@@ -364,14 +364,14 @@ static void refused(void)
 	const size_t n = 1u << 20;
 	float *d = dev_f32(n, rank_, 0);
 	hvd_op_t op = rank_ == 1 ? (hvd_op_t)99 : HVD_SUM;
-	double t0;
+	double t;
 	hvd_status_t st;
 
 	if (rank_ == 1)
 		sleep(1); /* the others are in NCCL's wait by then */
-	t0 = now_s();
+	t = now_s();
 	st = hvd_allreduce(HVD_IN_PLACE, d, n, HVD_FLOAT32, op);
-	double t = now_s() - t0;
+	t = now_s() - t;
 
 	if (rank_ == 0) {
 		ok(st == HVD_ERR_MISMATCH && t < 20,

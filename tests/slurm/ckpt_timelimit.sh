@@ -18,13 +18,6 @@ wd=$(slurm_workdir)
 cd "$wd" || bail_out "cannot cd to $wd"
 STEPS=20000
 SEED=11
-# Every node of this cluster is this machine: its jobs talk over loopback.
-# Left to choose, UCX may take the bridge of a --netns cluster that another
-# test runs meanwhile, and that bridge's address goes when the test ends:
-# the job's connections go with it, and both ranks time out after 60 s
-# (seen twice in CI dry runs, reproduced by stopping such a cluster under a
-# run of the reference below with UCX_NET_DEVICES=its bridge).
-export UCX_NET_DEVICES=lo
 
 # wait_for FILE REGEX SECONDS
 wait_for() {

@@ -9,7 +9,8 @@
 #	is "$(wc -l <<<"$out")" 4 "four tasks"
 #
 # Finds the mini-cluster (contrib/minicluster, directory HVD_MINICLUSTER_DIR,
-# default /var/tmp/hvd-minicluster), points SLURM_CONF at it, and when it is
+# default /var/tmp/hvd-minicluster), points SLURM_CONF at it (and
+# UCX_NET_DEVICES at a stable interface: hvdt_pin_ucx), and when it is
 # not running prints "1..0 # SKIP ..." and exits 0, so that make check passes
 # on machines without a cluster.  HVD_REQUIRE_MINICLUSTER=1 (set by
 # contrib/run-tests once it has started the cluster) turns that skip into a
@@ -314,7 +315,8 @@ own_cluster_dir() {
 # own_cluster_start [PREFIX... --] START-OPTIONS...: PREFIX... minicluster
 # start --dir $oc_dir START-OPTIONS (again: brings back what is down);
 # its output in oc_out, its status returned.  Points SLURM_CONF and
-# HVD_MINICLUSTER_DIR at the cluster, and notes its daemons, for the end.
+# HVD_MINICLUSTER_DIR at the cluster (and UCX_NET_DEVICES, hvdt_pin_ucx),
+# and notes its daemons, for the end.
 # PREFIX: a command to run minicluster under (taskset -c 1, run_timeout
 # 120).
 # shellcheck disable=SC2034 # oc_out is the caller's to read
@@ -332,7 +334,32 @@ own_cluster_start() {
 	SLURM_CONF=$oc_dir/slurm.conf
 	HVD_MINICLUSTER_DIR=$oc_dir
 	export SLURM_CONF HVD_MINICLUSTER_DIR
+	hvdt_pin_ucx "$SLURM_CONF"
 	return "$st"
+}
+
+# hvdt_pin_ucx CONF: when CONF's nodes are this machine's own network
+# namespace (not minicluster --netns) and the test has not chosen,
+# UCX_NET_DEVICES names the interface of this machine's default route
+# (else lo), as the SPANK plugin would.  Left to choose, UCX (and the TCP
+# lane) may take the bridge of another test's --netns cluster (hvb*); its
+# address goes when that test stops its cluster, and the job's connections
+# with it: every rank then fails at HOROVOD_PEER_TIMEOUT, "nothing of its
+# waits here unmatched".  Under --netns each node has its own eth0 and
+# nothing else to take; a value this file set is taken back there.
+hvdt_pin_ucx() {
+	local dev
+	if grep -qs '^# minicluster: netns$' "$1"; then
+		if [[ -n ${hvdt_ucx_pinned:-} ]]; then
+			unset UCX_NET_DEVICES hvdt_ucx_pinned
+		fi
+		return 0
+	fi
+	[[ -z ${UCX_NET_DEVICES+set} ]] || return 0
+	dev=$(awk '$2 == "00000000" && $1 != "Iface" { print $1; exit }' /proc/net/route 2>/dev/null)
+	UCX_NET_DEVICES=${dev:-lo}
+	hvdt_ucx_pinned=1
+	export UCX_NET_DEVICES
 }
 
 # own_cluster_alloc SALLOC-OPTIONS...: one allocation on the cluster for
@@ -437,6 +464,7 @@ if ! "$MINICLUSTER" status >/dev/null 2>&1; then
 fi
 SLURM_CONF=$HVD_MINICLUSTER_DIR/slurm.conf
 export SLURM_CONF
+hvdt_pin_ucx "$SLURM_CONF"
 case $(pwd -P) in
 /tmp | /tmp/*)
 	# Each node mounts its own /tmp: it would not find the test's files.

@@ -466,6 +466,21 @@ static hvd_status_t erase_invalid(struct engine *e, struct cycle *c)
 	return HVD_OK;
 }
 
+/* Whether the negotiated vector (this rank's own, alone) has nothing on
+ * any rank, and since when (engine_start.c thins out the cycles of a job
+ * that stays so). */
+static void note_quiet(struct engine *e, const struct cycle *c)
+{
+	int was = e->quiet;
+
+	e->quiet = c->v[S_UNCACHED] && c->v[S_INVALID] && c->v[S_AUTOTUNE];
+	for (int b = 0; e->quiet && b < c->nbits; b++)
+		if (someone_has(c, b))
+			e->quiet = 0;
+	if (e->quiet && !was)
+		e->quiet_since = c->now;
+}
+
 /* Step 2b: the vector's MIN over all ranks, and what its status bytes
  * ask for. */
 static int exchange_vector(struct engine *e, struct cycle *c)
@@ -486,12 +501,8 @@ static int exchange_vector(struct engine *e, struct cycle *c)
 		transport_set_patient(0);
 		if (st != HVD_OK)
 			return fail_negotiation(e, st);
-		e->quiet = c->v[S_UNCACHED] && c->v[S_INVALID] &&
-			   c->v[S_AUTOTUNE];
-		for (int b = 0; e->quiet && b < c->nbits; b++)
-			if (someone_has(c, b))
-				e->quiet = 0;
 	}
+	note_quiet(e, c);
 	if (!c->v[S_SHUTDOWN]) {
 		pending_fail_all(e, HVD_ERR_SHUTDOWN,
 				 "hvd: the engine shut down (a rank called "

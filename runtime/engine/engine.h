@@ -173,6 +173,8 @@ struct engine {
 	unsigned long cycles;
 	int hot;	  /* start the next cycle at once */
 	int quiet;	  /* the last negotiation found nothing on any rank */
+	double quiet_since; /* start of the first of those quiet cycles */
+	double idle_max_s;  /* HVD_ENGINE_IDLE_MAX_MS (engine_start.c) */
 	int worked;	  /* the last cycle executed something */
 	unsigned long long idle_spin_ns; /* HVD_ENGINE_SPIN_US */
 	double hot_since; /* last progress while ops were pending */

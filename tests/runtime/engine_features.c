@@ -19,6 +19,12 @@
  *              rank 0's idle engine defers its cycles then, and must
  *              still let the set's ops through (run with HVD_SHM=0,
  *              HOROVOD_PROCESS_SETS="1,2", 3 ranks)
+ *   idle       IDLE_S seconds of nothing (prints the voluntary context
+ *              switches of each rank meanwhile: engine_features.sh
+ *              compares runs with and without HVD_ENGINE_IDLE_MAX_MS),
+ *              then an op of the set {0,1} while rank 2 stays idle: its
+ *              thinned-out cycles must still let it through at once
+ *              (HOROVOD_PROCESS_SETS="0,1", 3 ranks)
  */
 #include "hvd.h"
 #include "tap.h"
@@ -29,7 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 static int rank, size;
 
@@ -545,6 +553,50 @@ static void defer(void)
 		       r.worst_ms);
 }
 
+#define IDLE_S 3
+
+static long switches(void)
+{
+	struct rusage u;
+
+	return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_nvcsw : -1;
+}
+
+static void idle(void)
+{
+	hvd_opts_t o;
+	float v[2] = {1, (float)rank};
+	double dt = 0;
+	long n0, n1;
+	int good = 1;
+
+	hvd_opts_init(&o);
+	o.pset = 1;
+	check(ar("warm", v, 2, NULL) == HVD_OK, "an op before the idle time");
+	hvd_barrier();
+	n0 = switches();
+	sleep(IDLE_S);
+	n1 = switches();
+	printf("# rank %d: idle %d s: %ld voluntary context switches\n", rank,
+	       IDLE_S, n1 - n0);
+	if (rank < 2) {
+		double t0 = now_ms();
+
+		v[0] = 1;
+		v[1] = (float)rank;
+		good = ar("after", v, 2, &o) == HVD_OK && v[0] == 2 &&
+		       v[1] == 1;
+		dt = now_ms() - t0;
+		printf("# rank %d: the set's first op after it took %.1f ms\n",
+		       rank, dt);
+	} else {
+		sleep(1);
+	}
+	check(good, "the set {0,1}'s op after the idle time is right");
+	check(dt < 2000, "it took less than 2 s, with rank 2 idle (%.1f ms)",
+	      dt);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -584,6 +636,8 @@ int main(int argc, char **argv)
 		latency();
 	else if (!strcmp(mode, "defer"))
 		defer();
+	else if (!strcmp(mode, "idle"))
+		idle();
 	else if (rank == 0)
 		ok(0, "unknown mode '%s'", mode);
 	hvd_finalize();

@@ -114,6 +114,16 @@ void pset_table_remove(struct pset_table *t, int32_t id)
 	t->sets[id] = NULL;
 }
 
+int pset_table_partial(const struct pset_table *t)
+{
+	const struct pset *all = pset_get(t, HVD_PSET_GLOBAL);
+
+	for (int i = 0; all && i < t->cap; i++)
+		if (t->sets[i] && t->sets[i]->n < all->n)
+			return 1;
+	return 0;
+}
+
 void pset_table_free(struct pset_table *t)
 {
 	for (int i = 0; i < t->cap; i++)

@@ -35,6 +35,8 @@ hvd_status_t pset_table_add(struct pset_table *t, int32_t id, const int *ranks,
 void pset_table_remove(struct pset_table *t, int32_t id);
 void pset_table_free(struct pset_table *t);
 int pset_is_member(const struct pset_table *t, int32_t id, int world_rank);
+/* Some set leaves out some rank (the same on every rank: sets are agreed). */
+int pset_table_partial(const struct pset_table *t);
 
 #pragma GCC visibility pop
 

@@ -542,6 +542,41 @@ static void test_alltoall(void)
 	}
 	report("alltoallv uint8: blocks equal on rank 0 only, units 5 and "
 	       "100000");
+
+	/* Counts all 0: an alltoallv's emptiness is a property of every
+	 * rank's counts, so no rank can skip it alone.  First on every rank
+	 * (NULL buffers), then on the last rank only, which sends and
+	 * receives nothing while the others exchange among themselves. */
+	for (int all = 1; all >= 0; all--) {
+		size_t *c = xmalloc((size_t)size_ * 8), tot = 0;
+		int idle = all || rank_ == size_ - 1;
+		uint8_t *in, *out;
+		hvd_status_t st;
+
+		for (int d = 0; d < size_; d++) {
+			c[d] = idle || d == size_ - 1 ? 0 : 1000;
+			tot += c[d];
+		}
+		in = tot ? xmalloc(tot) : NULL;
+		out = tot ? xmalloc(tot) : NULL;
+		for (size_t i = 0; i < tot; i++)
+			in[i] = (uint8_t)(rank_ * 16 + (int)(i / 1000));
+		st = hvd_alltoallv(in, c, NULL, out, c, NULL, HVD_UINT8);
+		check_status(st, all ? "alltoallv, counts all 0"
+				     : "alltoallv, counts 0 on the last rank");
+		for (size_t i = 0; st == HVD_OK && i < tot; i++)
+			if (out[i] != (uint8_t)((int)(i / 1000) * 16 + rank_)) {
+				bad("alltoallv, counts 0 on the last rank: "
+				    "[%zu] wrong",
+				    i);
+				break;
+			}
+		free(in);
+		free(out);
+		free(c);
+	}
+	report("alltoallv uint8: counts all 0 on every rank, and on the "
+	       "last rank only");
 }
 
 static void test_broadcast(void)

@@ -132,11 +132,12 @@ static int is_int(hvd_dtype_t t)
 	       t == HVD_INT64;
 }
 
-/* Wrap v into the integer type's range (what the type's arithmetic does). */
-static double wrap(double v, hvd_dtype_t t)
+/* Wrap x into the integer type's range (what the type's arithmetic does).
+ * From the 64-bit result itself: through a double, a product of three
+ * ranks' int32 inputs (up to 2^72, wrapped to 64 bits) lost the low bits
+ * that the int32 result keeps. */
+static double wrap(int64_t x, hvd_dtype_t t)
 {
-	int64_t x = (int64_t)v;
-
 	switch (t) {
 	case HVD_UINT8:
 		return (uint8_t)x;
@@ -181,7 +182,7 @@ static double expect_reduced(size_t i, const struct bench_case *c)
 		}
 	}
 	if (is_int(c->dtype))
-		a = wrap((double)ai, c->dtype);
+		a = wrap(ai, c->dtype);
 	if (c->op == HVD_AVERAGE)
 		a = is_int(c->dtype) ? trunc(a / c->size) : a / c->size;
 	return a;

@@ -23,8 +23,8 @@
 #include "config.h"
 
 #include "cuda/cuda_internal.h"
-#include "gpu_ref.h"
 #include "tap.h"
+#include "tools/bench/typed.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -99,62 +99,6 @@ static double input(int r, size_t i, hvd_op_t op)
 	if (op == HVD_PRODUCT)
 		return (double)(1 + (int)((i + (size_t)r) % 2));
 	return (double)((i * 7 + (size_t)r * 3) % 11);
-}
-
-static void store(void *buf, size_t i, hvd_dtype_t t, double v)
-{
-	switch (t) {
-	case HVD_UINT8:
-		((uint8_t *)buf)[i] = (uint8_t)v;
-		break;
-	case HVD_INT8:
-		((int8_t *)buf)[i] = (int8_t)v;
-		break;
-	case HVD_INT32:
-		((int32_t *)buf)[i] = (int32_t)v;
-		break;
-	case HVD_INT64:
-		((int64_t *)buf)[i] = (int64_t)v;
-		break;
-	case HVD_FLOAT16:
-		((uint16_t *)buf)[i] = ref_f2h((float)v);
-		break;
-	case HVD_BFLOAT16:
-		((uint16_t *)buf)[i] = ref_f2bf((float)v);
-		break;
-	case HVD_FLOAT32:
-		((float *)buf)[i] = (float)v;
-		break;
-	case HVD_FLOAT64:
-		((double *)buf)[i] = v;
-		break;
-	default:
-		break;
-	}
-}
-
-static double load(const void *buf, size_t i, hvd_dtype_t t)
-{
-	switch (t) {
-	case HVD_UINT8:
-		return ((const uint8_t *)buf)[i];
-	case HVD_INT8:
-		return ((const int8_t *)buf)[i];
-	case HVD_INT32:
-		return ((const int32_t *)buf)[i];
-	case HVD_INT64:
-		return (double)((const int64_t *)buf)[i];
-	case HVD_FLOAT16:
-		return ref_h2f(((const uint16_t *)buf)[i]);
-	case HVD_BFLOAT16:
-		return ref_bf2f(((const uint16_t *)buf)[i]);
-	case HVD_FLOAT32:
-		return ((const float *)buf)[i];
-	case HVD_FLOAT64:
-		return ((const double *)buf)[i];
-	default:
-		return 0;
-	}
 }
 
 static int is_int_type(hvd_dtype_t t)
@@ -245,12 +189,12 @@ static void t_allreduce(struct cuda_comm *cc, hvd_dtype_t t, hvd_op_t op,
 	hvd_status_t st;
 
 	for (size_t i = 0; i < n; i++)
-		store(h, i, t, input(rank_, i, op));
+		typed_put(h, i, t, input(rank_, i, op));
 	up(in_place ? dr : ds, h, n * es);
 	st = nccl_allreduce(cc, in_place ? HVD_IN_PLACE : ds, dr, n, t, op);
 	down(o, dr, n * es);
 	for (size_t i = 0; st == HVD_OK && i < n; i++)
-		bad += !close_to(load(o, i, t), reduced(i, t, op), t);
+		bad += !close_to(typed_get(o, i, t), reduced(i, t, op), t);
 	CHECK(st == HVD_OK && bad == 0, "allreduce %s %s%s: %s, %zu wrong",
 	      hvd_dtype_name(t), hvd_op_name(op), in_place ? " in place" : "",
 	      hvd_status_name(st), bad);
@@ -308,7 +252,8 @@ static void t_fused(struct cuda_comm *cc, hvd_dtype_t t, double pre,
 	for (int k = 0; k < NT; k++) {
 		h[k] = malloc(counts[k] * es + 1);
 		for (size_t i = 0; i < counts[k]; i++)
-			store(h[k], i, t, input(rank_, i + (size_t)k, HVD_SUM));
+			typed_put(h[k], i, t,
+				  input(rank_, i + (size_t)k, HVD_SUM));
 		ds[k] = dev(counts[k] * es);
 		dr[k] = k == 2 ? ds[k] : dev(counts[k] * es);
 		up(ds[k], h[k], counts[k] * es);
@@ -324,7 +269,7 @@ static void t_fused(struct cuda_comm *cc, hvd_dtype_t t, double pre,
 			double want =
 			    reduced(i + (size_t)k, t, HVD_SUM) * pre * post;
 
-			bad += !close_to(load(h[k], i, t), want,
+			bad += !close_to(typed_get(h[k], i, t), want,
 					 compress ? HVD_FLOAT16 : t);
 		}
 		free(h[k]);
@@ -361,7 +306,7 @@ static void t_allgatherv(struct cuda_comm *cc, hvd_dtype_t t, int even,
 	ds = dev(counts[rank_] * es);
 	dr = dev(total * es);
 	for (size_t i = 0; i < counts[rank_]; i++)
-		store(h, i, t, input(rank_, i, HVD_SUM));
+		typed_put(h, i, t, input(rank_, i, HVD_SUM));
 	if (in_place == 1)
 		up(dr + displs[rank_] * es, h, counts[rank_] * es);
 	else if (in_place == 2)
@@ -377,8 +322,8 @@ static void t_allgatherv(struct cuda_comm *cc, hvd_dtype_t t, int even,
 	down(o, dr, total * es);
 	for (int r = 0; st == HVD_OK && r < size_; r++)
 		for (size_t i = 0; i < counts[r]; i++)
-			bad +=
-			    load(o, displs[r] + i, t) != input(r, i, HVD_SUM);
+			bad += typed_get(o, displs[r] + i, t) !=
+			       input(r, i, HVD_SUM);
 	CHECK(st == HVD_OK && bad == 0, "allgatherv %s %s%s: %s, %zu wrong",
 	      hvd_dtype_name(t), even ? "even" : "uneven",
 	      in_place == 1   ? " in place"
@@ -401,12 +346,12 @@ static void t_broadcast(struct cuda_comm *cc, hvd_dtype_t t, int root)
 	hvd_status_t st;
 
 	for (size_t i = 0; i < n; i++)
-		store(h, i, t, input(rank_, i, HVD_SUM));
+		typed_put(h, i, t, input(rank_, i, HVD_SUM));
 	up(d, h, n * es);
 	st = nccl_broadcast(cc, d, n, t, root);
 	down(h, d, n * es);
 	for (size_t i = 0; st == HVD_OK && i < n; i++)
-		bad += load(h, i, t) != input(root, i, HVD_SUM);
+		bad += typed_get(h, i, t) != input(root, i, HVD_SUM);
 	CHECK(st == HVD_OK && bad == 0, "broadcast %s from %d: %s, %zu wrong",
 	      hvd_dtype_name(t), root, hvd_status_name(st), bad);
 	free(h);
@@ -448,7 +393,7 @@ static void t_alltoallv(struct cuda_comm *cc, hvd_dtype_t t, int even,
 	o = malloc(rt * es);
 	for (int p = 0; p < size_; p++)
 		for (size_t i = 0; i < sc[p]; i++)
-			store(h, sd[p] + i, t, a2a_value(rank_, p, i));
+			typed_put(h, sd[p] + i, t, a2a_value(rank_, p, i));
 	ds = dev(st_ * es);
 	dr = dev((rt > st_ ? rt : st_) * es);
 	up(in_place ? dr : ds, h, st_ * es);
@@ -457,7 +402,8 @@ static void t_alltoallv(struct cuda_comm *cc, hvd_dtype_t t, int even,
 	down(o, dr, rt * es);
 	for (int p = 0; st == HVD_OK && p < size_; p++)
 		for (size_t i = 0; i < rc[p]; i++)
-			bad += load(o, rd[p] + i, t) != a2a_value(p, rank_, i);
+			bad += typed_get(o, rd[p] + i, t) !=
+			       a2a_value(p, rank_, i);
 	CHECK(st == HVD_OK && bad == 0, "alltoallv %s %s%s: %s, %zu wrong",
 	      hvd_dtype_name(t), even ? "even" : "uneven",
 	      in_place ? " in place" : "", hvd_status_name(st), bad);
@@ -482,13 +428,14 @@ static void t_reducescatter(struct cuda_comm *cc, hvd_dtype_t t, hvd_op_t op,
 	hvd_status_t st;
 
 	for (size_t i = 0; i < count; i++)
-		store(h, i, t, input(rank_, i, op));
+		typed_put(h, i, t, input(rank_, i, op));
 	up(in_place ? dr : ds, h, count * es);
 	st = nccl_reducescatter(cc, in_place ? HVD_IN_PLACE : ds, dr, count, t,
 				op);
 	down(o, dr, mine * es);
 	for (size_t i = 0; st == HVD_OK && i < mine; i++)
-		bad += !close_to(load(o, i, t), reduced(off + i, t, op), t);
+		bad +=
+		    !close_to(typed_get(o, i, t), reduced(off + i, t, op), t);
 	CHECK(st == HVD_OK && bad == 0,
 	      "reducescatter %s %s of %zu%s: %s, %zu wrong", hvd_dtype_name(t),
 	      hvd_op_name(op), count, in_place ? " in place" : "",

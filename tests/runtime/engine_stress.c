@@ -12,6 +12,7 @@
  */
 #include "hvd.h"
 #include "tap.h"
+#include "tools/bench/typed.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -24,111 +25,6 @@
 static int rank, size, nthreads = 8, nops = 1000, window = 16;
 static int failures;
 static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* ---- element access as double (small integers: exact everywhere) */
-
-static uint16_t to_half(float f)
-{
-	/* exact for integers and halves up to 2048 */
-	union {
-		float f;
-		uint32_t u;
-	} v = {f};
-	uint32_t sign = (v.u >> 16) & 0x8000;
-	int exp = (int)((v.u >> 23) & 0xff) - 127 + 15;
-	uint32_t man = (v.u >> 13) & 0x3ff;
-
-	if (f == 0)
-		return (uint16_t)sign;
-	return (uint16_t)(sign | ((uint32_t)exp << 10) | man);
-}
-
-static float from_half(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-	int exp = (h >> 10) & 0x1f;
-	uint32_t man = h & 0x3ff;
-	union {
-		uint32_t u;
-		float f;
-	} v;
-
-	if (!exp && !man) {
-		v.u = sign;
-		return v.f;
-	}
-	if (!exp) /* subnormal */
-		return (sign ? -1.0f : 1.0f) * ldexpf((float)man, -24);
-	v.u = sign | ((uint32_t)(exp - 15 + 127) << 23) | (man << 13);
-	return v.f;
-}
-
-static void put(void *buf, size_t i, hvd_dtype_t t, double x)
-{
-	switch (t) {
-	case HVD_UINT8:
-		((uint8_t *)buf)[i] = (uint8_t)x;
-		break;
-	case HVD_INT8:
-		((int8_t *)buf)[i] = (int8_t)x;
-		break;
-	case HVD_INT32:
-		((int32_t *)buf)[i] = (int32_t)x;
-		break;
-	case HVD_INT64:
-		((int64_t *)buf)[i] = (int64_t)x;
-		break;
-	case HVD_FLOAT16:
-		((uint16_t *)buf)[i] = to_half((float)x);
-		break;
-	case HVD_BFLOAT16: {
-		union {
-			float f;
-			uint32_t u;
-		} v = {(float)x};
-		((uint16_t *)buf)[i] = (uint16_t)(v.u >> 16);
-		break;
-	}
-	case HVD_FLOAT32:
-		((float *)buf)[i] = (float)x;
-		break;
-	case HVD_FLOAT64:
-		((double *)buf)[i] = x;
-		break;
-	default:
-		break;
-	}
-}
-
-static double get(const void *buf, size_t i, hvd_dtype_t t)
-{
-	switch (t) {
-	case HVD_UINT8:
-		return ((const uint8_t *)buf)[i];
-	case HVD_INT8:
-		return ((const int8_t *)buf)[i];
-	case HVD_INT32:
-		return ((const int32_t *)buf)[i];
-	case HVD_INT64:
-		return (double)((const int64_t *)buf)[i];
-	case HVD_FLOAT16:
-		return from_half(((const uint16_t *)buf)[i]);
-	case HVD_BFLOAT16: {
-		union {
-			uint32_t u;
-			float f;
-		} v;
-		v.u = (uint32_t)((const uint16_t *)buf)[i] << 16;
-		return v.f;
-	}
-	case HVD_FLOAT32:
-		return ((const float *)buf)[i];
-	case HVD_FLOAT64:
-		return ((const double *)buf)[i];
-	default:
-		return 0;
-	}
-}
 
 static double val(int r, size_t i, int salt)
 {
@@ -228,7 +124,7 @@ static void prepare(struct op *o)
 	o->send = malloc(n * es + 1);
 	o->recv = malloc(rn * es + 1);
 	for (size_t i = 0; i < n; i++)
-		put(o->send, i, o->t, val(rank, i, o->salt));
+		typed_put(o->send, i, o->t, val(rank, i, o->salt));
 	if (o->kind == 2)
 		memcpy(o->recv, o->send, n * es);
 	if (o->kind == 0 && o->inplace)
@@ -291,7 +187,7 @@ static void check(struct op *o)
 	case 0:
 		for (size_t i = 0; i < n; i++) {
 			want = expect_reduce(o, i);
-			got = get(o->recv, i, o->t);
+			got = typed_get(o->recv, i, o->t);
 			if (!close_enough(o, got, want)) {
 				fail(o, "[%zu] = %g, want %g", i, got, want);
 				return;
@@ -305,11 +201,12 @@ static void check(struct op *o)
 			size_t rc = o->count - (size_t)rank + (size_t)r;
 
 			for (size_t i = 0; i < rc; i++, off++)
-				if (get(o->recv, off, o->t) !=
+				if (typed_get(o->recv, off, o->t) !=
 				    val(r, i, o->salt)) {
 					fail(o,
 					     "from rank %d [%zu] = %g, want %g",
-					     r, i, get(o->recv, off, o->t),
+					     r, i,
+					     typed_get(o->recv, off, o->t),
 					     val(r, i, o->salt));
 					return;
 				}
@@ -318,9 +215,10 @@ static void check(struct op *o)
 	}
 	case 2:
 		for (size_t i = 0; i < n; i++)
-			if (get(o->recv, i, o->t) != val(o->root, i, o->salt)) {
+			if (typed_get(o->recv, i, o->t) !=
+			    val(o->root, i, o->salt)) {
 				fail(o, "[%zu] = %g, want root %d's %g", i,
-				     get(o->recv, i, o->t), o->root,
+				     typed_get(o->recv, i, o->t), o->root,
 				     val(o->root, i, o->salt));
 				return;
 			}
@@ -329,7 +227,8 @@ static void check(struct op *o)
 		for (int r = 0; r < size; r++)
 			for (size_t i = 0; i < n; i++) {
 				want = val(r, (size_t)rank * n + i, o->salt);
-				got = get(o->recv, (size_t)r * n + i, o->t);
+				got =
+				    typed_get(o->recv, (size_t)r * n + i, o->t);
 				if (got != want) {
 					fail(o, "from %d [%zu] = %g, want %g",
 					     r, i, got, want);
@@ -343,7 +242,7 @@ static void check(struct op *o)
 
 		for (size_t i = 0; i < mine; i++) {
 			want = expect_reduce(o, off + i);
-			got = get(o->recv, i, o->t);
+			got = typed_get(o->recv, i, o->t);
 			if (!close_enough(o, got, want)) {
 				fail(o, "[%zu] = %g, want %g", off + i, got,
 				     want);

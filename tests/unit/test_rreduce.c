@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "net/rreduce.h"
 #include "tap.h"
+#include "tools/bench/typed.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,36 +30,8 @@ static uint64_t next(void)
 /* Small integral values: exact in every type, also float16. */
 static void fill(void *buf, size_t count, hvd_dtype_t dt)
 {
-	for (size_t i = 0; i < count; i++) {
-		int v = (int)(next() % 17) - 8;
-
-		switch (dt) {
-		case HVD_INT8:
-			((int8_t *)buf)[i] = (int8_t)v;
-			break;
-		case HVD_INT32:
-			((int32_t *)buf)[i] = v;
-			break;
-		case HVD_INT64:
-			((int64_t *)buf)[i] = v;
-			break;
-		case HVD_FLOAT32:
-			((float *)buf)[i] = (float)v;
-			break;
-		case HVD_FLOAT64:
-			((double *)buf)[i] = v;
-			break;
-		default: { /* float16: the bits of small integers */
-			static const uint16_t h[17] = {
-			    0xc800, 0xc700, 0xc600, 0xc500, 0xc400, 0xc200,
-			    0xc000, 0xbc00, 0x0000, 0x3c00, 0x4000, 0x4200,
-			    0x4400, 0x4500, 0x4600, 0x4700, 0x4800};
-
-			((uint16_t *)buf)[i] = h[v + 8];
-			break;
-		}
-		}
-	}
+	for (size_t i = 0; i < count; i++)
+		typed_put(buf, i, dt, (double)((int)(next() % 17) - 8));
 }
 
 enum order { IN_ORDER, REVERSED, SHUFFLED };

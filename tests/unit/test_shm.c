@@ -24,6 +24,7 @@
 #include "kernels/kernels.h"
 #include "shm_members.h"
 #include "tap.h"
+#include "tools/bench/typed.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -65,38 +66,6 @@ static double gen(int r, size_t i, hvd_dtype_t t, uint32_t salt)
 		return (double)(int32_t)h; /* exact in double */
 	default:
 		return (double)(int)(h % 7) - 3.0; /* -3..3 */
-	}
-}
-
-static void put(void *buf, size_t i, hvd_dtype_t t, double v)
-{
-	switch (t) {
-	case HVD_UINT8:
-		((uint8_t *)buf)[i] = (uint8_t)(uint32_t)(int64_t)v;
-		break;
-	case HVD_INT8:
-		((int8_t *)buf)[i] = (int8_t)(int64_t)v;
-		break;
-	case HVD_INT32:
-		((int32_t *)buf)[i] = (int32_t)(int64_t)v;
-		break;
-	case HVD_INT64:
-		((int64_t *)buf)[i] = (int64_t)v;
-		break;
-	case HVD_FLOAT16:
-		((uint16_t *)buf)[i] = hvd_float_to_half((float)v);
-		break;
-	case HVD_BFLOAT16:
-		((uint16_t *)buf)[i] = hvd_float_to_bf16((float)v);
-		break;
-	case HVD_FLOAT32:
-		((float *)buf)[i] = (float)v;
-		break;
-	case HVD_FLOAT64:
-		((double *)buf)[i] = v;
-		break;
-	default:
-		break;
 	}
 }
 
@@ -157,7 +126,7 @@ static void expect(void *out, size_t i, int n, hvd_dtype_t t, hvd_op_t op,
 			break;
 		}
 	} else {
-		put(out, i, t, af);
+		typed_put(out, i, t, af);
 	}
 }
 
@@ -219,7 +188,8 @@ static void run_member(int me, int n, const char *key, int big)
 					size_t off, cnt;
 
 					for (size_t i = 0; i < c; i++) {
-						put(send, i, (hvd_dtype_t)t,
+						typed_put(
+						    send, i, (hvd_dtype_t)t,
 						    gen(me, i, (hvd_dtype_t)t,
 							salt));
 						expect(want, i, n,
@@ -332,7 +302,8 @@ static void run_member(int me, int n, const char *key, int big)
 
 						for (size_t i = o; i < o + k;
 						     i++)
-							put(want, i,
+							typed_put(
+							    want, i,
 							    (hvd_dtype_t)t,
 							    gen(r, i,
 								(hvd_dtype_t)t,
@@ -364,7 +335,8 @@ static void run_member(int me, int n, const char *key, int big)
 						st = shm_broadcast(
 						    g, recv, c * es, root);
 						for (size_t i = 0; i < c; i++)
-							put(want, i,
+							typed_put(
+							    want, i,
 							    (hvd_dtype_t)t,
 							    gen(root, i,
 								(hvd_dtype_t)t,

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "tools/bench/bench.h"
+#include "tools/bench/typed.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -39,90 +40,6 @@ static double gen(int r, size_t i, hvd_dtype_t t)
 		return (int32_t)(h >> 8); /* no int32 overflow for sums */
 	default:
 		return (double)(int)(h % 7) - 3.0;
-	}
-}
-
-static uint16_t to_half(float f)
-{
-	/* round to nearest even through _Float16 (GCC on x86-64) */
-	_Float16 h = (_Float16)f;
-	uint16_t u;
-
-	memcpy(&u, &h, 2);
-	return u;
-}
-
-static float from_half(uint16_t u)
-{
-	_Float16 h;
-
-	memcpy(&h, &u, 2);
-	return (float)h;
-}
-
-static void put(void *buf, size_t i, hvd_dtype_t t, double v)
-{
-	uint32_t u;
-	float f;
-
-	switch (t) {
-	case HVD_UINT8:
-		((uint8_t *)buf)[i] = (uint8_t)(int64_t)v;
-		break;
-	case HVD_INT8:
-		((int8_t *)buf)[i] = (int8_t)(int64_t)v;
-		break;
-	case HVD_INT32:
-		((int32_t *)buf)[i] = (int32_t)(int64_t)v;
-		break;
-	case HVD_INT64:
-		((int64_t *)buf)[i] = (int64_t)v;
-		break;
-	case HVD_FLOAT16:
-		((uint16_t *)buf)[i] = to_half((float)v);
-		break;
-	case HVD_BFLOAT16:
-		f = (float)v; /* small integers: exact, no rounding needed */
-		memcpy(&u, &f, 4);
-		((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
-		break;
-	case HVD_FLOAT32:
-		((float *)buf)[i] = (float)v;
-		break;
-	case HVD_FLOAT64:
-		((double *)buf)[i] = v;
-		break;
-	default:
-		break;
-	}
-}
-
-static double get(const void *buf, size_t i, hvd_dtype_t t)
-{
-	uint32_t u;
-	float f;
-
-	switch (t) {
-	case HVD_UINT8:
-		return ((const uint8_t *)buf)[i];
-	case HVD_INT8:
-		return ((const int8_t *)buf)[i];
-	case HVD_INT32:
-		return ((const int32_t *)buf)[i];
-	case HVD_INT64:
-		return (double)((const int64_t *)buf)[i];
-	case HVD_FLOAT16:
-		return from_half(((const uint16_t *)buf)[i]);
-	case HVD_BFLOAT16:
-		u = (uint32_t)((const uint16_t *)buf)[i] << 16;
-		memcpy(&f, &u, 4);
-		return f;
-	case HVD_FLOAT32:
-		return ((const float *)buf)[i];
-	case HVD_FLOAT64:
-		return ((const double *)buf)[i];
-	default:
-		return 0;
 	}
 }
 
@@ -237,12 +154,12 @@ void bench_fill_inputs(const struct bench_case *c)
 	case_counts(c, &ns, &nr);
 	if (c->coll == BENCH_BROADCAST) {
 		for (size_t i = 0; i < nr; i++)
-			put(c->recv, i, c->dtype,
-			    c->rank == 0 ? gen(0, i, c->dtype) : -1.0);
+			typed_put(c->recv, i, c->dtype,
+				  c->rank == 0 ? gen(0, i, c->dtype) : -1.0);
 		return;
 	}
 	for (size_t i = 0; i < ns; i++)
-		put(c->send, i, c->dtype, gen(c->rank, i, c->dtype));
+		typed_put(c->send, i, c->dtype, gen(c->rank, i, c->dtype));
 	memset(c->recv, 0xa5, nr * hvd_dtype_size(c->dtype));
 }
 
@@ -254,30 +171,33 @@ long bench_count_wrong(const struct bench_case *c)
 	switch (c->coll) {
 	case BENCH_ALLREDUCE:
 		for (size_t i = 0; i < cnt; i++)
-			bad += !same(get(c->recv, i, c->dtype),
+			bad += !same(typed_get(c->recv, i, c->dtype),
 				     expect_reduced(i, c), c);
 		break;
 	case BENCH_ALLGATHER:
 		for (size_t r = 0; r < n; r++)
 			for (size_t i = 0; i < cnt; i++)
-				bad += get(c->recv, r * cnt + i, c->dtype) !=
-				       gen((int)r, i, c->dtype);
+				bad +=
+				    typed_get(c->recv, r * cnt + i, c->dtype) !=
+				    gen((int)r, i, c->dtype);
 		break;
 	case BENCH_BROADCAST:
 		for (size_t i = 0; i < cnt; i++)
-			bad += get(c->recv, i, c->dtype) != gen(0, i, c->dtype);
+			bad += typed_get(c->recv, i, c->dtype) !=
+			       gen(0, i, c->dtype);
 		break;
 	case BENCH_ALLTOALL:
 		for (size_t r = 0; r < n; r++)
 			for (size_t i = 0; i < cnt; i++)
-				bad += get(c->recv, r * cnt + i, c->dtype) !=
-				       gen((int)r, (size_t)c->rank * cnt + i,
-					   c->dtype);
+				bad +=
+				    typed_get(c->recv, r * cnt + i, c->dtype) !=
+				    gen((int)r, (size_t)c->rank * cnt + i,
+					c->dtype);
 		break;
 	default:
 		off = hvd_reducescatter_offset(cnt * n, c->rank, c->size);
 		for (size_t i = 0; i < cnt; i++)
-			bad += !same(get(c->recv, i, c->dtype),
+			bad += !same(typed_get(c->recv, i, c->dtype),
 				     expect_reduced(off + i, c), c);
 		break;
 	}

@@ -22,15 +22,18 @@ static uint32_t hash(uint32_t x)
 	return x;
 }
 
-/* Element i of rank r's input: integers anywhere in the type (they wrap
- * the same in every order), floats small integers (exact in every order,
- * even for float16 products). */
-static double gen(int r, size_t i, hvd_dtype_t t)
+/* Element i of rank r's input for case c: integers anywhere in the type
+ * (they wrap the same in every order); floats small integers, -3..3, exact
+ * in every order of a sum, a minimum or a maximum; for a product -2, -1, 1
+ * or 2, so that every partial product is a power of two, exact in every
+ * order and type (-3..3 made 3^7 on 8 ranks, which float16 and bfloat16
+ * round, differently by order) up to 15 ranks in float16. */
+static double gen(int r, size_t i, const struct bench_case *c)
 {
 	uint32_t h =
 	    hash((uint32_t)i * 2654435761u ^ ((uint32_t)r + 1) * 40503u);
 
-	switch (t) {
+	switch (c->dtype) {
 	case HVD_UINT8:
 		return h & 255;
 	case HVD_INT8:
@@ -39,6 +42,8 @@ static double gen(int r, size_t i, hvd_dtype_t t)
 	case HVD_INT64:
 		return (int32_t)(h >> 8); /* no int32 overflow for sums */
 	default:
+		if (c->op == HVD_PRODUCT)
+			return (h & 1 ? 1.0 : 2.0) * (h & 2 ? -1.0 : 1.0);
 		return (double)(int)(h % 7) - 3.0;
 	}
 }
@@ -70,11 +75,11 @@ static double wrap(int64_t x, hvd_dtype_t t)
 /* Expected reduced element i. */
 static double expect_reduced(size_t i, const struct bench_case *c)
 {
-	double a = gen(0, i, c->dtype);
+	double a = gen(0, i, c);
 	int64_t ai = (int64_t)a;
 
 	for (int r = 1; r < c->size; r++) {
-		double v = gen(r, i, c->dtype);
+		double v = gen(r, i, c);
 
 		switch (c->op) {
 		case HVD_SUM:
@@ -155,11 +160,11 @@ void bench_fill_inputs(const struct bench_case *c)
 	if (c->coll == BENCH_BROADCAST) {
 		for (size_t i = 0; i < nr; i++)
 			typed_put(c->recv, i, c->dtype,
-				  c->rank == 0 ? gen(0, i, c->dtype) : -1.0);
+				  c->rank == 0 ? gen(0, i, c) : -1.0);
 		return;
 	}
 	for (size_t i = 0; i < ns; i++)
-		typed_put(c->send, i, c->dtype, gen(c->rank, i, c->dtype));
+		typed_put(c->send, i, c->dtype, gen(c->rank, i, c));
 	memset(c->recv, 0xa5, nr * hvd_dtype_size(c->dtype));
 }
 
@@ -177,22 +182,19 @@ long bench_count_wrong(const struct bench_case *c)
 	case BENCH_ALLGATHER:
 		for (size_t r = 0; r < n; r++)
 			for (size_t i = 0; i < cnt; i++)
-				bad +=
-				    typed_get(c->recv, r * cnt + i, c->dtype) !=
-				    gen((int)r, i, c->dtype);
+				bad += typed_get(c->recv, r * cnt + i,
+						 c->dtype) != gen((int)r, i, c);
 		break;
 	case BENCH_BROADCAST:
 		for (size_t i = 0; i < cnt; i++)
-			bad += typed_get(c->recv, i, c->dtype) !=
-			       gen(0, i, c->dtype);
+			bad += typed_get(c->recv, i, c->dtype) != gen(0, i, c);
 		break;
 	case BENCH_ALLTOALL:
 		for (size_t r = 0; r < n; r++)
 			for (size_t i = 0; i < cnt; i++)
 				bad +=
 				    typed_get(c->recv, r * cnt + i, c->dtype) !=
-				    gen((int)r, (size_t)c->rank * cnt + i,
-					c->dtype);
+				    gen((int)r, (size_t)c->rank * cnt + i, c);
 		break;
 	default:
 		off = hvd_reducescatter_offset(cnt * n, c->rank, c->size);

@@ -2,21 +2,26 @@
  * refusal.c - a blocking collective refused on some ranks only
  * (net/refusal.h says what and why).
  *
- * Three words travel, each a fire-and-forget message to every other rank
- * of the world: nothing else in a job sends on REFUSAL_CTX, so a rank
+ * Three words travel as fire-and-forget messages: "refused" and "empty"
+ * go to every other rank of the world, "made" only to the rank whose word
+ * it answers.  So a job where one rank refused a call sends some 2n of
+ * them, not n^2, and a rank that answered opens one endpoint, not one to
+ * every rank (above HVD_EAGER_CONNECT_MAX they are made on first use).
+ * Where every rank refuses the same call, each still tells every other:
+ * n(n-1) in all.  Nothing else in a job sends on REFUSAL_CTX, so a rank
  * takes in what arrived with a probe of that one tag.  What a rank has
  * heard is kept until its own calls reach the call a word is about: a
  * rank can be ahead of another by calls that did not need it (all ranks
  * refusing a row of calls), or behind.
  *
  * In hvd_finalize(), a rank that sent any of them says goodbye to every
- * rank, after them (UCX keeps one endpoint's messages in order), and
- * each answers the goodbye when it takes it in: then it has heard every
- * word.  Until every rank has answered, the teller does not join the
- * PMIx fence that ends hvd_finalize()'s wait for every rank; otherwise
- * that fence (PMIx) could be over before a word (UCX) was in, and a
- * broadcast's leaf finalized without the warning it owed.  A job where
- * no call was refused sends nothing.
+ * rank it sent one to, after them (UCX keeps one endpoint's messages in
+ * order), and each answers the goodbye when it takes it in: then it has
+ * heard every word.  Until each has answered, the teller does not join
+ * the PMIx fence that ends hvd_finalize()'s wait for every rank;
+ * otherwise that fence (PMIx) could be over before a word (UCX) was in,
+ * and a broadcast's leaf finalized without the warning it owed.  A job
+ * where no call was refused sends nothing.
  */
 #include "config.h"
 
@@ -56,8 +61,8 @@ struct rf_msg {
 	uint64_t call;  /* the call's number on every rank, from 1  */
 	char fn[32];    /* the function skipped, NUL-terminated     */
 	/* RF_MADE: the word it answers (its kind and sender; status and fn
-	 * above are that word's), so that a rank that hears the answer
-	 * before the word names the rank that skipped the call, and how */
+	 * above are that word's): the sender of that word gets it, and
+	 * checks that it is about its own */
 	uint32_t about_kind;
 	int32_t about;
 };
@@ -78,8 +83,10 @@ static char apart_why[320];
 static struct rf_msg *heard; /* taken in, about calls not settled */
 static size_t nheard, capheard;
 static struct rf_out *sent;
-static unsigned long dropped;
+static unsigned long dropped, nsent; /* words sent, goodbyes not counted */
 static int told;          /* this rank sent words (not goodbyes)  */
+static unsigned char *told_to; /* [w]: to rank w (NULL: every rank) */
+static uint64_t told_call; /* the call of this rank's own last word */
 static int said_bye;      /* hvd_finalize() began here            */
 static unsigned char *heard_bye; /* [w]: rank w answered the goodbye */
 
@@ -97,6 +104,10 @@ void refusal_start(void)
 	nheard = 0;
 	dropped = 0;
 	told = 0;
+	free(told_to);
+	told_to = NULL;
+	told_call = 0;
+	nsent = 0;
 	said_bye = 0;
 	free(heard_bye);
 	heard_bye = NULL;
@@ -118,12 +129,18 @@ void refusal_free(void)
 	free(heard_bye);
 	heard_bye = NULL;
 	told = 0;
+	free(told_to);
+	told_to = NULL;
+	told_call = 0;
 	said_bye = 0;
 	pthread_mutex_unlock(&rf_lock);
 }
 
 /* Send kind about call (status st, function fn) to world rank to, or to
- * every other rank (to -1); an RF_MADE answers the word *about. */
+ * every other rank (to -1); an RF_MADE answers the word *about, and goes
+ * to that word's sender only.  Who was sent words is kept: those, and
+ * only those, get this rank's goodbye (a rank that answered one refusal
+ * says goodbye to one rank, not to the job). */
 static void send_word(int to, enum rf_kind kind, uint64_t call,
 		      hvd_status_t st, const char *fn,
 		      const struct rf_msg *about)
@@ -133,8 +150,17 @@ static void send_word(int to, enum rf_kind kind, uint64_t call,
 
 	if (!o)
 		return; /* the others find out at the peer timeout */
-	if (kind != RF_BYE && kind != RF_HEARD)
+	if (kind != RF_BYE && kind != RF_HEARD) {
+		if (!told && to >= 0)
+			told_to = calloc((size_t)n, 1); /* NULL: every rank */
+		if (to < 0 || !told_to) {
+			free(told_to);
+			told_to = NULL;
+		} else {
+			told_to[to] = 1;
+		}
 		told = 1;
+	}
 	o->m.magic = RF_MAGIC;
 	o->m.kind = kind;
 	o->m.who = peers_self();
@@ -147,11 +173,11 @@ static void send_word(int to, enum rf_kind kind, uint64_t call,
 	}
 	o->next = sent;
 	sent = o;
-	if (to >= 0)
-		ucx_send_forget(to, &o->m, sizeof(o->m), rf_tag());
-	else
-		for (int w = 0; w < n; w++)
+	for (int w = to < 0 ? 0 : to; w < (to < 0 ? n : to + 1); w++)
+		if (w != peers_self()) {
 			ucx_send_forget(w, &o->m, sizeof(o->m), rf_tag());
+			nsent += kind != RF_BYE && kind != RF_HEARD;
+		}
 }
 
 static void tell(enum rf_kind kind, uint64_t call, hvd_status_t st,
@@ -271,12 +297,24 @@ static const char *own_how(void)
 	return own == RF_EMPTY ? "made with a count of 0" : "refused";
 }
 
+/* Answer word m, about a call this rank made, with "made": to its sender,
+ * which waits for every rank's word on its call.  The other ranks need
+ * not hear it: the sender told each of them itself. */
+static void answer(const struct rf_msg *m)
+{
+	send_word(m->who, RF_MADE, m->call, (hvd_status_t)m->status, m->fn,
+		  m);
+}
+
 /*
  * What was heard, against this rank's calls.  A word about a later call
  * waits for it.  One about a call this rank made (an earlier one, or the
  * current one unless seen[] is given: this rank skipped it and counts
  * the others who did) sets the world apart; a refusal or an empty call
- * of such a call is answered with "made".
+ * of such a call is answered with "made".  Once apart, a word is still
+ * answered unless it is about the call this rank skipped and told the
+ * others of (its sender has that word): a second rank that refused the
+ * same call waits for every rank's word, and no other rank sends it.
  */
 static void settle(unsigned char *seen, int *got)
 {
@@ -285,8 +323,11 @@ static void settle(unsigned char *seen, int *got)
 	for (size_t i = 0; i < nheard; i++) {
 		const struct rf_msg *m = &heard[i];
 
-		if (apart)
-			break;
+		if (apart) {
+			if (m->kind != RF_MADE && m->call != told_call)
+				answer(m);
+			continue;
+		}
 		if (m->call > calls) {
 			if (keep != i)
 				heard[keep] = *m;
@@ -302,20 +343,23 @@ static void settle(unsigned char *seen, int *got)
 		}
 		if (m->kind != RF_MADE) {
 			apart_by(m, (enum rf_kind)m->kind, (int)m->who);
-			tell(RF_MADE, m->call, (hvd_status_t)m->status, m->fn,
-			     m);
+			answer(m);
 		} else if (seen && m->call == calls) {
 			set_apart("rank %d made call %" PRIu64
 				  " of the blocking collectives, which this "
 				  "rank %s",
 				  (int)m->who, m->call, own_how());
 		} else {
-			/* another rank's answer came first: the same words
-			 * as the skipping rank's own would give */
+			/* an answer to another rank's word (answers go to
+			 * that word's sender, so this is not expected): the
+			 * same words as the skipping rank's own would give */
 			apart_by(m, (enum rf_kind)m->about_kind,
 				 (int)m->about);
 		}
 	}
+	if (apart) /* words about later calls, kept above */
+		for (size_t i = 0; i < keep; i++)
+			answer(&heard[i]);
 	nheard = apart ? 0 : keep;
 }
 
@@ -412,6 +456,7 @@ static int skip(enum rf_kind kind, const char *fn, hvd_status_t st)
 	pthread_mutex_lock(&rf_lock);
 	if (!apart) {
 		own = kind;
+		told_call = calls;
 		tell(kind, calls, st, fn, NULL);
 		agree(n);
 	}
@@ -469,15 +514,21 @@ static void listen_now(void)
 		settle(NULL, NULL);
 }
 
-/* 1 when every other rank answered this rank's goodbye, or never will (a
- * failed rank; no memory to count them: the fence is then all there
- * is). */
+/* Whether this rank sent words to rank w (and owes it a goodbye). */
+static int was_told(int w)
+{
+	return told && w != peers_self() && (!told_to || told_to[w]);
+}
+
+/* 1 when every rank this rank sent words to answered its goodbye, or
+ * never will (a failed rank; no memory to count them: the fence is then
+ * all there is). */
 static int all_heard(int n)
 {
 	if (!heard_bye)
 		return 1;
 	for (int w = 0; w < n; w++)
-		if (w != peers_self() && !heard_bye[w] && !peers_failed(w))
+		if (was_told(w) && !heard_bye[w] && !peers_failed(w))
 			return 0;
 	return 1;
 }
@@ -491,8 +542,20 @@ int refusal_finalizing(void)
 	pthread_mutex_lock(&rf_lock);
 	if (!said_bye) {
 		said_bye = 1;
-		if (told && (heard_bye = calloc((size_t)n, 1)))
-			tell(RF_BYE, calls, HVD_OK, "hvd_finalize", NULL);
+		if (told && (heard_bye = calloc((size_t)n, 1))) {
+			int to = 0;
+
+			for (int w = 0; w < n; w++)
+				if (was_told(w)) {
+					send_word(w, RF_BYE, calls, HVD_OK,
+						  "hvd_finalize", NULL);
+					to++;
+				}
+			hvd_log(HVD_LOG_DEBUG,
+				"hvd_finalize(): %lu words about refused calls "
+				"sent to %d ranks, and as many goodbyes",
+				nsent, to);
+		}
 	}
 	was = apart;
 	listen_now();

@@ -14,7 +14,7 @@
  *  - a rank that made call k (it had valid arguments), or made it
  *    already, fails it (or its next call, if it completed k before it
  *    heard: a broadcast's leaf) with HVD_ERR_MISMATCH, naming the rank
- *    and its refusal, and answers "made k";
+ *    and its refusal, and answers "made k" to the refusing rank alone;
  *  - where every rank refused k, nothing was sent, and the world goes
  *    on; where some made it, every rank's world is "apart": each later
  *    blocking collective fails at once, because the ranks' transfers and
@@ -73,9 +73,9 @@ hvd_status_t refusal_go(void);
  * from the refusing one completed it, and may have nothing else to call),
  * and the finding logged as a warning: the refusing rank would otherwise
  * wait until the others exit.  A rank that sent words says goodbye to
- * every rank on its first call, after them; 1 once every rank answered
- * that (it heard every word), or where there was nothing to say: only
- * then may this rank join the fence that ends the wait. */
+ * each rank it sent them to on its first call, after them; 1 once each
+ * answered that (it heard every word), or where there was nothing to
+ * say: only then may this rank join the fence that ends the wait. */
 int refusal_finalizing(void);
 /* In a wait of the public calls' thread (never the engine's): HVD_OK,
  * or HVD_ERR_MISMATCH with why[len] saying which rank refused what. */

@@ -41,7 +41,7 @@ trap 'rm -rf "$T"' EXIT
 
 sizes=${HVD_COLL_TEST_SIZES:-1 2 3 4 8}
 set -- $sizes
-echo "1..$(($# + 56))"
+echo "1..$(($# + 57))"
 echo "# launcher: $launcher"
 
 # run_check NAME NP [ENV...]: coll_check on NP ranks; passes when rank 0's
@@ -244,7 +244,7 @@ refuse_run() {
 	# the ranks that made the call name the one that skipped it, however
 	# they heard (its word, or another maker's answer to it)
 	rr_by='[0-9]*'
-	case $rr_who in [0-9]*) rr_by=$rr_who ;; esac
+	case $rr_who in *,*) ;; [0-9]*) rr_by=$rr_who ;; esac
 	rr_made=$(awk '/^rank [0-9]*: call 1 \('"$rr_call"'\) HVD_ERR_MISMATCH after [0-9.]* s: .*rank '"$rr_by"' (refused|made) call [0-9]+ of the blocking collectives, .*(which this rank made|where this rank.s count was not 0)/ && $8 < 5' "$T/out" | wc -l)
 	rr_empty=$(grep -c "^rank [0-9]*: call 1 ($rr_call, empty here) HVD_ERR_MISMATCH after [0-9.]* s: .*rank [0-9]* made call [0-9]* of the blocking collectives, which this rank made with a count of 0" "$T/out")
 	rr_empty_ok=$(grep -c "^rank [0-9]*: call 1 ($rr_call, empty here) HVD_OK" "$T/out")
@@ -316,6 +316,25 @@ st=1
 [ "$rr_refused" -eq 1 ] && [ "${rr_took%%.*}" -lt 5 ] && [ "$rr_fin" -eq 3 ] &&
 	[ "$slow" -eq 0 ] && [ $((warned + rr_made)) -eq 2 ] && st=0
 ok $st "broadcast refused by rank 2 of 3 as the last call (ucx): refused there in ${rr_took:-?} s, $rr_fin finalize ($slow took over 5 s), the 2 others warn or fail ($warned, $rr_made)"
+refuse_show $st
+# Two of five ranks refuse the same call (ucx).  A rank that made it
+# answers each refusing rank alone (it answered every rank before: n - 1
+# answers to every word, n^2 messages in a job and an endpoint from every
+# rank to every rank, however few refused), also once the first word has
+# set it apart, since the second refusing rank waits for its word.  Each
+# rank's count of what it sent is its debug line in hvd_finalize().
+refuse_run 5 1,3 allreduce "" HVD_SHM=0 HOROVOD_LOG_LEVEL=debug
+sent_by() {
+	sed -n "s/^hvd: \[$1\] debug: hvd_finalize(): \([0-9]*\) words about refused calls sent to \([0-9]*\) ranks.*/\1:\2/p" "$T/err"
+}
+answers=$(for r in 0 2 4; do sent_by $r; done | tr '\n' ' ')
+told=$(for r in 1 3; do sent_by $r; done | tr '\n' ' ')
+slow=$(awk '/refused here/ && $10 >= 5' "$T/out" | wc -l)
+st=1
+[ "$rr_refused" -eq 2 ] && [ "$rr_made" -eq 3 ] && [ "$rr_next" -eq 5 ] &&
+	[ "$rr_fin" -eq 5 ] && [ "$slow" -eq 0 ] &&
+	[ "$answers" = "2:2 2:2 2:2 " ] && [ "$told" = "4:4 4:4 " ] && st=0
+ok $st "allreduce refused by ranks 1 and 3 of 5 (ucx): refused on $rr_refused ($slow took 5 s or more), $rr_made fail it, $rr_fin finalize; words:ranks sent by those that made it: ${answers:-none}(2:2 each), by the refusing ones: ${told:-none}(4:4 each)"
 refuse_show $st
 
 # small_shm SIZE CMD...: CMD in a mount namespace of its own whose

@@ -24,7 +24,8 @@
  *	                      node's) count apart: HVD_ERR_MISMATCH on every
  *	                      rank, in seconds
  *	coll_check refuse R CALL [late|last]
- *	                      rank R (or every rank: all) refuses its CALL
+ *	                      rank R (ranks R,R2,...; every rank: all)
+ *	                      refuses its CALL
  *	                      (allreduce, broadcast, allgather or barrier:
  *	                      a NULL buffer, a bad root, a NULL buffer, or
  *	                      none: a barrier cannot be refused), or makes
@@ -967,11 +968,18 @@ static double since(const struct timespec *a)
 static int run_refuse(const char *who, const char *call, int late,
 		      int last)
 {
-	int me = !strcmp(who, "all") || atoi(who) == rank_;
+	int me = !strcmp(who, "all");
 	float *buf = xmalloc(64 * sizeof(float)), sum[4];
 	struct timespec a;
 	hvd_status_t st;
 	int right = 1;
+
+	/* who: a rank, ranks separated by commas, or all */
+	for (const char *p = who; !me && p; p = strchr(p, ',')) {
+		if (*p == ',')
+			p++;
+		me = atoi(p) == rank_;
+	}
 
 	for (int i = 0; i < 64; i++)
 		buf[i] = (float)(rank_ + 1);

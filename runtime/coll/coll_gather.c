@@ -578,7 +578,8 @@ hvd_status_t host_alltoallv(hvd_comm_t *comm, const void *sendbuf,
 				       "hvd: out of memory");
 			goto out;
 		}
-		memcpy(copy, recvbuf, need);
+		if (need) /* every count 0: recvbuf may be NULL */
+			memcpy(copy, recvbuf, need);
 		sb = copy;
 	}
 	if (recvcounts[r])

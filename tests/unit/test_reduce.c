@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "kernels/reduce_impl.h"
 #include "tap.h"
+#include "tools/bench/typed.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -46,22 +47,10 @@ static float u2f(uint32_t u)
 
 /* ------------------------------------------------ reference converters */
 
-static uint16_t ref_to_half(float f)
-{
-	_Float16 h = (_Float16)f;
-	uint16_t u;
-
-	memcpy(&u, &h, 2);
-	return u;
-}
-
-static float ref_from_half(uint16_t u)
-{
-	_Float16 h;
-
-	memcpy(&h, &u, 2);
-	return (float)h;
-}
+/* float16: typed_to_half and typed_from_half (tools/bench/typed.h, through
+ * GCC's _Float16).  bfloat16: below, by comparing distances rather than
+ * by rounding the bits as libhvd and typed.h do, so that the reference
+ * does not share their method. */
 
 /* Nearest bfloat16 by comparing the two candidates around f in double
  * arithmetic (ties to the even one). */
@@ -102,7 +91,7 @@ static void test_conversions(void)
 		float f = hvd_half_to_float((uint16_t)u);
 		uint16_t back = hvd_float_to_half(f);
 
-		if (!same_float(f, ref_from_half((uint16_t)u)) ||
+		if (!same_float(f, typed_from_half((uint16_t)u)) ||
 		    (!isnan(f) && back != u) ||
 		    (isnan(f) && (back & 0x7fff) <= 0x7c00)) {
 			if (bad++ < 5)
@@ -116,7 +105,7 @@ static void test_conversions(void)
 	bad = 0;
 	for (int i = 0; i < 400000; i++) {
 		float f = u2f((uint32_t)next());
-		uint16_t got = hvd_float_to_half(f), want = ref_to_half(f);
+		uint16_t got = hvd_float_to_half(f), want = typed_to_half(f);
 
 		if (isnan(f) ? (got & 0x7fff) <= 0x7c00 : got != want) {
 			if (bad++ < 5)
@@ -137,7 +126,7 @@ static void test_conversions(void)
 
 		for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); i++) {
 			uint16_t got = hvd_float_to_half(edge[i]);
-			uint16_t want = ref_to_half(edge[i]);
+			uint16_t want = typed_to_half(edge[i]);
 
 			if (got != want && bad++ < 10)
 				diag("to_half(%a) = 0x%04x, want 0x%04x",
@@ -253,10 +242,10 @@ static void ref_elem(void *d, const void *a, const void *b, size_t i,
 		break;
 	}
 	case HVD_FLOAT16: {
-		float p = ref_from_half(((const uint16_t *)a)[i]);
-		float q = ref_from_half(((const uint16_t *)b)[i]);
+		float p = typed_from_half(((const uint16_t *)a)[i]);
+		float q = typed_from_half(((const uint16_t *)b)[i]);
 
-		((uint16_t *)d)[i] = ref_to_half((float)ref_op(p, q, op));
+		((uint16_t *)d)[i] = typed_to_half((float)ref_op(p, q, op));
 		break;
 	}
 	case HVD_BFLOAT16: {
@@ -310,7 +299,7 @@ static void fill(void *buf, size_t n, hvd_dtype_t t)
 		case HVD_FLOAT16:
 			((uint16_t *)buf)[i] = (r >> 32) % 61 == 0
 						   ? (uint16_t)(r >> 40)
-						   : ref_to_half((float)v);
+						   : typed_to_half((float)v);
 			break;
 		case HVD_BFLOAT16:
 			((uint16_t *)buf)[i] = (r >> 32) % 61 == 0
@@ -352,8 +341,8 @@ static size_t count_diff(const void *got, const void *want, size_t n,
 		    isnan(((const double *)want)[i]))
 			continue;
 		if (t == HVD_FLOAT16 &&
-		    isnan(ref_from_half(((const uint16_t *)got)[i])) &&
-		    isnan(ref_from_half(((const uint16_t *)want)[i])))
+		    isnan(typed_from_half(((const uint16_t *)got)[i])) &&
+		    isnan(typed_from_half(((const uint16_t *)want)[i])))
 			continue;
 		if (t == HVD_BFLOAT16 &&
 		    isnan(u2f((uint32_t)((const uint16_t *)got)[i] << 16)) &&
@@ -431,7 +420,7 @@ static void test_scale(void)
 	int32_t i32[] = {7, -7, 10, -10, INT32_MAX, INT32_MIN};
 	int8_t i8[] = {5, -5, 127, -128};
 	float f32[] = {1.0f, -3.0f, 0.5f};
-	uint16_t h[] = {ref_to_half(3.0f), ref_to_half(-1.0f)};
+	uint16_t h[] = {typed_to_half(3.0f), typed_to_half(-1.0f)};
 	uint16_t bf[] = {ref_to_bf16(3.0f), ref_to_bf16(-1.0f)};
 	double f64[] = {9.0, -1.5};
 
@@ -448,7 +437,7 @@ static void test_scale(void)
 	reduce_scale(h, 2, HVD_FLOAT16, 0.5);
 	reduce_scale(bf, 2, HVD_BFLOAT16, 0.5);
 	reduce_scale(f64, 2, HVD_FLOAT64, 2.0);
-	ok(ref_from_half(h[0]) == 1.5f && ref_from_half(h[1]) == -0.5f &&
+	ok(typed_from_half(h[0]) == 1.5f && typed_from_half(h[1]) == -0.5f &&
 	       hvd_bf16_to_float(bf[0]) == 1.5f &&
 	       hvd_bf16_to_float(bf[1]) == -0.5f && f64[0] == 18.0 &&
 	       f64[1] == -3.0,
